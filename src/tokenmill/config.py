@@ -1,0 +1,162 @@
+"""The YAML pipeline file: parsed and validated up front, every problem reported at once with its path.
+
+Example::
+
+    track: pretrain            # or sft
+    inputs: [data/web/, data/books.txt]
+    out: shards/web
+    tokenizer: default         # hub name, directory, tokenizer.json, .tiktoken, .model, or "default"
+    workers: 2
+    unit_bytes: 64MiB
+    shard_tokens: 268435456
+    text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
+    steps:                     # pretraining track: curation steps, in order
+      - {name: length, min_chars: 200, max_chars: 1000000}
+    schema:                    # optional explicit field mappings, by input path (or "*")
+      "*": {record: Document, text: body, id: doc_id}
+    sft:                       # SFT track options
+      chat_template: null      # file or tokenizer dir; null = the tokenizer's own, else built-in ChatML
+      max_length: 4096
+      train_on: assistant      # assistant | last | all
+      train_reasoning: true
+      supervise_empty_think: false
+      reasoning_policy: inline # inline | drop | reject
+      verify: 64               # examples per unit checked against transformers' apply_chat_template (0 = off)
+
+CLI flags override the file.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from tokenmill.errors import ConfigError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_FACTORS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
+            "KI": 1 << 10, "MI": 1 << 20, "GI": 1 << 30, "TI": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """``64MiB`` -> 67108864; plain integers pass through. Raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size")
+    if isinstance(value, int):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(f"expected a size like 64MiB or 1000000, got {value!r}")
+    unit = (m.group(2) or "").upper().rstrip("B")
+    return int(float(m.group(1)) * _FACTORS[unit])
+
+
+def _choice(*options: str) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if v not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+        return v
+    return check
+
+
+def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Callable[[Any], Any]:
+    def check(v: Any) -> Any:
+        if v is None and nullable:
+            return v
+        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+            raise ValueError(f"expected {kind.__name__}, got {type(v).__name__} {v!r}")
+        if positive and v <= 0:
+            raise ValueError(f"expected a positive number, got {v!r}")
+        return v
+    return check
+
+
+def _paths(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+        raise ValueError("expected a path or a list of paths")
+    return v
+
+
+def _positive_size(v: Any) -> int:
+    n = parse_size(v)
+    if n <= 0:
+        raise ValueError(f"expected a positive size, got {v!r}")
+    return n
+
+
+TOP: dict[str, Callable[[Any], Any]] = {
+    "track": _choice("pretrain", "sft"),
+    "inputs": _paths,
+    "out": _typed(str),
+    "tokenizer": _typed(str),
+    "workers": _typed(int, positive=True),
+    "unit_bytes": _positive_size,
+    "shard_tokens": _typed(int, positive=True),
+    "text_mode": _choice("auto", "file", "line", "paragraph"),
+    "force": _typed(bool),
+    "overwrite": _typed(bool),
+    "schema": _typed(dict),
+    "steps": _typed(list),
+    "sft": _typed(dict),
+}
+SFT: dict[str, Callable[[Any], Any]] = {
+    "chat_template": _typed(str, nullable=True),
+    "max_length": _typed(int, positive=True, nullable=True),
+    "train_on": _choice("assistant", "last", "all"),
+    "train_reasoning": _typed(bool),
+    "supervise_empty_think": _typed(bool),
+    "reasoning_policy": _choice("inline", "drop", "reject"),
+    "allow_consecutive": _typed(bool),
+    "verify": _typed(int),
+    "seq_len": _typed(int, positive=True, nullable=True),
+}
+
+
+def _check_section(data: dict, rules: dict, prefix: str, problems: list[str]) -> dict:
+    clean: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{prefix}{key}"
+        if key not in rules:
+            near = [k for k in rules if k[:3] == str(key)[:3]]
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            problems.append(f"{where}: unknown key{hint}; known keys: {', '.join(rules)}")
+            continue
+        try:
+            clean[key] = rules[key](value)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{where}: {exc}")
+    return clean
+
+
+def validate(data: Any, *, source: str = "config") -> dict:
+    """Validate a parsed pipeline document; raise ``ConfigError`` listing every problem."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    problems: list[str] = []
+    clean = _check_section(data, TOP, "", problems)
+    if isinstance(clean.get("sft"), dict):
+        clean["sft"] = _check_section(clean["sft"], SFT, "sft.", problems)
+    for i, step in enumerate(clean.get("steps") or []):
+        if not isinstance(step, dict) or "name" not in step:
+            problems.append(f"steps[{i}]: expected a mapping with a 'name'")
+    if problems:
+        raise ConfigError([f"{source}: {p}" for p in problems])
+    return clean
+
+
+def load_config(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the pipeline file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    return validate(data or {}, source=str(p))

@@ -1,0 +1,61 @@
+"""The whole tokenmill exception tree, in one file.
+
+    TokenmillError
+    ├── ConfigError          bad flags or pipeline file (lists every problem at once)
+    ├── InputError           a path that does not exist, an unreadable or unknown format
+    ├── RoutingError         data sent to the wrong track (SFT data to `pretrain`, ...)
+    ├── MissingExtraError    an optional dependency is not installed
+    ├── TokenizerError       a tokenizer that cannot be loaded, or fast/reference mismatch
+    ├── TemplateError        a chat template that does not render
+    ├── ParityError          written ids differ from the reference chat-template ids
+    └── ShardError           a shard directory that is corrupt or does not match its reader
+
+Bad *records* never raise: they become rejects (see ``tokenmill.report``).
+Messages say what went wrong, where, and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class TokenmillError(Exception):
+    """Base class of every error tokenmill raises on purpose."""
+
+
+class ConfigError(TokenmillError):
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class InputError(TokenmillError):
+    pass
+
+
+class RoutingError(TokenmillError):
+    pass
+
+
+class MissingExtraError(TokenmillError):
+    def __init__(self, module: str, extra: str, purpose: str = ""):
+        self.module, self.extra = module, extra
+        why = f" to {purpose}" if purpose else ""
+        super().__init__(
+            f"the optional dependency {module!r} is needed{why}; install it with: pip install 'tokenmill[{extra}]'"
+        )
+
+
+class TokenizerError(TokenmillError):
+    pass
+
+
+class TemplateError(TokenmillError):
+    pass
+
+
+class ParityError(TokenmillError):
+    pass
+
+
+class ShardError(TokenmillError):
+    pass

@@ -1,0 +1,50 @@
+"""Per-unit rejects files, merged in unit order into ``<out>/rejects.jsonl`` at the end of a run.
+
+Each line: ``{"source": <path relative to the input root>, "loc": <1-based line or row>, "reason": <key>,
+"detail": <sentence>, "raw": <the record as read>}`` (``raw_b64`` instead of ``raw`` for bytes that are
+not UTF-8).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+from tokenmill.io.base import WorkUnit
+from tokenmill.report.accounting import Reject, Stats
+
+UNIT_DIR = Path("_state") / "rejects"
+
+
+class RejectSink:
+    """Counts rejects into a unit's ``Stats`` and writes them to the unit's staging area."""
+
+    def __init__(self, staging: Path, unit: WorkUnit):
+        path = staging / UNIT_DIR / f"{unit.name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "wb")
+
+    def add(self, rejects: Iterable[Reject], stats: Stats) -> None:
+        for r in rejects:
+            stats.reject(r.reason)
+            self._fh.write(r.to_json() + b"\n")
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def merge_rejects(out: Path, unit_names: list[str]) -> int:
+    """Concatenate the units' rejects into ``out/rejects.jsonl``; return the number of lines."""
+    target = out / "rejects.jsonl"
+    tmp = target.with_name("rejects.jsonl.tmp")
+    lines = 0
+    with open(tmp, "wb") as dst:
+        for name in unit_names:
+            part = out / UNIT_DIR / f"{name}.jsonl"
+            if part.exists():
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, dst)
+                lines += sum(1 for _ in open(part, "rb"))
+    tmp.replace(target)
+    return lines
