@@ -1,0 +1,174 @@
+"""JSON Lines and JSON array readers.
+
+JSONL is read line by line (``orjson``); an uncompressed file is split into byte ranges that start at line
+starts, found in one streaming pass that also counts lines, so each range knows its first line number.
+A JSON array is streamed element by element with ``ijson``: memory stays at one element whatever the
+file size. Bad lines and elements become rejects (``invalid_utf8``, ``malformed_json``,
+``not_an_object``); blank lines are not records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO
+
+import ijson
+import orjson
+
+from tokenmill.io.base import InputFile, RawBatch, WorkUnit
+from tokenmill.io.formats import READ_ERRORS, decompressed, open_raw
+from tokenmill.io.rows import RowBatcher
+
+SCAN_CHUNK = 1 << 20
+BOM = b"\xef\xbb\xbf"
+
+
+def line_ranges(file: InputFile, *, unit_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, stop, first line number) of each byte range of an uncompressed JSONL file.
+
+    A range starts at the first line start at or after the previous start + ``unit_bytes``, so every
+    range but the last holds at least ``unit_bytes`` bytes and no line is cut.
+    """
+    starts = [(0, 1)]
+    target, pos, lines = max(1, unit_bytes), 0, 0
+    with open_raw(file.path) as fh:
+        while buf := fh.read(SCAN_CHUNK):
+            i, counted, seen = max(target - 1 - pos, 0), 0, lines
+            while i < len(buf) and (j := buf.find(b"\n", i)) >= 0:
+                seen += buf.count(b"\n", counted, j + 1)
+                counted = j + 1
+                starts.append((pos + j + 1, seen + 1))
+                target = pos + j + 1 + unit_bytes
+                i = target - 1 - pos
+            lines += buf.count(b"\n")
+            pos += len(buf)
+    if len(starts) > 1 and starts[-1][0] >= pos:
+        starts.pop()
+    stops = [s for s, _ in starts[1:]] + [pos]
+    return [(s, stop, loc) for (s, loc), stop in zip(starts, stops)]
+
+
+def read_jsonl(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
+    f = unit.file
+    out = RowBatcher(f.rel, batch_rows=batch_rows, columns=columns)
+    loc = unit.first_loc
+    with open_raw(f.path) as raw:
+        if f.compression:
+            stream, last_pos = decompressed(raw, f.compression), 0
+        else:
+            raw.seek(unit.start)
+            stream = raw
+        limit = unit.stop - unit.start if unit.stop >= 0 and not f.compression else -1
+        try:
+            for line in _limited_lines(stream, limit):
+                if not f.compression:
+                    out.nbytes += len(line)
+                parse_line(line.removeprefix(BOM) if loc == 1 else line, loc, out)
+                loc += 1
+                if out.full:
+                    if f.compression:
+                        out.nbytes, last_pos = raw.tell() - last_pos, raw.tell()
+                    yield out.take()
+        except READ_ERRORS as exc:
+            out.reject(loc, "unreadable", f"{f.rel}: cannot read past line {loc - 1}: {exc}; is the file truncated?")
+        if f.compression:
+            out.nbytes = max(0, f.size - last_pos)
+    if not out.empty:
+        yield out.take()
+
+
+def _limited_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of ``stream`` (with their newline), stopping once ``limit`` bytes are read (-1: to EOF)."""
+    if limit < 0:
+        yield from stream
+        return
+    for line in stream:
+        yield line
+        limit -= len(line)
+        if limit <= 0:
+            return
+
+
+def parse_line(line: bytes, loc: int, out: RowBatcher) -> None:
+    """Add one JSONL line to ``out`` as a row or a reject; blank lines are ignored."""
+    if not line.strip():
+        return
+    body = line.rstrip(b"\r\n")
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            out.reject(
+                loc,
+                "invalid_utf8",
+                f"{out.source} line {loc}: byte {bad.start} is not valid UTF-8; re-encode the file as UTF-8",
+                raw=body,
+            )
+            return
+        out.reject(loc, "malformed_json", f"{out.source} line {loc}: not valid JSON ({exc})", raw=body)
+        return
+    if isinstance(obj, dict):
+        out.add(obj, loc)
+    else:
+        kind = type(obj).__name__
+        out.reject(loc, "not_an_object", f"{out.source} line {loc}: a JSON {kind}, not an object", raw=body)
+
+
+class _Prefixed:
+    """A read()-able stream that returns ``head`` before the rest of ``fh``."""
+
+    def __init__(self, head: bytes, fh: IO[bytes]):
+        self.head, self.fh = head, fh
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.head:
+            return self.fh.read(n)
+        if n < 0:
+            out, self.head = self.head + self.fh.read(), b""
+            return out
+        out, self.head = self.head[:n], self.head[n:]
+        return out
+
+
+def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
+    """A JSON array streamed element by element (loc = 1-based element index), or one JSON document."""
+    f = unit.file
+    out = RowBatcher(f.rel, batch_rows=batch_rows, columns=columns)
+    with open_raw(f.path) as raw:
+        stream = decompressed(raw, f.compression)
+        try:
+            head = stream.read(1 << 16).removeprefix(BOM)
+            body = head.lstrip()
+            if body.startswith(b"["):
+                yield from _array_elements(_Prefixed(body, stream), out, raw)
+            elif body:
+                parse_line(body + stream.read(), 1, out)
+        except READ_ERRORS as exc:
+            out.reject(len(out.rows) + 1, "unreadable", f"{f.rel}: cannot read: {exc}; is the file truncated?")
+        out.nbytes = f.size
+    if not out.empty:
+        yield out.take()
+
+
+def _array_elements(stream: _Prefixed, out: RowBatcher, raw: IO[bytes]) -> Iterator[RawBatch]:
+    index = 0
+    try:
+        for index, item in enumerate(ijson.items(stream, "item", use_float=True), start=1):
+            if isinstance(item, dict):
+                out.add(item, index)
+            else:
+                detail = f"{out.source} element {index}: a JSON {type(item).__name__}, not an object"
+                out.reject(index, "not_an_object", detail, raw=item)
+            if out.full:
+                yield out.take()
+    except ijson.JSONError as exc:
+        message = str(exc).split("\n", 1)[0]
+        reason = "invalid_utf8" if "UTF8" in message else "malformed_json"
+        out.reject(
+            index + 1,
+            reason,
+            f"{out.source}: the JSON array breaks at element {index + 1} ({message}); the rest of the file is skipped",
+            raw=None,
+        )

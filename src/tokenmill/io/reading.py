@@ -1,0 +1,73 @@
+"""Read one work unit as RawBatch objects, and sample the first records of a file for the router."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from typing import Any
+
+from tokenmill.errors import InputError
+from tokenmill.io.base import FORMATS, InputFile, RawBatch, WorkUnit
+from tokenmill.io.columnar import read_arrow, read_hf_dataset, read_parquet
+from tokenmill.io.jsonfmt import read_json, read_jsonl
+from tokenmill.io.paths import check_text_mode
+from tokenmill.io.text import read_text
+from tokenmill.io.warc import read_warc
+from tokenmill.report.accounting import Reject
+
+READERS: dict[str, Callable[..., Iterator[RawBatch]]] = {
+    "jsonl": read_jsonl,
+    "json": read_json,
+    "parquet": read_parquet,
+    "arrow": read_arrow,
+    "hf_dataset": read_hf_dataset,
+    "warc": read_warc,
+    "wet": read_warc,
+}
+SAMPLE_TEXT_BYTES = 1 << 20  # file-mode text samples read at most this much
+
+
+def read_unit(
+    unit: WorkUnit,
+    *,
+    batch_rows: int = 4096,
+    text_mode: str = "auto",
+    columns: list[str] | None = None,
+) -> Iterator[RawBatch]:
+    """Stream the records of ``unit`` in batches of at most ``batch_rows`` records (rows plus rejects).
+
+    ``columns`` keeps only those keys or columns (missing ones are left out, not invented).
+    """
+    check_text_mode(text_mode)
+    fmt = unit.file.format
+    if fmt == "text":
+        return read_text(unit, batch_rows=batch_rows, text_mode=text_mode, columns=columns)
+    if fmt not in READERS:
+        raise InputError(f"{unit.file.rel}: no reader for format {fmt!r} (known: {', '.join(FORMATS)})")
+    return READERS[fmt](unit, batch_rows=batch_rows, columns=columns)
+
+
+def sample_records(
+    file: InputFile, *, n: int = 200, text_mode: str = "auto"
+) -> tuple[list[dict[str, Any]], list[int], list[Reject]]:
+    """The first ``n`` readable records of ``file`` as dicts, their locs, and the rejects met on the way.
+
+    Stops after ``n`` records or ``n`` rejects, so it reads only the head of the file.
+    """
+    check_text_mode(text_mode)
+    unit = WorkUnit(index=0, file=file)
+    if file.format == "text":
+        batches = read_text(unit, batch_rows=n, text_mode=text_mode, columns=None, limit_bytes=SAMPLE_TEXT_BYTES)
+    else:
+        batches = read_unit(unit, batch_rows=n)
+    rows: list[dict[str, Any]] = []
+    locs: list[int] = []
+    rejects: list[Reject] = []
+    with closing(batches):
+        for batch in batches:
+            rows.extend(batch.to_rows())
+            locs.extend(batch.locs)
+            rejects.extend(batch.rejects)
+            if len(rows) >= n or len(rejects) >= n:
+                break
+    return rows[:n], locs[:n], rejects
