@@ -1,0 +1,188 @@
+"""Exporters from token shards to other trainers' formats: Megatron-LM, HF ``datasets``, flat ``.bin``.
+
+Every exporter consumes the same stream of bounded batches (about 16 M tokens each), so memory stays
+flat whatever the corpus size. Without ``seq_len`` a document is one sequence; with ``seq_len`` the
+token stream (documents already end in EOS) is cut into fixed windows by ``tokenmill.pack.concat_chunk``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tokenmill._extras import require
+from tokenmill.errors import ConfigError, ShardError
+from tokenmill.shards.reader import ShardSet, open_shards
+
+BATCH_TOKENS = 1 << 24
+MEGATRON_HEADER = b"MMIDIDX\x00\x00"
+MEGATRON_CODES = {np.dtype(np.uint16): 8, np.dtype(np.int32): 4}  # Megatron-LM DType enum values
+IGNORE_INDEX = -100
+
+
+@dataclass
+class Batch:
+    """Consecutive sequences: ``ids[offsets[k]:offsets[k+1]]`` is sequence k."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    mask: np.ndarray | None
+    rec_ids: pa.Array | None = None
+    sources: pa.Array | None = None
+
+
+def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq_len: int | None = None) -> dict:
+    """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary."""
+    writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
+    if to not in writers:
+        raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
+    if seq_len is not None and seq_len <= 0:
+        raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
+    ds = open_shards(directory)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary = writers[to](ds, out, seq_len)
+    return {"format": to, "seq_len": seq_len, **summary}
+
+
+def iter_batches(ds: ShardSet, *, seq_len: int | None, batch_tokens: int = BATCH_TOKENS):
+    """Bounded batches of whole documents (``seq_len`` None) or of fixed ``seq_len`` windows."""
+    if seq_len is None:
+        yield from _doc_batches(ds, batch_tokens)
+    else:
+        yield from _window_batches(ds, seq_len, batch_tokens)
+
+
+def _doc_batches(ds: ShardSet, batch_tokens: int):
+    for shard in ds.shards:
+        offsets = np.asarray(shard.offsets)
+        a = 0
+        while a < shard.n_docs:
+            b = int(np.searchsorted(offsets, offsets[a] + batch_tokens, side="right")) - 1
+            b = min(max(b, a + 1), shard.n_docs)
+            lo, hi = int(offsets[a]), int(offsets[b])
+            mask = shard.mask[lo:hi] if shard.has_mask else None
+            yield Batch(shard.ids[lo:hi], offsets[a : b + 1] - lo, mask, shard.docs.column(0).slice(a, b - a),
+                        shard.docs.column(1).slice(a, b - a))  # fmt: skip
+            a = b
+
+
+def _window_batches(ds: ShardSet, seq_len: int, batch_tokens: int):
+    from tokenmill.pack import concat_chunk
+
+    starts = np.asarray(concat_chunk(ds.lengths, seq_len, drop_last=True), dtype=np.int64)
+    per_batch = max(1, batch_tokens // seq_len)
+    for k in range(0, len(starts), per_batch):
+        chunk = starts[k : k + per_batch]
+        stops = np.minimum(chunk + seq_len, ds.n_tokens)
+        offsets = np.concatenate([[0], np.cumsum(stops - chunk)])
+        mask = _gather(ds.mask_range, chunk, stops) if ds.has_mask else None
+        yield Batch(_gather(ds.tokens, chunk, stops), offsets, mask)
+
+
+def _gather(read, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """Windows ``[starts[k], stops[k])`` concatenated; one read when they are back to back."""
+    if np.array_equal(starts[1:], stops[:-1]):
+        return read(int(starts[0]), int(stops[-1]))
+    return np.concatenate([read(int(a), int(b)) for a, b in zip(starts, stops)])
+
+
+def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+    if ds.has_mask:
+        raise ShardError(
+            f"shards in {ds.directory} carry loss masks, which Megatron's IndexedDataset cannot hold; "
+            "export them with to='hf' (labels) or to='bin' (mask file)"
+        )
+    dtype = np.dtype(np.uint16) if ds.dtype.itemsize == 2 else np.dtype(np.int32)
+    lengths = []
+    with open(f"{out}.bin", "wb") as fh:
+        for batch in iter_batches(ds, seq_len=seq_len):
+            fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
+            lengths.append(np.diff(batch.offsets))
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    write_megatron_index(Path(f"{out}.idx"), lengths, dtype)
+    return {"paths": [f"{out}.bin", f"{out}.idx"], "n_sequences": len(lengths), "n_tokens": int(lengths.sum())}
+
+
+def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype) -> None:
+    """Megatron-LM ``.idx``: header, version 1, dtype code, counts, int32 lengths, int64 byte pointers,
+    int64 document indices (one sequence per document)."""
+    if len(lengths) and int(lengths.max()) >= 1 << 31:
+        raise ShardError("a sequence is longer than 2**31 tokens, beyond Megatron's int32 sequence lengths")
+    pointers = np.zeros(len(lengths), dtype="<i8")
+    np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
+    doc_index = np.arange(len(lengths) + 1, dtype="<i8")
+    with open(path, "wb") as fh:
+        fh.write(MEGATRON_HEADER + struct.pack("<Q", 1) + struct.pack("<B", MEGATRON_CODES[dtype]))
+        fh.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(doc_index)))
+        fh.write(lengths.astype("<i4").tobytes())
+        fh.write(pointers.tobytes())
+        fh.write(doc_index.tobytes())
+
+
+def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+    n_seq = n_tok = 0
+    mask_path = Path(f"{out}.mask") if ds.has_mask else None
+    with open(out, "wb") as fh, open(mask_path or os.devnull, "wb") as mh:
+        for batch in iter_batches(ds, seq_len=seq_len):
+            fh.write(memoryview(np.ascontiguousarray(batch.ids)).cast("B"))
+            if batch.mask is not None:
+                mh.write(memoryview(np.ascontiguousarray(batch.mask).view(np.uint8)).cast("B"))
+            n_seq, n_tok = n_seq + len(batch.offsets) - 1, n_tok + len(batch.ids)
+    sidecar = {
+        "format": "tokenmill-bin", "dtype": ds.dtype.name, "byte_order": "little", "n_tokens": n_tok,
+        "n_sequences": n_seq, "seq_len": seq_len, "vocab_size": ds.vocab_size, "bos_id": ds.bos_id,
+        "eos_id": ds.eos_id, "pad_id": ds.pad_id, "tokenizer": ds.tokenizer_name,
+        "tokenizer_fingerprint": ds.fingerprint, "mask_file": mask_path.name if mask_path else None,
+    }  # fmt: skip
+    Path(f"{out}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    paths = [str(out), f"{out}.json"] + ([str(mask_path)] if mask_path else [])
+    return {"paths": paths, "n_sequences": n_seq, "n_tokens": n_tok}
+
+
+def _to_hf(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+    datasets = require("datasets", "hf", "export shards as a Hugging Face dataset")
+    tmp = Path(tempfile.mkdtemp(prefix=".tokenmill-hf-", dir=out.parent))
+    try:
+        n_seq, n_tok = _write_arrow_stream(ds, tmp / "data.arrow", seq_len)
+        dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
+        dataset.save_to_disk(str(out))
+        del dataset
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"paths": [str(out)], "n_sequences": n_seq, "n_tokens": n_tok}
+
+
+def _write_arrow_stream(ds: ShardSet, path: Path, seq_len: int | None) -> tuple[int, int]:
+    n_seq = n_tok = 0
+    writer = None
+    with pa.OSFile(str(path), "wb") as sink:
+        for batch in iter_batches(ds, seq_len=seq_len):
+            table = _hf_batch(batch)
+            writer = writer or pa.ipc.new_stream(sink, table.schema)
+            writer.write_batch(table)
+            n_seq, n_tok = n_seq + table.num_rows, n_tok + len(batch.ids)
+        if writer is None:
+            raise ShardError(f"shards in {ds.directory} hold no sequences to export (seq_len={seq_len})")
+        writer.close()
+    return n_seq, n_tok
+
+
+def _hf_batch(batch: Batch) -> pa.RecordBatch:
+    offsets = pa.array(batch.offsets.astype(np.int32))
+    ids = batch.ids.astype(np.int32)
+    columns = {"input_ids": pa.ListArray.from_arrays(offsets, pa.array(ids))}
+    if batch.mask is not None:
+        labels = np.where(batch.mask.view(np.bool_), ids, IGNORE_INDEX).astype(np.int32)
+        columns["labels"] = pa.ListArray.from_arrays(offsets, pa.array(labels))
+    if batch.rec_ids is not None:
+        columns["id"], columns["source"] = batch.rec_ids, batch.sources
+    return pa.record_batch(list(columns.values()), names=list(columns))

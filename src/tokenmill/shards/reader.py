@@ -1,0 +1,249 @@
+"""Zero-copy reads of a shard directory: ``open_shards`` -> ``ShardSet`` of documents."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tokenmill.errors import ShardError
+from tokenmill.shards.format import COMMON_FIELDS, FORMAT_VERSION, dtype_from_name, read_header
+
+
+class Shard:
+    """One shard: header plus lazily opened memmaps of its ids, mask, offsets and doc records."""
+
+    def __init__(self, directory: Path, stem: str, header: dict):
+        self.directory, self.stem, self.header = directory, stem, header
+        self.dtype = dtype_from_name(header["dtype"])
+        self.n_docs, self.n_tokens = int(header["n_docs"]), int(header["n_tokens"])
+        self.has_mask = bool(header["has_mask"])
+        self._maps: dict[str, object] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_maps": {}}  # memmaps are reopened, never pickled
+
+    def path(self, suffix: str) -> Path:
+        return self.directory / f"{self.stem}.{suffix}"
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._memmap("ids", self.dtype, self.n_tokens)
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        return self._memmap("mask", np.dtype(np.uint8), self.n_tokens) if self.has_mask else None
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self._memmap("idx", np.dtype("<i8"), self.n_docs + 1)
+
+    @property
+    def docs(self) -> pa.RecordBatch:
+        if "docs" not in self._maps:
+            reader = pa.ipc.open_file(pa.memory_map(str(self.path("docs")), "r"))
+            self._maps["docs"] = reader.get_batch(0) if reader.num_record_batches else None
+        return self._maps["docs"]
+
+    def expected_sizes(self) -> dict[str, int]:
+        sizes = {"ids": self.n_tokens * self.dtype.itemsize, "idx": (self.n_docs + 1) * 8}
+        if self.has_mask:
+            sizes["mask"] = self.n_tokens
+        return sizes
+
+    def _memmap(self, suffix: str, dtype: np.dtype, count: int) -> np.ndarray:
+        if suffix not in self._maps:
+            if count == 0:  # an empty file cannot be memory-mapped
+                self._maps[suffix] = np.zeros(0, dtype=dtype)
+            else:
+                self._maps[suffix] = np.memmap(self.path(suffix), dtype=dtype, mode="r", shape=(count,))
+        return self._maps[suffix]
+
+
+class ShardSet(Sequence):
+    """Every shard of one directory as one sequence of documents; pickles by directory."""
+
+    def __init__(self, directory: Path, shards: list[Shard], manifest: dict):
+        self.directory, self.shards, self.manifest = directory, shards, manifest
+        first = shards[0].header
+        self.header = {key: first[key] for key in COMMON_FIELDS}
+        self.header["tokenizer_info"] = first.get("tokenizer_info", {})
+        self._doc_ends = np.cumsum([s.n_docs for s in shards], dtype=np.int64)
+        self._tok_ends = np.cumsum([s.n_tokens for s in shards], dtype=np.int64)
+        self._lengths: np.ndarray | None = None
+
+    def __reduce__(self):
+        return (_reopen, (str(self.directory), self.fingerprint))
+
+    fingerprint = property(lambda self: self.header["tokenizer_fingerprint"])
+    tokenizer_name = property(lambda self: self.header["tokenizer"])
+    chat_template_hash = property(lambda self: self.header["chat_template_hash"])
+    has_mask = property(lambda self: self.header["has_mask"])
+    vocab_size = property(lambda self: self.header["vocab_size"])
+    bos_id = property(lambda self: self.header["bos_id"])
+    eos_id = property(lambda self: self.header["eos_id"])
+    pad_id = property(lambda self: self.header["pad_id"])
+    dtype = property(lambda self: dtype_from_name(self.header["dtype"]))
+    n_docs = property(lambda self: int(self._doc_ends[-1]))
+    n_tokens = property(lambda self: int(self._tok_ends[-1]))
+    n_trained_tokens = property(lambda self: sum(int(s.header["n_trained_tokens"]) for s in self.shards))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Token count of every document, in order, as int64 (read from the ``.idx`` files once)."""
+        if self._lengths is None:
+            self._lengths = np.concatenate([np.diff(s.offsets) for s in self.shards]).astype(np.int64, copy=False)
+        return self._lengths
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def __getitem__(self, i) -> dict:
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"ShardSet indices must be integers, not {type(i).__name__}")
+        shard, j = self._locate(int(i))
+        docs = shard.docs
+        return {
+            "input_ids": self._slice(shard.ids, shard, j),
+            "loss_mask": self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None,
+            "id": docs.column(0)[j].as_py(),
+            "source": docs.column(1)[j].as_py(),
+        }
+
+    def doc_tokens(self, i: int) -> np.ndarray:
+        """The token ids of document ``i`` as a view into the memory-mapped shard."""
+        shard, j = self._locate(int(i))
+        return self._slice(shard.ids, shard, j)
+
+    def doc_mask(self, i: int) -> np.ndarray | None:
+        """The loss mask of document ``i`` as a bool view, or None when the shards carry no mask."""
+        shard, j = self._locate(int(i))
+        return self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None
+
+    def tokens(self, start: int, stop: int) -> np.ndarray:
+        """Ids of the global token range ``[start, stop)`` (a view inside one shard, else a copy)."""
+        return self._token_range("ids", start, stop)
+
+    def mask_range(self, start: int, stop: int) -> np.ndarray | None:
+        """Loss mask of the global token range ``[start, stop)`` as bool, or None without masks."""
+        return self._token_range("mask", start, stop).view(np.bool_) if self.has_mask else None
+
+    def _locate(self, i: int) -> tuple[Shard, int]:
+        n = self.n_docs
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"document index {i} out of range for {n} documents in {self.directory}")
+        k = int(np.searchsorted(self._doc_ends, i, side="right"))
+        return self.shards[k], i - int(self._doc_ends[k] - self.shards[k].n_docs)
+
+    @staticmethod
+    def _slice(array: np.ndarray, shard: Shard, j: int) -> np.ndarray:
+        offsets = shard.offsets
+        return array[int(offsets[j]) : int(offsets[j + 1])]
+
+    def _token_range(self, kind: str, start: int, stop: int) -> np.ndarray:
+        if not 0 <= start <= stop <= self.n_tokens:
+            raise IndexError(f"token range [{start}, {stop}) outside the {self.n_tokens} tokens of {self.directory}")
+        first = int(np.searchsorted(self._tok_ends, start, side="right"))
+        pieces = []
+        for k in range(first, len(self.shards)):
+            base = int(self._tok_ends[k]) - self.shards[k].n_tokens
+            if base >= stop:
+                break
+            array = getattr(self.shards[k], kind)
+            pieces.append(array[max(start - base, 0) : min(stop - base, self.shards[k].n_tokens)])
+        if len(pieces) == 1:
+            return pieces[0]
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=self.dtype if kind == "ids" else np.uint8)
+
+
+def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False) -> ShardSet:
+    """Open every shard header in ``directory`` (sorted by name) as one ShardSet.
+
+    ``tokenizer``: None, a fingerprint string, or an object with ``.fingerprint``; a mismatch raises
+    ShardError. ``verify=True`` also checks checksums and contents (reads every byte).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ShardError(f"shard directory {directory} does not exist or is not a directory")
+    headers = [(p, h) for p in sorted(directory.glob("*.json")) if (h := read_header(p))]
+    shards = [Shard(directory, p.name[: -len(".json")], h) for p, h in headers]
+    if not shards:
+        raise ShardError(
+            f"no tokenmill shard headers (*.json with magic 'tokenmill-shard') in {directory}; "
+            "check the path or write shards with ShardWriter"
+        )
+    for shard in shards:
+        _check_shard(shard)
+    _check_consistent(shards, directory)
+    _check_fingerprint(shards[0].header, tokenizer, directory)
+    if verify:
+        from tokenmill.shards.verify import verify_shards
+
+        problems = verify_shards(directory)
+        if problems:
+            raise ShardError(f"shards in {directory} failed verification:\n" + "\n".join(f"  - {p}" for p in problems))
+    return ShardSet(directory, shards, _read_manifest(directory))
+
+
+def _reopen(directory: str, fingerprint: str) -> ShardSet:
+    return open_shards(directory, tokenizer=fingerprint)
+
+
+def _check_shard(shard: Shard) -> None:
+    version = shard.header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ShardError(
+            f"shard {shard.path('json')} has format_version {version!r}; this tokenmill reads version "
+            f"{FORMAT_VERSION}: upgrade tokenmill or rewrite the shards"
+        )
+    for suffix, size in shard.expected_sizes().items():
+        path = shard.path(suffix)
+        actual = path.stat().st_size if path.is_file() else None
+        if actual != size:
+            found = "is missing" if actual is None else f"has {actual} bytes"
+            raise ShardError(f"{path} {found}, its header expects {size} bytes; the shard is incomplete or corrupt")
+    if not shard.path("docs").is_file():
+        raise ShardError(f"{shard.path('docs')} is missing; the shard is incomplete")
+
+
+def _check_consistent(shards: list[Shard], directory: Path) -> None:
+    first = shards[0]
+    for shard in shards[1:]:
+        differ = [k for k in COMMON_FIELDS if shard.header.get(k) != first.header.get(k)]
+        if differ:
+            details = ", ".join(f"{k}: {first.header.get(k)!r} vs {shard.header.get(k)!r}" for k in differ)
+            raise ShardError(
+                f"shards {first.stem} and {shard.stem} in {directory} disagree ({details}); "
+                "a directory must hold shards of one run: move the odd ones to their own directory"
+            )
+
+
+def _check_fingerprint(header: dict, tokenizer, directory: Path) -> None:
+    if tokenizer is None:
+        return
+    expected = tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "fingerprint", None)
+    if expected is None:
+        raise ShardError(f"tokenizer must be a fingerprint string or have .fingerprint, got {type(tokenizer).__name__}")
+    found = header["tokenizer_fingerprint"]
+    if expected != found:
+        raise ShardError(
+            f"shards in {directory} were written with tokenizer {header['tokenizer']!r} (fingerprint {found}), "
+            f"but the tokenizer given has fingerprint {expected}; use the tokenizer the shards were made with "
+            "or re-tokenize the data"
+        )
+
+
+def _read_manifest(directory: Path) -> dict:
+    path = directory / "manifest.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise ShardError(f"{path} is not valid JSON ({exc}); rewrite or remove it") from exc
