@@ -1,0 +1,26 @@
+"""Serve token shards to a training loop: packed datasets, blending, collation, resumable order.
+
+``PackedDataset`` and ``BlendedDataset`` are plain map-style datasets (numpy samples); ``PackedCollator``
+and ``PackedLoader`` need the ``torch`` extra, imported when they are first used.
+"""
+
+from __future__ import annotations
+
+from tokenmill.loader.blend import BlendedDataset
+from tokenmill.loader.collate import PackedCollator
+from tokenmill.loader.dataset import PackedDataset
+from tokenmill.loader.loader import PackedLoader
+from tokenmill.loader.order import epoch_seed, partition, permute
+from tokenmill.loader.stats import render_stats, shard_stats
+
+__all__ = [
+    "BlendedDataset",
+    "PackedCollator",
+    "PackedDataset",
+    "PackedLoader",
+    "epoch_seed",
+    "partition",
+    "permute",
+    "render_stats",
+    "shard_stats",
+]

@@ -1,0 +1,70 @@
+"""``PackedLoader``: a DataLoader over one rank's share of the global order, resumable exactly.
+
+The global order of an epoch is fixed by (seed, epoch) (see :mod:`tokenmill.loader.order`). This rank
+reads positions ``cursor + rank + world_size * i``; every step of every rank consumes ``batch_size``
+of them, so after ``t`` steps the cursor is ``cursor + t * batch_size * world_size``. The cursor counts
+batches handed to the caller (not batches prefetched by workers), so ``state_dict()`` taken between
+steps resumes at the next unseen sample, with any number of ranks or workers. Each rank drops the
+epoch's tail that cannot fill one more step on every rank (ranks stay in lockstep).
+"""
+
+from __future__ import annotations
+
+from tokenmill._extras import require
+from tokenmill.errors import ConfigError, ShardError
+from tokenmill.loader.order import partition
+
+
+class PackedLoader:
+    """Iterate batches of ``dataset`` for ``rank`` of ``world_size``; one ``iter()`` = rest of an epoch."""
+
+    def __init__(self, dataset, *, batch_size: int, collate_fn, rank: int = 0, world_size: int = 1,
+                 num_workers: int = 0, pin_memory: bool = False):
+        if batch_size < 1 or not 0 <= rank < world_size:
+            raise ConfigError(f"need batch_size >= 1 and 0 <= rank < world_size; got {batch_size}, {rank}, {world_size}")
+        self.dataset, self.batch_size, self.collate_fn = dataset, batch_size, collate_fn
+        self.rank, self.world_size, self.num_workers, self.pin_memory = rank, world_size, num_workers, pin_memory
+        self.epoch, self.cursor = dataset.epoch, 0
+
+    def steps_left(self) -> int:
+        """Steps (batches per rank) left in the current epoch."""
+        return max(0, (len(self.dataset) - self.cursor) // (self.batch_size * self.world_size))
+
+    def __len__(self) -> int:
+        return self.steps_left()
+
+    def __iter__(self):
+        torch = require("torch", "torch", "iterate packed batches")
+        steps = self.steps_left()
+        end = self.cursor + steps * self.batch_size * self.world_size
+        positions = partition(end, rank=self.rank, world_size=self.world_size, start=self.cursor)  # a range
+        loader = torch.utils.data.DataLoader(
+            self.dataset, batch_size=self.batch_size, sampler=positions, collate_fn=self.collate_fn,
+            num_workers=self.num_workers, pin_memory=self.pin_memory, drop_last=True)
+        for batch in loader:
+            self.cursor += self.batch_size * self.world_size
+            yield batch
+        self.set_epoch(self.epoch + 1)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first sample (re-plans and re-shuffles the dataset)."""
+        self.epoch, self.cursor = int(epoch), 0
+        self.dataset.set_epoch(self.epoch)
+
+    def state_dict(self) -> dict:
+        """Epoch, seed, global samples consumed and the data fingerprint: all that resuming needs."""
+        return {"epoch": self.epoch, "seed": self.dataset.seed, "cursor": self.cursor,
+                "fingerprint": self.dataset.fingerprint, "n_samples": len(self.dataset)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume at ``state``; refuses a state taken over other data or another seed."""
+        if state["fingerprint"] != self.dataset.fingerprint:
+            raise ShardError(
+                f"loader state was saved over data {state['fingerprint']}, but this dataset is "
+                f"{self.dataset.fingerprint}; resume with the same shards (and tokenizer)"
+            )
+        if state["seed"] != self.dataset.seed:
+            raise ConfigError(f"loader state has seed {state['seed']}, the dataset seed {self.dataset.seed}; "
+                              "build the dataset with the saved seed")
+        self.set_epoch(state["epoch"])
+        self.cursor = int(state["cursor"])
