@@ -50,7 +50,14 @@ class TokenizerError(TokenmillError):
 
 
 class TemplateError(TokenmillError):
-    pass
+    """A template that does not render, or one record it cannot render; ``reason`` is the stable reject key."""
+
+    def __init__(self, message: str = "", *, reason: str = "template_error"):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return (_template_error, (str(self), self.reason))
 
 
 class ParityError(TokenmillError):
@@ -59,3 +66,7 @@ class ParityError(TokenmillError):
 
 class ShardError(TokenmillError):
     pass
+
+
+def _template_error(message: str, reason: str) -> TemplateError:
+    return TemplateError(message, reason=reason)

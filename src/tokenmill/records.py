@@ -8,7 +8,8 @@ Everything that enters a track is normalised once, at the edge, into one of two 
 ``Conversation`` (SFT track)
     id, messages: list<Message>, tools (JSON string), source, meta (JSON string)
 
-    Message  = role, content, reasoning, tool_calls: list<ToolCall>, name, weight (float, null = default)
+    Message  = role, content, reasoning, tool_calls: list<ToolCall>, name, weight (float, null = default),
+               tool_call_id (on a ``tool`` result: the id of the call it answers)
     ToolCall = id, name, arguments (JSON string)
 
 Free-form parts (``meta``, ``tools``, tool-call ``arguments``) are stored as JSON strings so the schemas
@@ -51,6 +52,7 @@ MESSAGE = pa.struct(
         pa.field("tool_calls", pa.list_(TOOL_CALL)),
         pa.field("name", pa.string()),
         pa.field("weight", pa.float32()),
+        pa.field("tool_call_id", pa.string()),
     ]
 )
 

@@ -1,0 +1,258 @@
+"""One conversation -> token ids and a loss mask, from a single render and a single tokenization.
+
+The conversation is rendered once with the model's chat template, the assistant turns are located in that text
+(see :mod:`tokenmill.sft.masks`), and the text is tokenized once with every message text passed as a literal
+span, so a control token a user typed (``<|im_end|>``) stays ordinary text. A token is trained when its
+characters overlap a trained span: an assistant's output (reasoning when trained, content, tool calls) plus the
+end-of-turn marker the model must emit to stop. Role headers, system, user and tool text are never trained
+(unless ``train_on="all"``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns
+from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
+
+TRAIN_ON = ("assistant", "last", "all")
+REASONING_POLICIES = ("inline", "drop", "reject")
+
+
+@dataclass
+class Rendered:
+    """A rendered, tokenized conversation with its loss mask."""
+
+    id: str
+    text: str
+    ids: np.ndarray  # uint32
+    mask: np.ndarray  # bool, True = trained
+    spans: list[tuple[int, int]]  # trained character spans of ``text``
+    stats: dict[str, Any]
+    messages: list[dict] = field(repr=False, default_factory=list)  # the HF-form messages that were rendered
+    tools: list | None = None
+    weights: np.ndarray | None = None  # float32 per token, only when a message carries a weight other than 1
+
+
+def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
+    """The calibrated assistant-turn shape of ``template`` with ``tokenizer``'s control tokens (cached)."""
+    controls = tuple(sorted(getattr(tokenizer, "special_tokens", {}) or ()))
+    if not controls:
+        controls = tuple(t for t in (getattr(tokenizer, "eos_token", None),) if t)
+    return calibrate(template, controls, tuple(sorted(special_token_kwargs(tokenizer).items())))
+
+
+def hf_messages(
+    conv: dict, *, renders_reasoning: bool, reasoning_policy: str = "inline"
+) -> tuple[list[dict], list | None, dict[str, int]]:
+    """Conversation record -> (messages, tools) in ``apply_chat_template`` form, plus reasoning counts.
+
+    None fields are left out (as transformers does); reasoning goes in ``reasoning_content`` and ``thinking``
+    when the template renders it, else is inlined as ``<think>\\n…\\n</think>\\n\\n`` before the content,
+    dropped (counted) or rejected, by ``reasoning_policy``.
+    """
+    rid = conv.get("id", "?")
+    counts = {"reasoning_inlined": 0, "reasoning_dropped": 0}
+    messages = []
+    for i, m in enumerate(conv.get("messages") or []):
+        out = {"role": m.get("role"), "content": m.get("content")}
+        if m.get("name") is not None:
+            out["name"] = m["name"]
+        if m.get("tool_calls"):
+            out["tool_calls"] = [_hf_tool_call(c) for c in m["tool_calls"]]
+        reasoning = m.get("reasoning")
+        if reasoning and renders_reasoning:
+            out = {"thinking": reasoning, **out, "reasoning_content": reasoning}
+        elif reasoning and reasoning_policy == "inline":
+            out["content"] = f"<think>\n{reasoning}\n</think>\n\n{out['content'] or ''}"
+            counts["reasoning_inlined"] += 1
+        elif reasoning and reasoning_policy == "drop":
+            counts["reasoning_dropped"] += 1
+        elif reasoning:
+            raise TemplateError(
+                f"record {rid}: message {i} has reasoning the chat template does not render; use "
+                "reasoning_policy='inline' or 'drop', or a template that renders reasoning_content",
+                reason="reasoning_not_rendered",
+            )
+        messages.append({k: v for k, v in out.items() if v is not None})
+    return messages, _hf_tools(conv.get("tools"), rid), counts
+
+
+def _hf_tool_call(call: dict) -> dict:
+    args = call.get("arguments")
+    try:
+        parsed = json.loads(args) if isinstance(args, str) else args
+    except json.JSONDecodeError:
+        parsed = args
+    out = {"type": "function", "function": {"name": call.get("name"), "arguments": parsed}}
+    if call.get("id") is not None:
+        out["id"] = call["id"]
+    return out
+
+
+def _hf_tools(tools: Any, rid: str) -> list | None:
+    if tools is None or tools == "":
+        return None
+    try:
+        parsed = json.loads(tools) if isinstance(tools, str) else tools
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"record {rid}: tools is not valid JSON ({exc})", reason="invalid_tools") from exc
+    if not isinstance(parsed, list):
+        raise TemplateError(f"record {rid}: tools must be a JSON list of tool schemas", reason="invalid_tools")
+    return parsed or None
+
+
+def _check_options(train_on: str, reasoning_policy: str) -> None:
+    problems = []
+    if train_on not in TRAIN_ON:
+        problems.append(f"train_on={train_on!r}: expected one of {TRAIN_ON}")
+    if reasoning_policy not in REASONING_POLICIES:
+        problems.append(f"reasoning_policy={reasoning_policy!r}: expected one of {REASONING_POLICIES}")
+    if problems:
+        raise ConfigError(problems)
+
+
+def render_conversation(
+    conv: dict,
+    *,
+    tokenizer: Any,
+    template: ChatTemplate,
+    train_on: str = "assistant",
+    train_reasoning: bool = True,
+    supervise_empty_think: bool = False,
+    reasoning_policy: str = "inline",
+) -> Rendered:
+    """Render ``conv`` once, tokenize it once, and mask everything but the trained assistant output.
+
+    Raises :class:`TemplateError` (with ``.reason``) when this record cannot be rendered or its turns located.
+    """
+    _check_options(train_on, reasoning_policy)
+    rid = str(conv.get("id", "?"))
+    shape = shape_of(template, tokenizer)
+    messages, tools, counts = hf_messages(
+        conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=reasoning_policy
+    )
+    special = special_token_kwargs(tokenizer)
+    text, generation = render_template(
+        template, messages, tools=tools, special_tokens=special, record_id=rid,
+        track_generation=template.has_generation_blocks,
+    )
+    turns, literal, unlocated = locate_turns(text, messages, shape)
+    _check_located(rid, messages, unlocated, tokenizer, train_on)
+    spans, owners = _trained_spans(
+        text, turns, conv, generation, train_on=train_on, train_reasoning=train_reasoning,
+        supervise_empty_think=supervise_empty_think,
+    )
+    ids, starts, ends = tokenizer.encode_rendered(text, literal_spans=tuple(literal))
+    mask, owner = _token_owner(starts, ends, spans)
+    counts["empty_think_unsupervised"] = 0 if supervise_empty_think else sum(
+        1 for t in owners if t is not None and t.empty_think
+    )
+    with_reasoning = {i for i, m in enumerate(conv.get("messages") or []) if m.get("reasoning")}
+    stats = _stats(text, ids, mask, owner, owners, turns, literal, with_reasoning, tokenizer, counts, starts, ends)
+    if generation and len(generation) != sum(1 for m in messages if m.get("role") == "assistant"):
+        stats["generation_blocks_ignored"] = len(generation)
+    weights = _token_weights(owner, owners, conv)
+    return Rendered(rid, text, np.asarray(ids, dtype=np.uint32), mask, spans, stats, messages, tools, weights)
+
+
+def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> None:
+    for i in unlocated:
+        m = messages[i]
+        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        if m.get("role") == "assistant" and train_on != "all":
+            raise TemplateError(
+                f"record {rid}: assistant message {i} was not found in the rendered template; the template "
+                "drops or rewrites it, so its loss mask cannot be derived", reason="assistant_not_rendered",
+            )
+        if text and tokenizer.count_literal_specials(text):
+            raise TemplateError(
+                f"record {rid}: message {i} holds a control-token string but the template rewrites it, so it "
+                "cannot be kept as plain text; remove the control string", reason="control_token_in_content",
+            )
+
+
+def _weight(conv: dict, index: int) -> float:
+    value = (conv.get("messages") or [])[index].get("weight")
+    return 1.0 if value is None else float(value)
+
+
+def _trained_spans(
+    text: str, turns: list[Turn], conv: dict, generation: list, *, train_on: str, train_reasoning: bool,
+    supervise_empty_think: bool,
+) -> tuple[list[tuple[int, int]], list[Turn | None]]:
+    """Trained character spans and the turn each one belongs to."""
+    if train_on == "all":
+        return [(0, len(text))], [None]
+    n_assistant = sum(1 for m in conv.get("messages") or [] if m.get("role") == "assistant")
+    use_generation = bool(generation) and len(generation) == n_assistant == len(turns)
+    last_assistant = max((t.message for t in turns), default=-1)
+    spans, owners = [], []
+    for k, turn in enumerate(turns):
+        if (train_on == "last" and turn.message != last_assistant) or _weight(conv, turn.message) == 0:
+            continue
+        start, end = turn.start, turn.stop_end
+        if use_generation:
+            start, end = generation[k][0], generation[k][1]
+            if end >= turn.end:
+                end = max(end, turn.stop_end)
+        if turn.empty_think and not supervise_empty_think:
+            start = max(start, turn.empty_think[1])
+        if turn.reasoning and not train_reasoning:
+            start = max(start, turn.content_start)
+        if start < end:
+            spans.append((start, end))
+            owners.append(turn)
+    return spans, owners
+
+
+def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, owner): a token is trained when its characters overlap a span; owner is that span's index or -1."""
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if not spans:
+        return np.zeros(len(starts), dtype=bool), np.full(len(starts), -1, dtype=np.int64)
+    lo = np.array([s for s, _ in spans], dtype=np.int64)
+    hi = np.array([e for _, e in spans], dtype=np.int64)
+    idx = np.searchsorted(hi, starts, side="right")
+    inside = idx < len(spans)
+    mask = np.zeros(len(starts), dtype=bool)
+    mask[inside] = ends[inside] > lo[idx[inside]]
+    return mask, np.where(mask, idx, -1)
+
+
+def _token_weights(owner: np.ndarray, owners: list[Turn | None], conv: dict) -> np.ndarray | None:
+    per_span = [1.0 if t is None else _weight(conv, t.message) for t in owners]
+    if all(w == 1.0 for w in per_span):
+        return None
+    table = np.array(per_span + [0.0], dtype=np.float32)  # index -1 -> 0.0 (untrained)
+    return table[owner]
+
+
+def _stats(
+    text: str, ids, mask: np.ndarray, owner: np.ndarray, owners: list[Turn | None], turns: list[Turn],
+    literal: list[tuple[int, int]], with_reasoning: set[int], tokenizer: Any, counts: dict[str, int],
+    starts: np.ndarray, ends: np.ndarray,
+) -> dict[str, Any]:
+    in_turn = _token_owner(starts, ends, [(t.start, t.stop_end) for t in turns])[0]
+    in_reasoning = _token_owner(starts, ends, [t.reasoning for t in turns if t.reasoning])[0]
+    by_turn = np.bincount(owner[mask], minlength=len(owners)).tolist() if len(owners) else []
+    stats = {
+        "tokens": int(len(ids)),
+        "trained_tokens": int(mask.sum()),
+        "trained_by_role": {"assistant": int((mask & in_turn).sum()), "other": int((mask & ~in_turn).sum())},
+        "trained_by_turn": [int(n) for n in by_turn],
+        "reasoning_trained_tokens": int((mask & in_turn & in_reasoning).sum()),
+        "answer_trained_tokens": int((mask & in_turn & ~in_reasoning).sum()),
+        "stop_token_trained": bool(owners) and all(t is None or t.stop_end > t.end for t in owners),
+        "control_tokens_neutralised": sum(tokenizer.count_literal_specials(text[s:e]) for s, e in literal),
+        "reasoning_dropped_by_template": sum(1 for t in turns if t.message in with_reasoning and not t.reasoning),
+        "assistant_turns": len(turns),
+        "trained_turns": len(owners),
+    }
+    stats.update(counts)
+    return stats

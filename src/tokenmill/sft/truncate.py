@@ -1,0 +1,86 @@
+"""Turn-aware truncation: drop the oldest whole exchanges until a conversation fits ``max_length`` tokens.
+
+An exchange is a user message with the assistant and tool messages that answer it. Leading system messages and
+the final exchange are always kept, so the final answer and its stop token are never cut. The conversation is
+re-rendered only when it is too long (a binary search over how many exchanges to drop: O(log turns) renders).
+A conversation whose system messages and final exchange alone exceed ``max_length`` is rejected (``too_long``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.sft.render import Rendered, render_conversation
+from tokenmill.sft.template import ChatTemplate
+
+
+def exchanges(messages: list[dict]) -> tuple[list[int], list[list[int]]]:
+    """(indexes of leading system messages, exchanges as lists of indexes); a new exchange starts at each user."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") == "system":
+        head += 1
+    groups: list[list[int]] = []
+    for i in range(head, len(messages)):
+        if messages[i].get("role") == "user" or not groups:
+            groups.append([])
+        groups[-1].append(i)
+    return list(range(head)), groups
+
+
+def _without(conv: dict, dropped: int) -> dict:
+    system, groups = exchanges(conv.get("messages") or [])
+    keep = system + [i for g in groups[dropped:] for i in g]
+    return {**conv, "messages": [conv["messages"][i] for i in keep]}
+
+
+def fit_conversation(
+    conv: dict,
+    *,
+    max_length: int,
+    tokenizer: Any,
+    template: ChatTemplate,
+    train_on: str = "assistant",
+    train_reasoning: bool = True,
+    supervise_empty_think: bool = False,
+    reasoning_policy: str = "inline",
+) -> Rendered:
+    """Render ``conv``; when over ``max_length`` tokens, drop the oldest exchanges until it fits.
+
+    Adds ``truncated_exchanges`` and ``supervised_tokens_lost`` to the stats. Raises :class:`TemplateError`
+    with reason ``too_long`` when even the system messages plus the final exchange do not fit.
+    """
+    if max_length < 1:
+        raise ConfigError(f"max_length={max_length}: must be a positive number of tokens")
+
+    def render(c: dict) -> Rendered:
+        return render_conversation(
+            c, tokenizer=tokenizer, template=template, train_on=train_on, train_reasoning=train_reasoning,
+            supervise_empty_think=supervise_empty_think, reasoning_policy=reasoning_policy,
+        )
+
+    full = render(conv)
+    full.stats.update(truncated_exchanges=0, supervised_tokens_lost=0)
+    if len(full.ids) <= max_length:
+        return full
+    droppable = len(exchanges(conv.get("messages") or [])[1]) - 1
+    best = render(_without(conv, droppable)) if droppable > 0 else full
+    if droppable <= 0 or len(best.ids) > max_length:
+        raise TemplateError(
+            f"record {conv.get('id', '?')}: {len(best.ids)} tokens with only the system messages and the final "
+            f"exchange, over max_length={max_length}; raise max_length or shorten the final exchange",
+            reason="too_long",
+        )
+    lo, hi = 1, droppable  # invariant: `best` is the render with `hi` exchanges dropped, and it fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        candidate = render(_without(conv, mid))
+        if len(candidate.ids) <= max_length:
+            hi, best = mid, candidate
+        else:
+            lo = mid + 1
+    best.stats.update(
+        truncated_exchanges=hi,
+        supervised_tokens_lost=max(0, full.stats["trained_tokens"] - best.stats["trained_tokens"]),
+    )
+    return best
