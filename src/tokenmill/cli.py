@@ -1,0 +1,221 @@
+"""The ``tokenmill`` command: one entry point, subcommands thin over the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tokenmill.errors import TokenmillError
+
+EXIT_ERROR = 2
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
+    p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl)")
+    p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--config", help="YAML pipeline file (flags override it)")
+    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
+    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
+    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
+    p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
+    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tokenmill", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tokenmill {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("inspect", help="detect each input's format and kind (pretrain / sft / preference / unknown)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument("--sample", type=int, default=200, help="records sampled per input (default 200)")
+    p.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"])
+
+    p = sub.add_parser("pretrain", help="tokenize a document corpus into token shards (every token trained)")
+    _add_run_options(p)
+
+    p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
+    _add_run_options(p)
+    p.add_argument("--chat-template", help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
+    p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
+    p.add_argument("--train-on", choices=["assistant", "last", "all"], help="which assistant turns are trained (default assistant)")
+    p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"], help="reasoning the template does not render")
+    p.add_argument("--no-train-reasoning", action="store_true", default=None, help="do not train reasoning blocks")
+    p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
+    p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template (0 = off)")
+    p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
+
+    p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"])
+    p.add_argument("--out", required=True, help="output path (prefix for megatron)")
+    p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
+
+    p = sub.add_parser("audit", help="verify a shard directory and show decoded examples with trained spans marked")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--n", type=int, default=3, help="examples to show (default 3)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--tokenizer", help="tokenizer to decode with (default: the one named in the shards)")
+
+    p = sub.add_parser("stats", help="tokens, documents, supervised share and packing numbers of a shard directory")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("bench", help="measured benchmarks")
+    bsub = p.add_subparsers(dest="bench", required=True, metavar="WHAT")
+    b = bsub.add_parser("formats", help="disk size, write time, scan speed, RSS and random access per storage format")
+    b.add_argument("inputs", nargs="*", metavar="INPUT", help="documents to use (default: a generated corpus)")
+    b.add_argument("--mb", type=float, default=50.0, help="corpus size in MB (default 50)")
+    b.add_argument("--workdir", help="where to write the formats (default: a temporary directory)")
+
+    p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
+    p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+    return parser
+
+
+def _version() -> str:
+    from tokenmill import __version__
+
+    return __version__
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Pipeline file first, then CLI flags on top."""
+    from tokenmill.config import load_config, parse_size, validate
+
+    cfg: dict[str, Any] = load_config(args.config) if args.config else {}
+    flags = {
+        "inputs": args.inputs or None, "out": args.out, "tokenizer": args.tokenizer, "workers": args.workers,
+        "force": args.force, "overwrite": args.overwrite, "shard_tokens": args.shard_tokens,
+        "text_mode": args.text_mode,
+        "unit_bytes": parse_size(args.unit_bytes) if args.unit_bytes else None,
+    }
+    cfg.update({k: v for k, v in flags.items() if v is not None})
+    cfg = validate(cfg, source="command line")
+    missing = [k for k in ("inputs", "out") if not cfg.get(k)]
+    if missing:
+        raise TokenmillError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
+    return cfg
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from tokenmill.route import inspect, render_table
+
+    routes = inspect(args.paths, sample=args.sample, text_mode=args.text_mode)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in routes], indent=2, default=str))
+    else:
+        print(render_table(routes))
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from tokenmill.pretrain import run_pretrain
+    from tokenmill.pretrain.steps import build_steps
+    from tokenmill.track import print_summary
+
+    cfg = _settings(args)
+    manifest = run_pretrain(
+        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
+        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
+        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
+        text_mode=cfg.get("text_mode", "auto"), steps=build_steps(cfg.get("steps")),
+        progress=False if args.no_progress else None, schemas=cfg.get("schema"),
+        config={"steps": cfg.get("steps") or [], "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
+    )
+    print_summary(manifest, Path(cfg["out"]))
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from tokenmill.sft.run import run_sft
+    from tokenmill.track import print_summary
+
+    cfg = _settings(args)
+    sft = dict(cfg.get("sft") or {})
+    flags = {
+        "chat_template": args.chat_template, "max_length": args.max_length, "train_on": args.train_on,
+        "reasoning_policy": args.reasoning_policy, "verify": args.verify, "seq_len": args.seq_len,
+        "train_reasoning": False if args.no_train_reasoning else None,
+        "supervise_empty_think": args.supervise_empty_think,
+    }
+    sft.update({k: v for k, v in flags.items() if v is not None})
+    manifest = run_sft(
+        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
+        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
+        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
+        progress=False if args.no_progress else None, schemas=cfg.get("schema"), **sft,
+    )
+    print_summary(manifest, Path(cfg["out"]))
+    from tokenmill.sft.report import render_report
+
+    print(render_report(manifest.get("report", {})))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tokenmill.shards.export import export
+
+    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len)
+    print(f"exported {args.directory} as {args.to}: {written}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from tokenmill.shards.audit import audit, render_audit
+
+    result = audit(args.directory, n=args.n, tokenizer=args.tokenizer)
+    print(json.dumps(result, indent=2) if args.json else render_audit(result, color=sys.stdout.isatty()))
+    return 0 if not result["problems"] else 1
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from tokenmill.loader.stats import render_stats, shard_stats
+
+    result = shard_stats(args.directory, seq_len=args.seq_len)
+    print(json.dumps(result, indent=2) if args.json else render_stats(result))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from tokenmill.bench.formats import bench_formats
+
+    print(bench_formats(args.inputs, mb=args.mb, workdir=args.workdir))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tokenmill.demo import run_demo
+
+    run_demo(Path(args.out))
+    return 0
+
+
+COMMANDS = {
+    "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
+    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except TokenmillError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

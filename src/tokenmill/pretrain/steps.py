@@ -1,0 +1,55 @@
+"""Curation steps: plain picklable callables over a ``Document`` record batch.
+
+A step returns ``(kept_batch, {reason: n_filtered})``; the reason becomes a counted line of the run's
+accounting. Scores are computed with ``pyarrow.compute``, never per-token Python loops. Step names carry
+a version (``length_v1``) so a changed rule never hides behind an old name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenmill.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LengthFilter:
+    """Keep documents whose text has between ``min_chars`` and ``max_chars`` characters."""
+
+    min_chars: int = 0
+    max_chars: int | None = None
+    name: str = "length_v1"
+
+    def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
+        n = pc.utf8_length(batch.column("text"))
+        short = pc.less(n, self.min_chars)
+        long_ = pc.greater(n, self.max_chars) if self.max_chars is not None else pc.equal(n, -1)
+        keep = pc.invert(pc.or_(short, long_))
+        counts = {f"{self.name}:too_short": pc.sum(short).as_py() or 0,
+                  f"{self.name}:too_long": pc.sum(long_).as_py() or 0}
+        return batch.filter(keep), {k: v for k, v in counts.items() if v}
+
+
+STEPS = {"length": LengthFilter}
+
+
+def build_steps(specs: list[dict[str, Any]] | None) -> list:
+    """Steps from the pipeline file's ``steps:`` list; every problem reported at once."""
+    steps, problems = [], []
+    for i, spec in enumerate(specs or []):
+        options = {k: v for k, v in spec.items() if k != "name"}
+        factory = STEPS.get(spec.get("name"))
+        if factory is None:
+            problems.append(f"steps[{i}].name: unknown step {spec.get('name')!r}; known: {', '.join(STEPS)}")
+            continue
+        try:
+            steps.append(factory(**options))
+        except TypeError as exc:
+            problems.append(f"steps[{i}]: {exc}")
+    if problems:
+        raise ConfigError(problems)
+    return steps

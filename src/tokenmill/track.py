@@ -1,0 +1,126 @@
+"""What both tracks do around their per-unit task: route and refuse, plan units, run, account, report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tokenmill.engine import run_units
+from tokenmill.errors import RoutingError
+from tokenmill.io import expand_inputs, plan_units
+from tokenmill.io.base import InputFile, WorkUnit
+from tokenmill.report.manifest import build_manifest, write_manifest
+from tokenmill.report.rejects import merge_rejects
+
+ACCEPTS = {"pretrain": ("pretrain",), "sft": ("sft",)}
+
+
+@dataclass
+class TrackRun:
+    track: str
+    out: Path
+    tokenizer: Any
+    files: list[InputFile]
+    routes: list[Any]
+    schemas: dict[str, dict]
+    units: list[WorkUnit]
+    config: dict
+    started: float
+
+
+def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
+    """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why."""
+    wrong = [r for r in routes if r.kind not in ACCEPTS[track]]
+    if not wrong:
+        return
+    if force and all(r.kind != "preference" for r in wrong):
+        return
+    lines = []
+    for r in wrong:
+        why = "; ".join(r.warnings) if getattr(r, "warnings", None) else ""
+        if r.kind == "preference":
+            cols = ", ".join(f"{k}={v!r}" for k, v in r.schema.items() if k in ("prompt", "chosen", "rejected") and v)
+            lines.append(f"{r.path}: preference pairs ({cols}); the SFT track takes conversations, "
+                         "not chosen/rejected pairs (map one side explicitly in a config schema to use it)")
+        else:
+            lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
+    hint = "" if any(r.kind == "preference" for r in wrong) else " Pass --force to process it anyway."
+    raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
+
+
+def run_fingerprint(track: str, files: list[InputFile], tokenizer: Any, config: dict) -> str:
+    h = hashlib.sha256(track.encode())
+    for f in files:
+        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode())
+    h.update(tokenizer.fingerprint.encode())
+    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def prepare_run(
+    track: str,
+    inputs: Sequence[str],
+    *,
+    out: str | Path,
+    tokenizer: Any,
+    force: bool,
+    unit_bytes: int,
+    text_mode: str,
+    config: dict | None,
+    schemas: dict[str, dict] | None = None,
+) -> TrackRun:
+    from tokenmill.route import inspect_file
+    from tokenmill.tokenize import load_tokenizer
+
+    started = time.monotonic()
+    files = expand_inputs(list(inputs), text_mode=text_mode)
+    routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    given = schemas or {}
+    if not given:
+        refuse_misrouted(track, routes, force=force)
+    tok = tokenizer if hasattr(tokenizer, "encode_batch") else load_tokenizer(tokenizer)
+    picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
+    units = plan_units(files, unit_bytes=unit_bytes)
+    cfg = dict(config or {})
+    cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
+    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
+
+
+def finish_run(
+    run: TrackRun,
+    task: Callable,
+    *,
+    workers: int | None,
+    overwrite: bool,
+    progress: bool | None,
+    summarize: Callable[[list[dict]], dict] | None = None,
+    chat_template: str | None = None,
+) -> dict:
+    fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
+    results = run_units(run.units, task, out=run.out, fingerprint=fingerprint, workers=workers,
+                        overwrite=overwrite, progress=progress)
+    n_rejects = merge_rejects(run.out, [u.name for u in run.units])
+    inputs = [{**r.to_dict(), "schema_used": run.schemas[f.rel]} for f, r in zip(run.files, run.routes)]
+    manifest = build_manifest(
+        track=run.track, inputs=inputs, tokenizer=run.tokenizer.info(chat_template=chat_template),
+        config=run.config, results=results, seconds=time.monotonic() - run.started,
+        report=summarize(results) if summarize else None,
+    )
+    manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    write_manifest(run.out, manifest)
+    return manifest
+
+
+def print_summary(manifest: dict, out: Path, *, stream=sys.stdout) -> None:
+    c = manifest["counts"]
+    print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records, {c['tokens']:,} tokens "
+          f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
+    print(manifest["identity"], file=stream)
+    if manifest.get("rejects_file"):
+        print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
+    print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
