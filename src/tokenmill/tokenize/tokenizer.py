@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 import hashlib
 import itertools
 import re
@@ -144,7 +146,8 @@ class Tokenizer:
         """Ids, char starts and char ends of a rendered chat; special-token strings are control tokens
         except inside ``literal_spans`` (message content), where they are ordinary text."""
         matches = [m.span() for m in self._special_re.finditer(text)] if self._special_re else []
-        control = [m for m in matches if not _overlaps(m, literal_spans)]
+        literal = sorted(literal_spans)
+        control = [m for m in matches if not _overlaps(m, literal)]
         if len(control) == len(matches) and self._source.kind != "sentencepiece":
             ids, starts, ends = self.reference.encode_offsets(text, control=True)
             return _arrays(ids, starts, ends)
@@ -191,7 +194,9 @@ class Tokenizer:
 
 
 def _overlaps(span: Span, spans: Sequence[Span]) -> bool:
-    return any(span[0] < end and start < span[1] for start, end in spans)
+    """Whether ``span`` overlaps any of ``spans`` (sorted, non-overlapping): one binary search."""
+    i = bisect.bisect_right(spans, (span[1],)) - 1  # last span starting before span's end
+    return i >= 0 and spans[i][1] > span[0]
 
 
 def _arrays(ids, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,61 @@
+"""The reference for parity checks: a ``transformers`` tokenizer built from the same tokenizer files.
+
+It is built independently of tokenmill's own encoders and span logic (``transformers`` over the tokenizer.json
+for Hugging Face tokenizers; transformers' template renderer plus tiktoken itself for ``.tiktoken`` ranks), so
+an agreement between the two means something.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from tokenmill._extras import require
+
+
+def hf_oracle(tokenizer: Any) -> tuple[Any | None, str]:
+    """(transformers tokenizer, "") or (None, why no reference can be built for this tokenizer)."""
+    transformers = require("transformers", "hf", "check token parity against apply_chat_template")
+    source = getattr(tokenizer, "_source", None)
+    if source is None:
+        return None, "tokenizer has no loadable source"
+    if source.kind == "hf":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        backend = HFTokenizer.from_str(source.data.decode("utf-8"))
+    elif source.kind == "tiktoken":
+        return TiktokenChatOracle(source, tokenizer), ""
+    else:
+        return None, f"no transformers reference for a {source.kind} model here (use its tokenizer.json)"
+    named = {k: v for k, v in (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token)) if v}
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **named)
+    return hf, ""
+
+
+class TiktokenChatOracle:
+    """``apply_chat_template`` for a tiktoken encoding, which ``transformers`` cannot load as such.
+
+    It does what ``apply_chat_template(tokenize=True)`` does: transformers' own ``render_jinja_template``
+    renders the text, then tiktoken itself encodes it with every special token allowed.
+    """
+
+    def __init__(self, source: Any, tokenizer: Any):
+        import tiktoken
+
+        ranks = {base64.b64decode(tok): int(rank) for tok, rank in
+                 (line.split() for line in source.data.splitlines() if line.strip())}
+        self._enc = tiktoken.Encoding(name=source.name, pat_str=source.pat_str, mergeable_ranks=ranks,
+                                      special_tokens=dict(source.specials))
+        self._special = {k: v for k, v in (("bos_token", tokenizer.bos_token),
+                                           ("eos_token", tokenizer.eos_token)) if v}
+
+    def apply_chat_template(self, messages, *, tools=None, chat_template=None, add_generation_prompt=False,
+                            **_ignored) -> list[int]:
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        text = render_jinja_template(conversations=[messages], tools=tools, chat_template=chat_template,
+                                     add_generation_prompt=add_generation_prompt, **self._special)[0][0]
+        return self._enc.encode(text, allowed_special="all")
+
+    def decode(self, ids: list[int]) -> str:
+        return self._enc.decode(ids)

@@ -1,0 +1,94 @@
+"""The SFT accounting report: summable per-unit counters, merged into the manifest's ``report``.
+
+What it answers: how many examples were written, how many tokens are supervised (overall, by role, by
+assistant-turn position, reasoning vs answer), how many examples train their stop token, how many literal
+control tokens were neutralised, how many examples were truncated and what supervision that cost, and
+the length histogram.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def length_bin(n: int) -> str:
+    """Power-of-two bins: ``"<=128"``, ``"<=256"``, ..."""
+    edge = 128
+    while n > edge:
+        edge *= 2
+    return f"<={edge}"
+
+
+def merge(a: Any, b: Any) -> Any:
+    """Add two reports: numbers add, lists add element-wise, dicts merge recursively."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: merge(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+    if isinstance(a, list) and isinstance(b, list):
+        longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+        return [x + (shorter[i] if i < len(shorter) else 0) for i, x in enumerate(longer)]
+    if isinstance(a, bool) or isinstance(b, bool):
+        return int(a) + int(b)
+    return a + b
+
+
+def example_report(stats: dict[str, Any]) -> dict[str, Any]:
+    """One written example's contribution to the report."""
+    return {
+        "examples": 1,
+        "tokens": stats["tokens"],
+        "trained_tokens": stats["trained_tokens"],
+        "trained_by_role": dict(stats["trained_by_role"]),
+        "trained_by_turn": list(stats["trained_by_turn"]),
+        "reasoning_trained_tokens": stats["reasoning_trained_tokens"],
+        "answer_trained_tokens": stats["answer_trained_tokens"],
+        "stop_token_trained": int(bool(stats["stop_token_trained"])),
+        "control_tokens_neutralised": stats["control_tokens_neutralised"],
+        "reasoning_inlined": stats.get("reasoning_inlined", 0),
+        "reasoning_dropped": stats.get("reasoning_dropped", 0),
+        "reasoning_dropped_by_template": stats.get("reasoning_dropped_by_template", 0),
+        "empty_think_unsupervised": stats.get("empty_think_unsupervised", 0),
+        "truncated": int(stats.get("truncated_exchanges", 0) > 0),
+        "truncated_exchanges": stats.get("truncated_exchanges", 0),
+        "supervised_tokens_lost": stats.get("supervised_tokens_lost", 0),
+        "length_histogram": {length_bin(stats["tokens"]): 1},
+    }
+
+
+def summarize(reports: list[dict]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for r in reports:
+        total = merge(total, r) if total else dict(r)
+    if total.get("examples"):
+        n, tokens = total["examples"], max(total["tokens"], 1)
+        total["supervised_share"] = round(total["trained_tokens"] / tokens, 4)
+        total["stop_token_trained_share"] = round(total["stop_token_trained"] / n, 4)
+        hist = total.get("length_histogram", {})
+        total["length_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0][2:])))
+    return total
+
+
+def render_report(report: dict[str, Any]) -> str:
+    if not report.get("examples"):
+        return "SFT report: no examples written"
+    r = report
+    lines = [
+        f"SFT report: {r['examples']:,} examples, {r['tokens']:,} tokens, "
+        f"{r['trained_tokens']:,} supervised ({r['supervised_share']:.1%})",
+        f"  stop token trained in {r['stop_token_trained_share']:.1%} of examples; "
+        f"reasoning tokens trained {r['reasoning_trained_tokens']:,}, answer tokens {r['answer_trained_tokens']:,}",
+        f"  supervised by assistant turn: {r['trained_by_turn'][:8]}{' ...' if len(r['trained_by_turn']) > 8 else ''}",
+        f"  control tokens neutralised {r['control_tokens_neutralised']}; reasoning inlined {r['reasoning_inlined']}, "
+        f"dropped {r['reasoning_dropped']} (+{r['reasoning_dropped_by_template']} by the template); "
+        f"empty <think> left unsupervised {r['empty_think_unsupervised']}",
+        f"  truncated {r['truncated']} examples ({r['truncated_exchanges']} exchanges, "
+        f"{r['supervised_tokens_lost']:,} supervised tokens lost)",
+        "  lengths: " + ", ".join(f"{k}: {v}" for k, v in r["length_histogram"].items()),
+    ]
+    if "parity" in r:
+        p = r["parity"]
+        lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} checked, {p.get('exempt', 0)} exempt"
+                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else ""))
+    if "packing" in r:
+        k = r["packing"]
+        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}")
+    return "\n".join(lines)
