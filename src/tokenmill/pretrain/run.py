@@ -64,6 +64,7 @@ class PretrainTask:
         for raw in read_unit(unit, batch_rows=self.batch_rows, text_mode=self.text_mode):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
+            stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
             sink.add(raw.rejects, stats)
             docs, rejects = to_documents(raw, self.schemas.get(unit.file.rel, {}))
             sink.add(rejects, stats)
