@@ -23,7 +23,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
-    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -36,10 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.add_argument("--sample", type=int, default=200, help="records sampled per input (default 200)")
-    p.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"])
+    p.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
+                   help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
 
     p = sub.add_parser("pretrain", help="tokenize a document corpus into token shards (every token trained)")
     _add_run_options(p)
+    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"],
+                   help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
@@ -54,20 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
     p.add_argument("directory", metavar="DIR")
-    p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"])
+    p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
     p.add_argument("--out", required=True, help="output path (prefix for megatron)")
     p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
 
     p = sub.add_parser("audit", help="verify a shard directory and show decoded examples with trained spans marked")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--n", type=int, default=3, help="examples to show (default 3)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--tokenizer", help="tokenizer to decode with (default: the one named in the shards)")
 
     p = sub.add_parser("stats", help="tokens, documents, supervised share and packing numbers of a shard directory")
     p.add_argument("directory", metavar="DIR")
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--seq-len", type=int, help="sequence length for the packing numbers")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     p = sub.add_parser("bench", help="measured benchmarks")
     bsub = p.add_subparsers(dest="bench", required=True, metavar="WHAT")
@@ -95,7 +97,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     flags = {
         "inputs": args.inputs or None, "out": args.out, "tokenizer": args.tokenizer, "workers": args.workers,
         "force": args.force, "overwrite": args.overwrite, "shard_tokens": args.shard_tokens,
-        "text_mode": args.text_mode,
+        "text_mode": getattr(args, "text_mode", None),
         "unit_bytes": parse_size(args.unit_bytes) if args.unit_bytes else None,
     }
     cfg.update({k: v for k, v in flags.items() if v is not None})
