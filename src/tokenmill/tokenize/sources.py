@@ -42,7 +42,7 @@ def resolve(spec: Any) -> Source:
 
 def _from_string(spec: str | os.PathLike) -> Source:
     text = os.fspath(spec)
-    if text == "default":
+    if text in ("default", tk.DEFAULT_NAME):
         return Source("tiktoken", tk.DEFAULT_NAME, tk.default_rank_bytes(), tk.CL100K_PAT, dict(tk.DEFAULT_SPECIALS))
     path = Path(text).expanduser()
     if path.is_dir():

@@ -1,0 +1,278 @@
+"""``tokenmill audit``: verify a shard directory and show decoded examples with the trained spans marked.
+
+The audit reads every byte (``verify_shards``), scans the loss masks for silent failures (SFT examples with no
+trained token give a loss of 0; a trained span that does not end in a stop token teaches the model never to
+stop), checks that the tokenizer's fingerprint equals the shards', and decodes ``n`` documents spread evenly
+over the set, one decode per contiguous run of trained or untrained tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from itertools import pairwise
+
+import numpy as np
+
+from tokenmill.errors import ShardError, TokenmillError
+from tokenmill.shards.reader import ShardSet, open_shards
+from tokenmill.shards.verify import verify_shards
+
+OPEN, CLOSE = "[[", "]]"  # plain-text markers around trained spans
+_GREEN, _DIM, _RESET = "\x1b[32m", "\x1b[2m", "\x1b[0m"
+_SCAN_TOKENS = 1 << 24  # tokens of mask scanned at a time
+_LISTED = 10  # document indices listed per warning
+_HEADER_KEYS = ("tokenizer", "tokenizer_fingerprint", "vocab_size", "bos_id", "eos_id", "pad_id",
+                "chat_template_hash", "dtype")  # fmt: skip
+
+
+def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_example_tokens: int = 2048) -> dict:
+    """Problems, counts, mask warnings and ``n`` decoded examples of the shards in ``directory``.
+
+    ``tokenizer``: a spec for ``load_tokenizer`` (or None: the one named in the shard headers). A tokenizer
+    that cannot be loaded is reported under ``decoder.error``; decoding is then skipped. Examples show at
+    most ``max_example_tokens`` tokens each.
+    """
+    result = {"directory": str(directory), "shards": 0, "documents": 0, "tokens": 0, "trained_tokens": 0,
+              "supervised_share": 0.0, "has_mask": None, "tokenizer": {}, "decoder": {},
+              "fingerprint_match": None, "problems": verify_shards(directory), "warnings": [],
+              "fully_masked": None, "stop_untrained": None, "examples": []}  # fmt: skip
+    try:
+        shards = open_shards(directory)
+    except ShardError as exc:
+        result["problems"].append(str(exc))
+        return result
+    result.update(_counts(shards))
+    tok = _decoder(shards, tokenizer, result)
+    try:
+        result.update(_mask_scan(shards, _stop_ids(shards, tok)))
+        picks = _spread(len(shards), n)
+        result["examples"] = [_example(shards, i, tok, max_example_tokens) for i in picks]
+    except (OSError, ValueError, IndexError) as exc:  # corrupt offsets or records, already listed as problems
+        result["problems"].append(f"could not read the documents: {type(exc).__name__}: {exc}")
+    result["warnings"] += _mask_warnings(result)
+    return result
+
+
+def _counts(shards: ShardSet) -> dict:
+    trained = shards.n_trained_tokens if shards.has_mask else shards.n_tokens
+    return {
+        "shards": len(shards.shards), "documents": shards.n_docs, "tokens": shards.n_tokens,
+        "trained_tokens": int(trained), "supervised_share": trained / shards.n_tokens if shards.n_tokens else 0.0,
+        "has_mask": bool(shards.has_mask), "track": "sft" if shards.has_mask else "pretrain",
+        "tokenizer": {key: shards.header.get(key) for key in _HEADER_KEYS},
+    }  # fmt: skip
+
+
+def _decoder(shards: ShardSet, spec, result: dict):
+    """The tokenizer to decode with, or None; fills ``decoder`` and ``fingerprint_match`` in ``result``."""
+    from tokenmill.tokenize import load_tokenizer
+
+    name = shards.tokenizer_name
+    result["decoder"] = {"from": "argument" if spec is not None else "shard header"}
+    if spec is None:
+        spec = name
+    result["decoder"]["spec"] = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else repr(spec)
+    if not spec:
+        result["decoder"]["error"] = "the shard headers name no tokenizer; pass --tokenizer to decode"
+        return None
+    try:
+        tok = load_tokenizer(spec, fast=False)
+    except (TokenmillError, OSError) as exc:
+        result["decoder"]["error"] = f"{exc}; decoding skipped (pass --tokenizer with the tokenizer's files)"
+        return None
+    result["decoder"].update(name=tok.name, fingerprint=tok.fingerprint)
+    result["fingerprint_match"] = tok.fingerprint == shards.fingerprint
+    if result["fingerprint_match"]:
+        return tok
+    result["problems"].append(
+        f"tokenizer {spec!r} has fingerprint {tok.fingerprint}, but the shards were written with "
+        f"{name!r} (fingerprint {shards.fingerprint}): its ids mean other text; decoding skipped. "
+        "Use the tokenizer the shards were made with, or re-tokenize the data")
+    return None
+
+
+def _stop_ids(shards: ShardSet, tok) -> np.ndarray | None:
+    """Ids a trained span may end with: EOS and the tokenizer's control tokens; None without a tokenizer."""
+    if not shards.has_mask or tok is None:
+        return None
+    ids = {*tok.special_tokens.values(), shards.eos_id}
+    return np.array(sorted(i for i in ids if i is not None), dtype=np.int64)
+
+
+def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None) -> dict:
+    """Documents with tokens but no trained token, and documents with a trained span not ending in a stop id."""
+    if not shards.has_mask:
+        return {"fully_masked": {"count": 0, "first": []}}
+    fully, no_stop, base = [], [], 0
+    for shard in shards.shards:
+        offsets = np.asarray(shard.offsets, dtype=np.int64)
+        for d0, d1 in _doc_chunks(offsets):
+            lo, hi = int(offsets[d0]), int(offsets[d1])
+            starts, ends = offsets[d0:d1] - lo, offsets[d0 + 1 : d1 + 1] - lo
+            mask = np.asarray(shard.mask[lo:hi]).view(np.bool_)
+            empty = _trained_per_doc(mask, starts, ends) == 0
+            fully.append(base + d0 + np.flatnonzero(empty & (ends > starts)))
+            if stop_ids is not None:
+                bad = _unstopped_docs(mask, np.asarray(shard.ids[lo:hi]), ends, stop_ids)
+                no_stop.append(base + d0 + bad)
+        base += shard.n_docs
+    result = {"fully_masked": _listing(fully)}
+    if stop_ids is not None:
+        result["stop_untrained"] = _listing(no_stop)
+    return result
+
+
+def _doc_chunks(offsets: np.ndarray):
+    """(first, stop) document ranges of about ``_SCAN_TOKENS`` tokens, at least one document each."""
+    d0, n = 0, len(offsets) - 1
+    while d0 < n:
+        d1 = int(np.searchsorted(offsets, offsets[d0] + _SCAN_TOKENS, side="right")) - 1
+        d1 = min(max(d1, d0 + 1), n)
+        yield d0, d1
+        d0 = d1
+
+
+def _trained_per_doc(mask: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    trained = np.zeros(len(starts), dtype=np.int64)
+    filled = ends > starts
+    if filled.any():
+        trained[filled] = np.add.reduceat(mask.view(np.uint8), starts[filled], dtype=np.int64)
+    return trained
+
+
+def _unstopped_docs(mask: np.ndarray, ids: np.ndarray, ends: np.ndarray, stop_ids: np.ndarray) -> np.ndarray:
+    """Local indices of documents holding a trained run whose last token is not a stop id."""
+    run_end = mask & ~np.append(mask[1:], False)
+    last = ends[ends > 0] - 1
+    run_end[last] = mask[last]  # a run also ends where its document ends
+    positions = np.flatnonzero(run_end)
+    bad = positions[~np.isin(ids[positions], stop_ids)]
+    return np.unique(np.searchsorted(ends, bad, side="right"))
+
+
+def _listing(parts: list[np.ndarray]) -> dict:
+    docs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return {"count": len(docs), "first": docs[:_LISTED].tolist()}
+
+
+def _mask_warnings(result: dict) -> list[str]:
+    warnings = []
+    fully, no_stop = result.get("fully_masked") or {}, result.get("stop_untrained") or {}
+    if fully.get("count"):
+        warnings.append(f"{_plural(fully['count'], 'example')} with no trained token: they add 0 to the loss "
+                        f"(first: {fully['first']}); check the chat template's assistant spans")
+    if no_stop.get("count"):
+        warnings.append(f"{_plural(no_stop['count'], 'example')} with a trained span that does not end in a stop token "
+                        f"(EOS or a control token such as <|im_end|>): the model does not learn to stop "
+                        f"there (first: {no_stop['first']}); check truncation and the template's stop marker")
+    if result["decoder"].get("error"):
+        warnings.append(f"tokenizer {result['decoder']['spec']!r} not loaded: {result['decoder']['error']}")
+    return warnings
+
+
+def _spread(n_docs: int, n: int) -> list[int]:
+    """``n`` document indices spread evenly from the first to the last (all of them when n >= n_docs)."""
+    if n <= 0 or n_docs == 0:
+        return []
+    return sorted({int(i) for i in np.linspace(0, n_docs - 1, min(n, n_docs)).round()})
+
+
+def _example(shards: ShardSet, i: int, tok, limit: int) -> dict:
+    doc = shards[i]
+    ids = np.asarray(doc["input_ids"], dtype=np.int64)
+    flags = np.ones(len(ids), bool) if doc["loss_mask"] is None else np.asarray(doc["loss_mask"], bool)
+    example = {"index": i, "id": doc["id"], "source": doc["source"], "tokens": len(ids),
+               "trained": int(flags.sum()), "shown_tokens": min(len(ids), limit), "segments": []}  # fmt: skip
+    if tok is not None:
+        shown, marks = ids[:limit], flags[:limit]
+        example["segments"] = [{"trained": t, "text": _decode(tok, shown[a:b])} for a, b, t in _runs(marks)]
+    return example
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int, bool]]:
+    """Contiguous (start, stop, trained) runs of equal flags."""
+    cuts = (np.flatnonzero(np.diff(flags.astype(np.int8))) + 1).tolist()
+    bounds = [0, *cuts, len(flags)]
+    return [(a, b, bool(flags[a])) for a, b in pairwise(bounds) if b > a]
+
+
+def _decode(tok, ids: np.ndarray) -> str:
+    try:
+        return tok.decode(ids)
+    except Exception:  # noqa: BLE001 - backends raise different errors for unknown ids; find them one by one
+        return "".join(_decode_one(tok, int(t)) for t in ids)
+
+
+def _decode_one(tok, token: int) -> str:
+    try:
+        return tok.decode([token])
+    except Exception:  # noqa: BLE001 - as above
+        return f"<?id {token}?>"
+
+
+def render_audit(result: dict, *, color: bool = False) -> str:
+    """Human-readable audit: counts, problems, warnings, then the examples with trained spans marked."""
+    lines = _summary(result)
+    for title, items in (("problems", result["problems"]), ("warnings", result["warnings"])):
+        if items:
+            lines += [f"{title} ({len(items)}):", *(f"  - {p}" for p in items)]
+    if result["examples"]:
+        shown = f"examples ({len(result['examples'])} of {result['documents']:,}, spread evenly)"
+        lines += ["", f"{shown}; {_legend(result['has_mask'], color)}", ""]
+        for example in result["examples"]:
+            lines += [_example_title(example), _example_text(example, result["has_mask"], color), ""]
+    lines.append(f"FAILED: {_plural(len(result['problems']), 'problem')}" if result["problems"] else "OK: no problems found")
+    return "\n".join(lines)
+
+
+def _summary(result: dict) -> list[str]:
+    counts = ", ".join(_plural(result[k], k[:-1]) for k in ("shards", "documents", "tokens"))
+    share = 100 * result["supervised_share"]
+    header = result["tokenizer"]
+    return [
+        f"audit of {result['directory']}",
+        f"  {counts}, {result['trained_tokens']:,} trained ({share:.2f} %)",
+        f"  tokenizer {header.get('tokenizer')!r}, fingerprint {header.get('tokenizer_fingerprint')}",
+        f"  {_decoder_line(result)}",
+    ]
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _decoder_line(result: dict) -> str:
+    decoder = result["decoder"]
+    if decoder.get("error") or not decoder:
+        return "examples not decoded (no tokenizer loaded)"
+    verdict = "matches" if result["fingerprint_match"] else "DIFFERS"
+    return f"decoded with {decoder['spec']!r}: fingerprint {verdict}"
+
+
+def _legend(has_mask: bool, color: bool) -> str:
+    if not has_mask:
+        return "no loss mask: every token is trained"
+    if color:
+        return f"legend: {_GREEN}green{_RESET} = trained (in the loss), {_DIM}dim{_RESET} = untrained"
+    return f"legend: {OPEN}text{CLOSE} = trained (in the loss), unmarked text = untrained"
+
+
+def _example_title(example: dict) -> str:
+    cut = f", first {example['shown_tokens']:,} shown" if example["shown_tokens"] < example["tokens"] else ""
+    return (f"--- #{example['index']}  id={example['id']}  source={example['source']}  "
+            f"{example['tokens']:,} tokens, {example['trained']:,} trained{cut}")  # fmt: skip
+
+
+def _example_text(example: dict, has_mask: bool, color: bool) -> str:
+    if not example["segments"]:
+        return "(not decoded)"
+    parts = []
+    for segment in example["segments"]:
+        text = segment["text"].replace("\x1b", "\u241b")  # never let decoded data drive the terminal
+        if not has_mask:
+            parts.append(text)
+        elif color:
+            parts.append(f"{_GREEN if segment['trained'] else _DIM}{text}{_RESET}")
+        else:
+            parts.append(f"{OPEN}{text}{CLOSE}" if segment["trained"] else text)
+    return "".join(parts)
