@@ -91,17 +91,28 @@ def _version() -> str:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """Pipeline file first, then CLI flags on top."""
-    from tokenmill.config import load_config, parse_size, validate
+    from tokenmill.config import load_config, validate
 
     cfg: dict[str, Any] = load_config(args.config) if args.config else {}
     flags = {
         "inputs": args.inputs or None, "out": args.out, "tokenizer": args.tokenizer, "workers": args.workers,
         "force": args.force, "overwrite": args.overwrite, "shard_tokens": args.shard_tokens,
         "text_mode": getattr(args, "text_mode", None),
-        "unit_bytes": parse_size(args.unit_bytes) if args.unit_bytes else None,
+        "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
     }
     cfg.update({k: v for k, v in flags.items() if v is not None})
     cfg = validate(cfg, source="command line")
+    problems = []
+    if cfg.get("track") not in (None, args.command):
+        problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
+    if args.command == "sft" and cfg.get("steps"):
+        problems.append("steps: curation steps belong to the pretraining track; remove them for `tokenmill sft`")
+    if args.command == "pretrain" and cfg.get("sft"):
+        problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
+    if problems:
+        from tokenmill.errors import ConfigError
+
+        raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
         raise TokenmillError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
@@ -125,11 +136,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmill.track import print_summary
 
     cfg = _settings(args)
+    steps = build_steps(cfg.get("steps"), source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        text_mode=cfg.get("text_mode", "auto"), steps=build_steps(cfg.get("steps")),
+        text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
         config={"steps": cfg.get("steps") or [], "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
     )

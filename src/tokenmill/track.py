@@ -49,7 +49,7 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
                          "not chosen/rejected pairs (map one side explicitly in a config schema to use it)")
         else:
             lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
-    hint = "" if any(r.kind == "preference" for r in wrong) else " Pass --force to process it anyway."
+    hint = "" if any(r.kind == "preference" for r in wrong) else "\nPass --force to process it anyway."
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
 
 
@@ -116,7 +116,8 @@ def finish_run(
     return manifest
 
 
-def print_summary(manifest: dict, out: Path, *, stream=sys.stdout) -> None:
+def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
+    stream = stream or sys.stdout  # looked up at call time: sys.stdout may have been replaced since import
     c = manifest["counts"]
     print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records, {c['tokens']:,} tokens "
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)

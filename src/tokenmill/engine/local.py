@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,14 +141,37 @@ def _run_pool(task: Task, todo: list[WorkUnit], state: RunState, n: int, results
     # are already running (a fork of those can deadlock).
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        pending = {pool.submit(run_one, task, u, state): u for u in todo}
+    # The task (with its tokenizer) is sent once per worker, not once per unit: unpickling it rebuilds
+    # the encoders, which costs far more than a small unit.
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_install_task, initargs=(task,)) as pool:
+        pending = {pool.submit(_run_installed, u, state): u for u in todo}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 unit = pending.pop(fut)
                 results[unit.index] = fut.result()
                 bar.update(results[unit.index])
+
+
+_WORKER_TASK: list[Task] = []
+
+
+def _install_task(task: Task) -> None:
+    _WORKER_TASK[:] = [task]
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    """End this worker as soon as the main process dies (``kill -9``): an orphan must not go on committing
+    units beside the run that resumes."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+
+def _run_installed(unit: WorkUnit, state: RunState) -> dict:
+    return run_one(_WORKER_TASK[0], unit, state)
 
 
 def _unit_bytes(unit: WorkUnit) -> int:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
 from tokenmill.pretrain.documents import to_documents
@@ -106,6 +107,17 @@ def run_pretrain(
         "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
         text_mode=text_mode, config={**(config or {}), "shard_tokens": shard_tokens}, schemas=schemas,
     )
+    _check_eos(run.tokenizer)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                         text_mode=text_mode, steps=tuple(steps))
     return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
+
+
+def _check_eos(tokenizer: Any) -> None:
+    """Every document ends with EOS: refuse, before any work, a tokenizer that names none."""
+    if tokenizer.eos_id is None:
+        raise TokenizerError(
+            f"tokenizer {tokenizer.name!r} names no end-of-sequence token, which the pretraining track puts after "
+            "every document; give the model's tokenizer directory (with its tokenizer_config.json naming "
+            "eos_token) instead of a bare tokenizer file"
+        )

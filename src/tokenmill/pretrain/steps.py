@@ -24,6 +24,14 @@ class LengthFilter:
     max_chars: int | None = None
     name: str = "length_v1"
 
+    def __post_init__(self) -> None:
+        for key in ("min_chars", "max_chars"):
+            value = getattr(self, key)
+            if value is None and key == "max_chars":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
         n = pc.utf8_length(batch.column("text"))
         short = pc.less(n, self.min_chars)
@@ -37,19 +45,20 @@ class LengthFilter:
 STEPS = {"length": LengthFilter}
 
 
-def build_steps(specs: list[dict[str, Any]] | None) -> list:
-    """Steps from the pipeline file's ``steps:`` list; every problem reported at once."""
+def build_steps(specs: list[dict[str, Any]] | None, *, source: str = "config") -> list:
+    """Steps from the pipeline file's ``steps:`` list; every problem reported at once, prefixed by ``source``."""
     steps, problems = [], []
     for i, spec in enumerate(specs or []):
         options = {k: v for k, v in spec.items() if k != "name"}
         factory = STEPS.get(spec.get("name"))
         if factory is None:
-            problems.append(f"steps[{i}].name: unknown step {spec.get('name')!r}; known: {', '.join(STEPS)}")
+            known = ", ".join(STEPS)
+            problems.append(f"{source}: steps[{i}].name: unknown step {spec.get('name')!r}; known: {known}")
             continue
         try:
             steps.append(factory(**options))
-        except TypeError as exc:
-            problems.append(f"steps[{i}]: {exc}")
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{source}: steps[{i}]: {exc}")
     if problems:
         raise ConfigError(problems)
     return steps
