@@ -141,12 +141,25 @@ def validate(data: Any, *, source: str = "config") -> dict:
     clean = _check_section(data, TOP, "", problems)
     if isinstance(clean.get("sft"), dict):
         clean["sft"] = _check_section(clean["sft"], SFT, "sft.", problems)
-    for i, step in enumerate(clean.get("steps") or []):
-        if not isinstance(step, dict) or "name" not in step:
-            problems.append(f"steps[{i}]: expected a mapping with a 'name'")
+    problems.extend(_step_problems(clean.get("steps") or []))
     if problems:
         raise ConfigError([f"{source}: {p}" for p in problems])
     return clean
+
+
+def _step_problems(steps: list) -> list[str]:
+    """Every problem of the ``steps:`` list (shape, names, options), in the same pass as the rest."""
+    from tokenmill.pretrain.steps import build_steps
+
+    problems = [f"steps[{i}]: expected a mapping with a 'name'" for i, step in enumerate(steps)
+                if not isinstance(step, dict) or "name" not in step]
+    if problems:
+        return problems
+    try:
+        build_steps(steps, source="")
+    except ConfigError as exc:
+        return [p.removeprefix(": ") for p in exc.problems]
+    return []
 
 
 def load_config(path: str | Path) -> dict:
