@@ -107,12 +107,18 @@ def test_pretrain_ids_equal_the_reference_and_fast_equals_slow(name, tokenizer_d
         assert fast_header == slow_header, k
 
 
-def test_a_bare_tokenizer_file_without_eos_is_refused(shared_data, tmp_path, capsys):
+def test_a_bare_tokenizer_file_writes_what_the_full_directory_writes(shared_data, tokenizer_dirs, tmp_path):
+    """BOS from the tokenizer.json post-processor, EOS from its special tokens: same shards as with the config."""
     src = shared_data / "pretrain" / "datajuicer_demo-dataset-deduplication.jsonl"
     bare = shared_data / "tokenizers" / "mistral-7b-instruct-v0.3_tokenizer.json"
-    assert main(["pretrain", str(src), "--out", str(tmp_path / "out"), "--tokenizer", str(bare)]) == 2
-    assert "end-of-sequence" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    for spec, out in ((bare, "bare"), (tokenizer_dirs["mistral"], "dir")):
+        assert main(["pretrain", str(src), "--out", str(tmp_path / out), "--tokenizer", str(spec),
+                     "--workers", "1", "--no-progress"]) == 0
+    a, b = open_shards(tmp_path / "bare"), open_shards(tmp_path / "dir")
+    assert len(a) == len(b) > 0
+    for i in range(len(a)):
+        assert a[i]["input_ids"].tolist() == b[i]["input_ids"].tolist()
+        assert a[i]["input_ids"][0] == 1 and a[i]["input_ids"][-1] == 2  # <s> ... </s>
 
 
 def sft_files(shared_data: Path) -> list[Path]:

@@ -41,6 +41,17 @@ def _token_name(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+# End-of-text tokens of widely used vocabularies, for a bare tokenizer.json with no tokenizer_config.json.
+EOS_NAMES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<｜end▁of▁sentence｜>")
+
+
+def _post_processor_bos(tokenizer_json: dict) -> str | None:
+    """The special token a tokenizer.json's post-processor puts before a single sequence, if any."""
+    single = (tokenizer_json.get("post_processor") or {}).get("single") or []
+    first = single[0] if single else {}
+    return first.get("SpecialToken", {}).get("id") if isinstance(first, dict) else None
+
+
 class Tokenizer:
     """A loaded tokenizer: ids without added specials, metadata for shard headers, and a fingerprint."""
 
@@ -78,8 +89,10 @@ class Tokenizer:
             sp = reference.sp
             bos = sp.id_to_piece(sp.bos_id()) if sp.bos_id() >= 0 else None
             eos = sp.id_to_piece(sp.eos_id()) if sp.eos_id() >= 0 else None
-        if eos is None and "<|endoftext|>" in reference.specials:
-            eos = "<|endoftext|>"
+        if bos is None and source.kind == "hf":
+            bos = _post_processor_bos(reference.json)
+        if eos is None:
+            eos = next((t for t in EOS_NAMES if t in reference.specials), None)
         return bos, eos, pad
 
     def _id_or_none(self, token: str | None) -> int | None:
