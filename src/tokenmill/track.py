@@ -75,7 +75,7 @@ def prepare_run(
     schemas: dict[str, dict] | None = None,
 ) -> TrackRun:
     from tokenmill.route import inspect_file
-    from tokenmill.tokenize import load_tokenizer
+    from tokenmill.tokenize.isolated import load_tokenizer_isolated
 
     started = time.monotonic()
     files = expand_inputs(list(inputs), text_mode=text_mode)
@@ -83,7 +83,7 @@ def prepare_run(
     given = schemas or {}
     if not given:
         refuse_misrouted(track, routes, force=force)
-    tok = tokenizer if hasattr(tokenizer, "encode_batch") else load_tokenizer(tokenizer)
+    tok = tokenizer if hasattr(tokenizer, "encode_batch") else load_tokenizer_isolated(tokenizer)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
     units = plan_units(files, unit_bytes=unit_bytes)
     cfg = dict(config or {})

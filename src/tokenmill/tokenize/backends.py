@@ -26,6 +26,22 @@ def reference_for(source: Source):
     return kinds[source.kind](source)
 
 
+def fast_for(source: Source):
+    """The gigatoken encoder of a source, built without loading its reference encoder where possible."""
+    if source.kind == "hf":
+        return _hf_fast(orjson.loads(source.data))
+    return reference_for(source).fast()
+
+
+def _hf_fast(tokenizer_json: dict):
+    """A gigatoken encoder with the special added tokens removed, so their strings stay text."""
+    import gigatoken
+
+    stripped = dict(tokenizer_json)
+    stripped["added_tokens"] = [a for a in tokenizer_json.get("added_tokens") or [] if not a.get("special")]
+    return gigatoken.Tokenizer.from_json(orjson.dumps(stripped))
+
+
 def byte_to_char(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Map UTF-8 byte offsets (end exclusive) to char offsets; a token inside a char covers that char."""
     raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
@@ -79,12 +95,7 @@ class HFReference:
         return self._ordinary.token_to_id(token)
 
     def fast(self):
-        """A gigatoken encoder with the special added tokens removed, so their strings stay text."""
-        import gigatoken
-
-        stripped = dict(self.json)
-        stripped["added_tokens"] = [a for a in self.json.get("added_tokens") or [] if not a.get("special")]
-        return gigatoken.Tokenizer.from_json(orjson.dumps(stripped))
+        return _hf_fast(self.json)
 
     def canonical(self) -> dict:
         model = dict(self.json.get("model") or {})

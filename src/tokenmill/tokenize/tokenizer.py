@@ -15,7 +15,7 @@ import orjson
 
 from tokenmill.errors import TokenizerError
 from tokenmill.tokenize import sources
-from tokenmill.tokenize.backends import reference_for
+from tokenmill.tokenize.backends import fast_for, reference_for
 from tokenmill.tokenize.parity import choose_fast
 
 Span = tuple[int, int]
@@ -134,8 +134,13 @@ class Tokenizer:
     @property
     def _fast_encoder(self):
         if self._fast is None and self.backend == "gigatoken":
-            self._fast = self.reference.fast()
+            # a worker that only encodes documents never keeps the (larger) reference encoder alive
+            self._fast = self._ref.fast() if self._ref is not None else fast_for(self._source)
         return self._fast
+
+    def release(self) -> None:
+        """Drop the loaded encoders (hundreds of MB for large vocabularies); they are rebuilt on next use."""
+        self._ref = self._fast = None
 
     # -- encoding -------------------------------------------------------------------------------------------
 

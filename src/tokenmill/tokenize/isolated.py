@@ -1,0 +1,45 @@
+"""Load a tokenizer in a short-lived process, so a run's main process never holds its encoders.
+
+Loading converts files (``vocab.json`` + ``merges.txt`` go through ``transformers``), builds the
+reference and fast encoders and runs the parity check: for a 150k-token vocabulary that is several hundred
+MB the main process of a run would otherwise keep for its whole life, while only the workers encode.
+The child returns the :class:`Tokenizer` with its encoders released (its recipe and metadata travel;
+the workers rebuild only what they use). Warnings raised while loading (a fast-path fallback) are
+raised again in the caller.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from tokenmill.errors import TokenizerError, TokenmillError
+from tokenmill.tokenize.tokenizer import Tokenizer, load_tokenizer
+
+
+def _load_released(spec: Any, fast: bool) -> tuple[Tokenizer | None, list[tuple[str, type]], str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            tok = load_tokenizer(spec, fast=fast)
+        except TokenmillError as exc:
+            return None, [], str(exc)
+    tok.release()
+    return tok, [(str(w.message), w.category) for w in caught], ""
+
+
+def load_tokenizer_isolated(spec: Any, *, fast: bool = True) -> Tokenizer:
+    """:func:`load_tokenizer` run in a child process; objects (already loaded) are loaded in place."""
+    if not isinstance(spec, (str, os.PathLike)):
+        return load_tokenizer(spec, fast=fast)
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method)) as pool:
+        tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast).result()
+    if error:
+        raise TokenizerError(error)
+    for message, category in caught:
+        warnings.warn(message, category, stacklevel=2)
+    return tok
