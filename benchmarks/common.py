@@ -1,0 +1,76 @@
+"""Shared pieces of the benchmark scripts: the machine line, process-tree measurement, BENCHMARKS.md sections."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+BENCHMARKS_MD = REPO / "BENCHMARKS.md"
+TITLE = "# tokenmill benchmarks\n\nEvery number below is measured by the script named in its section.\n"
+
+
+def machine() -> str:
+    """``N CPUs (model), X GiB RAM, Python V`` of this machine."""
+    model = platform.processor() or ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    ram = psutil.virtual_memory().total / 2**30
+    return f"{os.cpu_count()} CPUs ({model}), {ram:.0f} GiB RAM, Python {platform.python_version()}"
+
+
+def run_measured(cmd: list[str], *, poll_s: float = 0.05, env: dict | None = None) -> dict:
+    """Run ``cmd``; return its stdout, exit code, wall seconds and the peak memory of its process tree (MB).
+
+    The tree (the process and all its descendants) is polled every ``poll_s`` seconds, so shorter peaks can
+    be missed. ``peak_rss_mb`` sums every process's RSS, counting pages shared between processes (a forked
+    worker's copy-on-write pages) once per process; ``peak_pss_mb`` sums the proportional set sizes, which
+    count a shared page once in total, so it is the tree's real footprint.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    root = psutil.Process(proc.pid)
+    peak_rss = peak_pss = 0
+    while proc.poll() is None:
+        rss, pss = _tree_memory(root)
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+        time.sleep(poll_s)
+    out, err = proc.communicate()
+    return {"stdout": out, "stderr": err, "rc": proc.returncode, "wall_s": time.perf_counter() - start,
+            "peak_rss_mb": peak_rss / 2**20, "peak_pss_mb": peak_pss / 2**20}
+
+
+def _tree_memory(root: psutil.Process) -> tuple[int, int]:
+    try:
+        procs = [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0, 0
+    rss = pss = 0
+    for p in procs:
+        try:
+            info = p.memory_full_info()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        rss += info.rss
+        pss += getattr(info, "pss", info.rss)
+    return rss, pss
+
+
+def update_section(heading: str, body: str, *, path: Path = BENCHMARKS_MD) -> None:
+    """Replace the ``## heading`` section of BENCHMARKS.md with ``body`` (appended when absent)."""
+    text = path.read_text() if path.exists() else TITLE
+    section = f"## {heading}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.write_text(text)

@@ -1,0 +1,5 @@
+"""Measured benchmarks: storage formats (``tokenmill bench formats``) and the corpora they run on."""
+
+from tokenmill.bench.formats import bench_formats
+
+__all__ = ["bench_formats"]
