@@ -31,6 +31,13 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def pytest_configure(config):
+    # converted tokenizers are cached; keep the suite's cache out of the user's home
+    import tempfile
+
+    os.environ.setdefault("TOKENMILL_CACHE", tempfile.mkdtemp(prefix="tokenmill-cache-"))
+
+
 def pytest_report_header(config):
     where = SHARED_DATA or "absent: real-data tests will be skipped"
     return f"tokenmill real-data tier: {where}"

@@ -124,7 +124,38 @@ def _tokenizers_can_parse(path: Path) -> bool:
     return True
 
 
+def cache_dir() -> Path:
+    """Where converted tokenizers are kept: ``$TOKENMILL_CACHE`` or ``~/.cache/tokenmill``."""
+    return Path(os.environ.get("TOKENMILL_CACHE") or Path.home() / ".cache" / "tokenmill")
+
+
 def _json_via_transformers(path: Path) -> bytes:
+    """tokenizer.json of a vocab.json + merges.txt directory, converted once by transformers and cached.
+
+    The cache key is a hash of every file the conversion reads, so an edited file converts again; the
+    conversion costs seconds and hundreds of MB, the cached read milliseconds.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
+        f = path / name
+        digest.update(name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    cached = cache_dir() / "converted" / f"{digest.hexdigest()}.tokenizer.json"
+    if cached.is_file():
+        return cached.read_bytes()
+    data = _convert_with_transformers(path)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home only costs the conversion next time
+    return data
+
+
+def _convert_with_transformers(path: Path) -> bytes:
     from tokenmill._extras import require
 
     transformers = require("transformers", "hf", "load a vocab.json + merges.txt tokenizer")
