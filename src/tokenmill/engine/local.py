@@ -84,6 +84,7 @@ def run_one(task: Task, unit: WorkUnit, state: RunState) -> dict:
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     result = task(unit, staging)
+    result["peak_rss_mb"] = process_peak_rss_mb()  # of this worker so far; kept out of the outputs' bytes
     for src in sorted(p for p in staging.rglob("*") if p.is_file()):
         dest = state.out / src.relative_to(staging)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,22 @@ def run_one(task: Task, unit: WorkUnit, state: RunState) -> dict:
     shutil.rmtree(staging)
     atomic_write(state.marker(unit), json.dumps(result, sort_keys=True).encode())
     return result
+
+
+def process_peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (``VmHWM`` on Linux, else ``ru_maxrss``)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    import resource
+    import sys
+
+    scale = 1 / 1024 if sys.platform != "darwin" else 1 / (1024 * 1024)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, 1)
 
 
 def _load_marker(path: Path) -> dict | None:

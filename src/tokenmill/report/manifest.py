@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import resource
-import sys
 from pathlib import Path
 from typing import Any
 
 from tokenmill import __version__
-from tokenmill.engine.local import atomic_write
+from tokenmill.engine.local import atomic_write, process_peak_rss_mb
 from tokenmill.report.accounting import Stats
 
 
-def peak_rss_mb() -> dict[str, float]:
-    """Peak resident memory of this process and of its largest child (Linux reports KiB)."""
-    scale = 1 / 1024 if sys.platform != "darwin" else 1 / (1024 * 1024)
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
-    return {"main_mb": round(own, 1), "largest_worker_mb": round(child, 1)}
+def peak_rss_mb(results: list[dict]) -> dict[str, float]:
+    """Peak resident memory of the main process and of the largest worker (as each unit reported it)."""
+    workers = [r.get("peak_rss_mb", 0.0) for r in results]
+    return {"main_mb": process_peak_rss_mb(), "largest_worker_mb": max(workers, default=0.0)}
 
 
 def build_manifest(
@@ -45,7 +41,7 @@ def build_manifest(
         "identity": total.identity_line(),
         "shards": shards,
         "report": report or {},
-        "run": {"seconds": round(seconds, 3), "peak_rss": peak_rss_mb(), "units": len(results)},
+        "run": {"seconds": round(seconds, 3), "peak_rss": peak_rss_mb(results), "units": len(results)},
     }
 
 
