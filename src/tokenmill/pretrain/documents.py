@@ -48,6 +48,8 @@ def _text_problem(text: Any, field: str) -> tuple[str, str] | None:
 
 def to_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:
     """Map one raw batch onto ``DOCUMENT``; return the documents and the records rejected on the way."""
+    if raw.table is not None and _plain_columns(raw.table, schema):
+        return _columnar_documents(raw, schema)
     rows = raw.rows if raw.rows is not None else _columnar_rows(raw, schema)
     field = schema.get("text") or "text"
     meta_keys = list(schema.get("meta") or [])
@@ -86,3 +88,43 @@ def _columnar_rows(raw: RawBatch, schema: dict) -> list[dict]:
 def text_lengths(batch: pa.RecordBatch) -> pa.Array:
     """UTF-8 byte length of every document's text (for accounting)."""
     return pc.binary_length(batch.column("text"))
+
+
+def _plain_columns(table: pa.RecordBatch, schema: dict) -> bool:
+    """Whether the schema only names top-level columns and the text column holds strings (the fast path)."""
+    field = schema.get("text") or "text"
+    if field not in table.schema.names or not pa.types.is_string(table.schema.field(field).type) and \
+            not pa.types.is_large_string(table.schema.field(field).type):
+        return False
+    named = [schema.get(k) for k in ("id", "url", "license")]
+    has_meta = any(m in table.schema.names for m in schema.get("meta") or [])
+    return not has_meta and all(n is None or (n in table.schema.names or "." not in n) for n in named)
+
+
+def _column_strings(table: pa.RecordBatch, name: str | None, keep: pa.Array) -> pa.Array:
+    if not name or name not in table.schema.names:
+        return pa.nulls(pc.sum(keep).as_py() or 0, pa.string())
+    return pc.cast(table.column(name).filter(keep), pa.string())
+
+
+def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:
+    """``to_documents`` for Arrow input: whole columns at a time, Python only for the rejected rows."""
+    table, field = raw.table, schema.get("text") or "text"
+    text = table.column(field)
+    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
+    bad = pc.fill_null(pc.or_kleene(text.is_null(), empty), True)
+    rejects = []
+    for i in pc.indices_nonzero(bad).to_pylist():
+        value = text[i].as_py()
+        reason, detail = _text_problem(value, field) or ("empty_document", f"field {field!r} is empty")
+        loc = raw.locs[i]
+        rejects.append(Reject(raw.source, loc, reason, f"{raw.source}:{loc}: {detail}", raw=table.slice(i, 1).to_pylist()[0]))
+    keep = pc.invert(bad)
+    locs = [loc for loc, b in zip(raw.locs, bad.to_pylist()) if not b]
+    own = _column_strings(table, schema.get("id"), keep).to_pylist()
+    ids = [record_id(o, raw.source, loc) for o, loc in zip(own, locs)]
+    n = len(ids)
+    columns = [pa.array(ids, pa.string()), pc.cast(text.filter(keep), pa.large_string()),
+               pa.array([raw.source] * n, pa.string()), _column_strings(table, schema.get("url"), keep),
+               _column_strings(table, schema.get("license"), keep), pa.nulls(n, pa.string())]
+    return pa.RecordBatch.from_arrays(columns, schema=DOCUMENT), rejects

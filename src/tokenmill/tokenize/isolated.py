@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tokenmill.errors import TokenizerError, TokenmillError
@@ -36,8 +37,11 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True) -> Tokenizer:
     if not isinstance(spec, (str, os.PathLike)):
         return load_tokenizer(spec, fast=fast)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method)) as pool:
-        tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast).result()
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method)) as pool:
+            tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast).result()
+    except BrokenProcessPool:  # no child process possible here (e.g. a __main__ that cannot be re-imported)
+        tok, caught, error = _load_released(os.fspath(spec), fast)
     if error:
         raise TokenizerError(error)
     for message, category in caught:
