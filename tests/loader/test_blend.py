@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import pretrain_docs, sft_docs
+from loaderkit import pretrain_docs, sft_docs
 
 from tokenmill.errors import ShardError
 from tokenmill.loader import BlendedDataset, PackedDataset

@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import pretrain_docs, sft_docs
+from loaderkit import pretrain_docs, sft_docs
 
 from tokenmill.errors import RoutingError, ShardError
 from tokenmill.loader import PackedDataset

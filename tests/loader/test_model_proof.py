@@ -6,7 +6,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import EOS, PAD, VOCAB, sft_docs
+from loaderkit import EOS, PAD, VOCAB, sft_docs
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

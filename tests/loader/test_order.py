@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import PAD, sft_docs
+from loaderkit import PAD, sft_docs
 
 from tokenmill.errors import ConfigError, ShardError
 from tokenmill.loader import PackedDataset, partition, permute

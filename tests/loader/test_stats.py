@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import pretrain_docs, sft_docs
+from loaderkit import pretrain_docs, sft_docs
 
 from tokenmill.loader import render_stats, shard_stats
 

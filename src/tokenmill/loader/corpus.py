@@ -44,7 +44,7 @@ class Corpus:
     def __init__(self, sets: list):
         self.sets = sets
         self.doc_base = np.concatenate([[0], np.cumsum([len(s) for s in sets])]).astype(np.int64)
-        self.lengths = np.concatenate([s.lengths for s in sets]).astype(np.int64, copy=False)
+        self.lengths = _global_lengths(sets)
         self.has_mask = any(s.has_mask for s in sets)
         self.tokenizer_fingerprint = sets[0].fingerprint
         self.fingerprint = _data_fingerprint(self.tokenizer_fingerprint, self.lengths)
@@ -66,7 +66,25 @@ class Corpus:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _data_fingerprint(tokenizer_fp: str, lengths: np.ndarray) -> str:
-    """Tokenizer fingerprint + a digest of every document length: changes when the data changes."""
-    digest = hashlib.blake2b(np.ascontiguousarray(lengths).tobytes(), digest_size=8).hexdigest()
-    return f"{tokenizer_fp}:{lengths.size}:{digest}"
+def _global_lengths(sets: list) -> np.ndarray:
+    """Lengths of all documents, set after set, held once: a single set's own array, else one filled copy."""
+    if len(sets) == 1:
+        return sets[0].lengths
+    dtype = np.result_type(*[s.lengths_dtype for s in sets])
+    out = np.empty(sum(len(s) for s in sets), dtype)
+    pos = 0
+    for s in sets:
+        s.read_lengths(out=out[pos:pos + len(s)])
+        pos += len(s)
+    return out
+
+
+def _data_fingerprint(tokenizer_fp: str, lengths: np.ndarray, *, chunk: int = 1 << 16) -> str:
+    """Tokenizer fingerprint + a digest of every length as int64: changes when the data changes.
+
+    Hashed in chunks, so an int32 array costs no int64 copy and gives the digest of its int64 values.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for lo in range(0, lengths.size, chunk):
+        digest.update(np.ascontiguousarray(lengths[lo:lo + chunk], dtype="<i8").tobytes())
+    return f"{tokenizer_fp}:{lengths.size}:{digest.hexdigest()}"

@@ -20,24 +20,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenmill.pack.plan import PackPlan, as_lengths, plan_from_bins
+from tokenmill.pack.plan import PackPlan, as_lengths, index_dtype, plan_from_bins
 
 
 def best_fit_decreasing(lengths: np.ndarray, seq_len: int, *, seed: int = 0) -> PackPlan:
     """Pack all examples with best-fit-decreasing; deterministic for ``seed`` (seed permutes ties)."""
     lengths = as_lengths(lengths, seq_len)
-    keep = np.flatnonzero((lengths > 0) & (lengths <= seq_len))
     dropped = int(np.count_nonzero(lengths > seq_len))
     empty = int(np.count_nonzero(lengths == 0))
-    shuffled = keep[np.random.default_rng(seed).permutation(keep.size)]
-    examples = shuffled[np.argsort(-lengths[shuffled], kind="stable")]
+    examples = _sorted_examples(lengths, int(seq_len), seed)
     bins, n_bins = _assign(lengths[examples], int(seq_len))
     return plan_from_bins(lengths, examples, bins, n_bins, seq_len=seq_len, dropped=dropped, empty=empty)
 
 
+def _sorted_examples(lengths: np.ndarray, seq_len: int, seed: int) -> np.ndarray:
+    """Indices of the examples that fit, longest first, ties in an order drawn from ``seed``.
+
+    Indices are int32 below 2**31 examples; the sort key is the room left (``seq_len - length``) in
+    the smallest unsigned dtype, so the stable sort is a radix sort when ``seq_len < 65536``.
+    """
+    shuffled = np.flatnonzero((lengths > 0) & (lengths <= seq_len)).astype(index_dtype(lengths.size))
+    shuffled = shuffled[np.random.default_rng(seed).permutation(shuffled.size)]
+    key = (np.int64(seq_len) - lengths[shuffled]).astype(np.min_scalar_type(seq_len))
+    by_key = np.argsort(key, kind="stable")
+    del key
+    return shuffled[by_key]
+
+
 def _assign(sorted_lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, int]:
     """Bin id of every example, for lengths sorted decreasingly."""
-    bins = np.empty(sorted_lengths.size, np.int64)
+    bins = np.empty(sorted_lengths.size, index_dtype(sorted_lengths.size))
     count = np.zeros(seq_len + 1, np.int64)  # open packs per remaining room
     rooms: list[list[int]] = [[] for _ in range(seq_len + 1)]  # pack ids per remaining room
     n_bins = 0
@@ -79,7 +91,7 @@ def _open_new(bins, pos, stop, length, seq_len, n_bins, count, rooms) -> int:
 def _place(bins, pos, stop, length, chosen, per_bin, room, count, rooms) -> int:
     """Give each chosen pack ``per_bin`` examples (the last one maybe fewer) and re-bucket it."""
     n_items = min(len(chosen) * per_bin, stop - pos)
-    bins[pos:pos + n_items] = np.repeat(np.asarray(chosen, np.int64), per_bin)[:n_items]
+    bins[pos:pos + n_items] = np.repeat(np.asarray(chosen, bins.dtype), per_bin)[:n_items]
     full_room = room - per_bin * length
     n_full = n_items // per_bin
     last = n_items - n_full * per_bin

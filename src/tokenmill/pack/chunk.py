@@ -17,7 +17,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-from tokenmill.pack.plan import PackPlan, as_lengths
+from tokenmill.pack.plan import PackPlan, as_lengths, index_dtype
 
 
 def concat_chunk(lengths: np.ndarray, seq_len: int, *, drop_last: bool = True) -> np.ndarray:
@@ -55,6 +55,7 @@ def boundary_aware(lengths: np.ndarray, seq_len: int) -> PackPlan:
     while bounds[-1] < len(lens):
         i = bounds[-1]
         bounds.append(bisect_right(cum, cum[i] + seq_len, lo=i + 1) - 1)
+    starts = starts if lens.size and int(starts.max()) > 0 else None  # None: no document was cut
     return PackPlan(pack_offsets=np.asarray(bounds, np.int64), order=docs, seq_lens=lens, starts=starts,
                     seq_len=int(seq_len), dropped=0, empty=int(np.count_nonzero(lengths == 0)))
 
@@ -62,9 +63,9 @@ def boundary_aware(lengths: np.ndarray, seq_len: int) -> PackPlan:
 def _pieces(lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut every document into ``ceil(len / seq_len)`` pieces of at most ``seq_len`` tokens."""
     n_pieces = -(-lengths // seq_len)
-    docs = np.repeat(np.arange(lengths.size, dtype=np.int64), n_pieces)
+    docs = np.repeat(np.arange(lengths.size, dtype=index_dtype(lengths.size)), n_pieces)
     first = np.concatenate([[0], np.cumsum(n_pieces)[:-1]]) if lengths.size else np.zeros(0, np.int64)
     rank = np.arange(docs.size, dtype=np.int64) - np.repeat(first, n_pieces)
     starts = rank * seq_len
-    lens = np.minimum(lengths[docs] - starts, seq_len)
+    lens = np.minimum(lengths[docs] - starts, seq_len).astype(lengths.dtype)
     return docs, starts, lens

@@ -94,10 +94,30 @@ class ShardSet(Sequence):
 
     @property
     def lengths(self) -> np.ndarray:
-        """Token count of every document, in order, as int64 (read from the ``.idx`` files once)."""
+        """Token count of every document, in order (read from the ``.idx`` files once, then kept).
+
+        int32 when every shard holds fewer than 2**31 tokens (no document can be longer), else int64.
+        """
         if self._lengths is None:
-            self._lengths = np.concatenate([np.diff(s.offsets) for s in self.shards]).astype(np.int64, copy=False)
+            self._lengths = self.read_lengths()
         return self._lengths
+
+    @property
+    def lengths_dtype(self) -> np.dtype:
+        """The dtype of :attr:`lengths`: int32 when every shard has fewer than 2**31 tokens, else int64."""
+        return np.dtype(np.int32 if max(s.n_tokens for s in self.shards) < 1 << 31 else np.int64)
+
+    def read_lengths(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Document lengths read in chunks from the ``.idx`` files into ``out`` (new if None); not kept.
+
+        The files are read, not memory-mapped, so their pages do not stay in the process.
+        """
+        out = np.empty(self.n_docs, self.lengths_dtype) if out is None else out
+        pos = 0
+        for shard in self.shards:
+            _read_shard_lengths(shard, out[pos:pos + shard.n_docs])
+            pos += shard.n_docs
+        return out
 
     def __len__(self) -> int:
         return self.n_docs
@@ -160,6 +180,22 @@ class ShardSet(Sequence):
         if len(pieces) == 1:
             return pieces[0]
         return np.concatenate(pieces) if pieces else np.zeros(0, dtype=self.dtype if kind == "ids" else np.uint8)
+
+
+_CHUNK = 1 << 16  # offsets per read: 512 KiB
+
+
+def _read_shard_lengths(shard: Shard, out: np.ndarray) -> None:
+    """``diff`` of the shard's ``.idx`` offsets written into ``out``, one ``_CHUNK`` at a time."""
+    if shard.n_docs == 0:
+        return
+    with open(shard.path("idx"), "rb") as fh:
+        prev = np.fromfile(fh, dtype="<i8", count=1)
+        for lo in range(0, shard.n_docs, _CHUNK):
+            offsets = np.fromfile(fh, dtype="<i8", count=min(_CHUNK, shard.n_docs - lo))
+            np.subtract(offsets[1:], offsets[:-1], out=out[lo + 1:lo + offsets.size], casting="unsafe")
+            out[lo] = offsets[0] - prev[0]
+            prev = offsets[-1:]
 
 
 def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False) -> ShardSet:
