@@ -117,6 +117,23 @@ def _check_options(train_on: str, reasoning_policy: str) -> None:
         raise ConfigError(problems)
 
 
+@dataclass
+class Prepared:
+    """A conversation rendered and located but not yet tokenized (phase 1 of :func:`render_conversations`)."""
+
+    conv: dict
+    id: str
+    text: str
+    messages: list[dict]
+    tools: list | None
+    generation: list
+    turns: list[Turn]
+    literal: tuple[tuple[int, int], ...]
+    spans: list[tuple[int, int]]
+    owners: list[Turn | None]
+    counts: dict[str, int]
+
+
 def render_conversation(
     conv: dict,
     *,
@@ -132,12 +149,56 @@ def render_conversation(
     Raises :class:`TemplateError` (with ``.reason``) when this record cannot be rendered or its turns located.
     """
     _check_options(train_on, reasoning_policy)
+    prepared = prepare_conversation(
+        conv, tokenizer=tokenizer, template=template, shape=shape_of(template, tokenizer),
+        special=special_token_kwargs(tokenizer), train_on=train_on, train_reasoning=train_reasoning,
+        supervise_empty_think=supervise_empty_think, reasoning_policy=reasoning_policy,
+    )
+    encoded = tokenizer.encode_rendered(prepared.text, literal_spans=prepared.literal)
+    return finish_conversation(prepared, encoded, tokenizer=tokenizer)
+
+
+def render_conversations(
+    convs: list[dict],
+    *,
+    tokenizer: Any,
+    template: ChatTemplate,
+    train_on: str = "assistant",
+    train_reasoning: bool = True,
+    supervise_empty_think: bool = False,
+    reasoning_policy: str = "inline",
+) -> list[Rendered | TemplateError]:
+    """:func:`render_conversation` of many conversations with one batched tokenizer call.
+
+    A conversation that cannot be rendered gets its :class:`TemplateError` in its place of the result.
+    """
+    _check_options(train_on, reasoning_policy)
+    shape, special = shape_of(template, tokenizer), special_token_kwargs(tokenizer)
+    out: list[Any] = []
+    for conv in convs:
+        try:
+            out.append(prepare_conversation(
+                conv, tokenizer=tokenizer, template=template, shape=shape, special=special, train_on=train_on,
+                train_reasoning=train_reasoning, supervise_empty_think=supervise_empty_think,
+                reasoning_policy=reasoning_policy,
+            ))
+        except TemplateError as exc:
+            out.append(exc)
+    ready = [p for p in out if isinstance(p, Prepared)]
+    encoded = iter(tokenizer.encode_rendered_batch([p.text for p in ready], [p.literal for p in ready]))
+    return [finish_conversation(p, next(encoded), tokenizer=tokenizer) if isinstance(p, Prepared) else p
+            for p in out]
+
+
+def prepare_conversation(
+    conv: dict, *, tokenizer: Any, template: ChatTemplate, shape: TurnShape, special: dict[str, str],
+    train_on: str, train_reasoning: bool, supervise_empty_think: bool, reasoning_policy: str,
+) -> Prepared:
+    """Render ``conv``, locate its turns, and compute its literal and trained character spans."""
     rid = str(conv.get("id", "?"))
-    shape = shape_of(template, tokenizer)
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=reasoning_policy
     )
-    special = special_token_kwargs(tokenizer)
     text, generation = render_template(
         template, messages, tools=tools, special_tokens=special, record_id=rid,
         track_generation=template.has_generation_blocks,
@@ -148,17 +209,24 @@ def render_conversation(
         text, turns, conv, generation, train_on=train_on, train_reasoning=train_reasoning,
         supervise_empty_think=supervise_empty_think,
     )
-    ids, starts, ends = tokenizer.encode_rendered(text, literal_spans=tuple(literal))
-    mask, owner = _token_owner(starts, ends, spans)
     counts["empty_think_unsupervised"] = 0 if supervise_empty_think else sum(
         1 for t in owners if t is not None and t.empty_think
     )
-    with_reasoning = {i for i, m in enumerate(conv.get("messages") or []) if m.get("reasoning")}
-    stats = _stats(text, ids, mask, owner, owners, turns, literal, with_reasoning, tokenizer, counts, starts, ends)
-    if generation and len(generation) != sum(1 for m in messages if m.get("role") == "assistant"):
-        stats["generation_blocks_ignored"] = len(generation)
-    weights = _token_weights(owner, owners, conv)
-    return Rendered(rid, text, np.asarray(ids, dtype=np.uint32), mask, spans, stats, messages, tools, weights)
+    return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), spans, owners, counts)
+
+
+def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokenizer: Any) -> Rendered:
+    """The loss mask, weights and stats of a prepared conversation from its ids and char offsets."""
+    ids, starts, ends = encoded[0], np.asarray(encoded[1], dtype=np.int64), np.asarray(encoded[2], dtype=np.int64)
+    mask, owner = _token_owner(starts, ends, p.spans)
+    with_reasoning = {i for i, m in enumerate(p.conv.get("messages") or []) if m.get("reasoning")}
+    stats = _stats(p.text, ids, mask, owner, p.owners, p.turns, p.literal, with_reasoning, tokenizer, p.counts,
+                   starts, ends)
+    if p.generation and len(p.generation) != sum(1 for m in p.messages if m.get("role") == "assistant"):
+        stats["generation_blocks_ignored"] = len(p.generation)
+    weights = _token_weights(owner, p.owners, p.conv)
+    return Rendered(p.id, p.text, np.asarray(ids, dtype=np.uint32), mask, p.spans, stats, p.messages, p.tools,
+                    weights)
 
 
 def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> None:
@@ -212,16 +280,15 @@ def _trained_spans(
 
 
 def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(mask, owner): a token is trained when its characters overlap a span; owner is that span's index or -1."""
-    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    """(mask, owner): a token is trained when its characters overlap a span; owner is that span's index or -1.
+
+    ``spans`` are sorted and disjoint; ``starts`` and ``ends`` are int64 arrays.
+    """
     if not spans:
         return np.zeros(len(starts), dtype=bool), np.full(len(starts), -1, dtype=np.int64)
-    lo = np.array([s for s, _ in spans], dtype=np.int64)
-    hi = np.array([e for _, e in spans], dtype=np.int64)
-    idx = np.searchsorted(hi, starts, side="right")
-    inside = idx < len(spans)
-    mask = np.zeros(len(starts), dtype=bool)
-    mask[inside] = ends[inside] > lo[idx[inside]]
+    bounds = np.array(spans, dtype=np.int64)
+    idx = np.searchsorted(bounds[:, 1], starts, side="right")
+    mask = (idx < len(spans)) & (ends > bounds[np.minimum(idx, len(spans) - 1), 0])
     return mask, np.where(mask, idx, -1)
 
 

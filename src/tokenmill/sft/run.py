@@ -20,7 +20,7 @@ from tokenmill.report.rejects import RejectSink
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.template import ChatTemplate, load_template
-from tokenmill.sft.truncate import fit_conversation
+from tokenmill.sft.truncate import fit_conversations
 from tokenmill.shards import ShardWriter
 from tokenmill.track import finish_run, prepare_run
 
@@ -53,7 +53,7 @@ class SftTask:
                              tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, unit)
-        oracle = _oracle(self.tokenizer) if self.options.verify else None
+        oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         schema = self.schemas.get(unit.file.rel, {})
         for raw in read_unit(unit, batch_rows=self.batch_rows):
             stats.input += len(raw) + len(raw.rejects)
@@ -63,9 +63,11 @@ class SftTask:
                                             allow_consecutive=self.options.allow_consecutive)
             sink.add(rejects, stats)
             bad = {r.loc for r in rejects}
-            for conv, loc in zip(convs, [loc for loc in raw.locs if loc not in bad]):
-                rendered = self._render(conv, raw.source, loc, sink, stats)
-                if rendered is None:
+            locs = [loc for loc in raw.locs if loc not in bad]
+            for conv, loc, rendered in zip(convs, locs, self._render(convs)):
+                if isinstance(rendered, TemplateError):
+                    reason = getattr(rendered, "reason", "template_error")
+                    sink.add([Reject(raw.source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
                 if oracle is not None and report["parity"]["checked"] + report["parity"]["exempt"] < self.options.verify:
                     self._verify(conv, rendered, oracle, report)
@@ -75,19 +77,16 @@ class SftTask:
                 report = merge(report, example_report(rendered.stats))
         shards = writer.close()
         sink.close()
-        return {"stats": stats.to_dict(), "shards": shards, "report": report}
+        return {"stats": stats.to_dict(), "shards": shards, "report": report, "parity_unavailable": unavailable}
 
-    def _render(self, conv: dict, source: str, loc: int, sink: RejectSink, stats: Stats):
+    def _render(self, convs: list[dict]) -> list:
+        """Rendered examples, or the TemplateError of each conversation that cannot be rendered."""
         o = self.options
-        try:
-            return fit_conversation(
-                conv, max_length=o.max_length or 1 << 40, tokenizer=self.tokenizer, template=self.template,
-                train_on=o.train_on, train_reasoning=o.train_reasoning,
-                supervise_empty_think=o.supervise_empty_think, reasoning_policy=o.reasoning_policy,
-            )
-        except TemplateError as exc:
-            sink.add([Reject(source, loc, getattr(exc, "reason", "template_error"), str(exc), raw=conv)], stats)
-            return None
+        return fit_conversations(
+            convs, max_length=o.max_length or 1 << 40, tokenizer=self.tokenizer, template=self.template,
+            train_on=o.train_on, train_reasoning=o.train_reasoning,
+            supervise_empty_think=o.supervise_empty_think, reasoning_policy=o.reasoning_policy,
+        )
 
     def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> None:
         from tokenmill.sft.parity import check_parity
@@ -99,14 +98,23 @@ class SftTask:
 _ORACLES: dict[str, Any] = {}
 
 
-def _oracle(tokenizer: Any) -> Any:
-    """The transformers reference for this tokenizer, built once per process (None when not possible)."""
+def _oracle(tokenizer: Any) -> tuple[Any, str]:
+    """(transformers reference, "") for this tokenizer, built once per process; (None, why) when not possible."""
     key = tokenizer.fingerprint
     if key not in _ORACLES:
         from tokenmill.sft.oracle import hf_oracle
 
-        _ORACLES[key] = hf_oracle(tokenizer)[0]
+        _ORACLES[key] = hf_oracle(tokenizer)
     return _ORACLES[key]
+
+
+def _summarize(results: list[dict]) -> dict:
+    """The merged report of all units, noting why parity was not checked when no reference could be built."""
+    report = summarize([r["report"] for r in results])
+    why = next((r["parity_unavailable"] for r in results if r.get("parity_unavailable")), "")
+    if why:
+        report.setdefault("parity", {})["unavailable"] = why
+    return report
 
 
 def resolve_template(spec: str | None, tokenizer: Any) -> ChatTemplate:
@@ -143,13 +151,9 @@ def run_sft(
         _check_oracle(run.tokenizer)
     task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens)
     manifest = finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress,
-                          summarize=lambda results: summarize([r["report"] for r in results]),
+                          summarize=_summarize,
                           chat_template=template.source)
     _add_packing(manifest, run.out, seq_len)
-    if opts.verify and _oracle(run.tokenizer) is None:
-        from tokenmill.sft.oracle import hf_oracle
-
-        manifest["report"].setdefault("parity", {})["unavailable"] = hf_oracle(run.tokenizer)[1]
     from tokenmill.report.manifest import write_manifest
 
     write_manifest(run.out, manifest)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenmill.errors import ConfigError, TemplateError
-from tokenmill.sft.render import Rendered, render_conversation
+from tokenmill.sft.render import Rendered, render_conversation, render_conversations
 from tokenmill.sft.template import ChatTemplate
 
 
@@ -50,21 +50,56 @@ def fit_conversation(
     Adds ``truncated_exchanges`` and ``supervised_tokens_lost`` to the stats. Raises :class:`TemplateError`
     with reason ``too_long`` when even the system messages plus the final exchange do not fit.
     """
+    _check_length(max_length)
+    options = {"tokenizer": tokenizer, "template": template, "train_on": train_on,
+               "train_reasoning": train_reasoning, "supervise_empty_think": supervise_empty_think,
+               "reasoning_policy": reasoning_policy}
+    return _fit(conv, render_conversation(conv, **options), max_length=max_length, options=options)
+
+
+def fit_conversations(
+    convs: list[dict],
+    *,
+    max_length: int,
+    tokenizer: Any,
+    template: ChatTemplate,
+    train_on: str = "assistant",
+    train_reasoning: bool = True,
+    supervise_empty_think: bool = False,
+    reasoning_policy: str = "inline",
+) -> list[Rendered | TemplateError]:
+    """:func:`fit_conversation` of many conversations: one batched render, re-renders only for over-long ones.
+
+    A conversation that cannot be rendered or fitted gets its :class:`TemplateError` in its place.
+    """
+    _check_length(max_length)
+    options = {"tokenizer": tokenizer, "template": template, "train_on": train_on,
+               "train_reasoning": train_reasoning, "supervise_empty_think": supervise_empty_think,
+               "reasoning_policy": reasoning_policy}
+    out: list[Rendered | TemplateError] = []
+    for conv, full in zip(convs, render_conversations(convs, **options)):
+        if isinstance(full, TemplateError):
+            out.append(full)
+            continue
+        try:
+            out.append(_fit(conv, full, max_length=max_length, options=options))
+        except TemplateError as exc:
+            out.append(exc)
+    return out
+
+
+def _check_length(max_length: int) -> None:
     if max_length < 1:
         raise ConfigError(f"max_length={max_length}: must be a positive number of tokens")
 
-    def render(c: dict) -> Rendered:
-        return render_conversation(
-            c, tokenizer=tokenizer, template=template, train_on=train_on, train_reasoning=train_reasoning,
-            supervise_empty_think=supervise_empty_think, reasoning_policy=reasoning_policy,
-        )
 
-    full = render(conv)
+def _fit(conv: dict, full: Rendered, *, max_length: int, options: dict) -> Rendered:
+    """``full`` when it fits, else the render with the fewest oldest exchanges dropped that does."""
     full.stats.update(truncated_exchanges=0, supervised_tokens_lost=0)
     if len(full.ids) <= max_length:
         return full
     droppable = len(exchanges(conv.get("messages") or [])[1]) - 1
-    best = render(_without(conv, droppable)) if droppable > 0 else full
+    best = render_conversation(_without(conv, droppable), **options) if droppable > 0 else full
     if droppable <= 0 or len(best.ids) > max_length:
         raise TemplateError(
             f"record {conv.get('id', '?')}: {len(best.ids)} tokens with only the system messages and the final "
@@ -74,7 +109,7 @@ def fit_conversation(
     lo, hi = 1, droppable  # invariant: `best` is the render with `hi` exchanges dropped, and it fits
     while lo < hi:
         mid = (lo + hi) // 2
-        candidate = render(_without(conv, mid))
+        candidate = render_conversation(_without(conv, mid), **options)
         if len(candidate.ids) <= max_length:
             hi, best = mid, candidate
         else:

@@ -88,6 +88,17 @@ class HFReference:
         spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
         return enc.ids, spans[:, 0], spans[:, 1]
 
+    def encode_offsets_batch(self, texts: Sequence[str], *, control: bool) -> list[Offsets]:
+        """:meth:`encode_offsets` of many texts in one (Rust-parallel where allowed) call."""
+        if not texts:
+            return []
+        encs = (self._control if control else self._ordinary).encode_batch(list(texts), add_special_tokens=False)
+        out = []
+        for enc in encs:
+            spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+            out.append((enc.ids, spans[:, 0], spans[:, 1]))
+        return out
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._control.decode([int(i) for i in ids], skip_special_tokens=False)
 
@@ -131,6 +142,9 @@ class TiktokenReference:
         ends = np.cumsum(self._token_lengths()[np.asarray(ids, dtype=np.int64)]) if ids else np.zeros(0, np.int64)
         starts = ends - self._token_lengths()[np.asarray(ids, dtype=np.int64)]
         return ids, *byte_to_char(text, starts, ends)
+
+    def encode_offsets_batch(self, texts: Sequence[str], *, control: bool) -> list[Offsets]:
+        return [self.encode_offsets(t, control=control) for t in texts]
 
     def _token_lengths(self) -> np.ndarray:
         if self._lengths is None:
@@ -195,6 +209,9 @@ class SentencePieceReference:
         starts = np.asarray([p.begin for p in pieces], dtype=np.int64)
         ends = np.asarray([p.end for p in pieces], dtype=np.int64)
         return [p.id for p in pieces], *byte_to_char(text, starts, ends)
+
+    def encode_offsets_batch(self, texts: Sequence[str], *, control: bool) -> list[Offsets]:
+        return [self.encode_offsets(t, control=control) for t in texts]
 
     def _without_prefix(self):
         if self._sp_no_prefix is None:

@@ -163,13 +163,38 @@ class Tokenizer:
     def encode_rendered(self, text: str, *, literal_spans: Sequence[Span] = ()) -> tuple[np.ndarray, ...]:
         """Ids, char starts and char ends of a rendered chat; special-token strings are control tokens
         except inside ``literal_spans`` (message content), where they are ordinary text."""
-        matches = [m.span() for m in self._special_re.finditer(text)] if self._special_re else []
-        literal = sorted(literal_spans)
-        control = [m for m in matches if not _overlaps(m, literal)]
-        if len(control) == len(matches) and self._source.kind != "sentencepiece":
+        control, whole = self._control_spans(text, literal_spans)
+        if whole:
             ids, starts, ends = self.reference.encode_offsets(text, control=True)
             return _arrays(ids, starts, ends)
         return self._encode_segments(text, control)
+
+    def encode_rendered_batch(
+        self, texts: Sequence[str], literal_spans_list: Sequence[Sequence[Span]]
+    ) -> list[tuple[np.ndarray, ...]]:
+        """:meth:`encode_rendered` of many texts: those whose control-token strings all lie outside their
+        literal spans go through one batched encoder call, the rest through the per-text path."""
+        out: list[tuple[np.ndarray, ...] | None] = [None] * len(texts)
+        whole_at: list[int] = []
+        for i, (text, literal) in enumerate(zip(texts, literal_spans_list)):
+            control, whole = self._control_spans(text, literal)
+            if whole:
+                whole_at.append(i)
+            else:
+                out[i] = self._encode_segments(text, control)
+        encoded = self.reference.encode_offsets_batch([texts[i] for i in whole_at], control=True)
+        for i, (ids, starts, ends) in zip(whole_at, encoded):
+            out[i] = _arrays(ids, starts, ends)
+        return out
+
+    def _control_spans(self, text: str, literal_spans: Sequence[Span]) -> tuple[list[Span], bool]:
+        """Special-token matches outside ``literal_spans``, and whether the text can be encoded whole."""
+        matches = [m.span() for m in self._special_re.finditer(text)] if self._special_re else []
+        if not matches:
+            return matches, self._source.kind != "sentencepiece"
+        literal = sorted(literal_spans)
+        control = [m for m in matches if not _overlaps(m, literal)]
+        return control, len(control) == len(matches) and self._source.kind != "sentencepiece"
 
     def _encode_segments(self, text: str, control: list[Span]) -> tuple[np.ndarray, ...]:
         parts, pos = [], 0
