@@ -202,6 +202,11 @@ def _ratio_lines(results: dict, big: dict | None) -> list[str]:
                    f"(ratio {big['peak_pss_mb'] / tm['peak_pss_mb']:.2f}; RSS sum {tm['peak_rss_mb']:.0f} -> "
                    f"{big['peak_rss_mb']:.0f} MB); {big['seconds']:.1f} s, "
                    f"{big['mb'] / big['seconds']:.1f} MB/s there. Peers were run at the first size only.")
+        if bare:
+            rate = (big["mb"] / big["seconds"]) / (tm["mb"] / fastest["seconds"])
+            out.append(f"- at {big['mb']:.0f} MB tokenmill runs at {rate:.0%} of the fastest bare encoder's "
+                       "throughput: a run's fixed start-up (loading and checking the tokenizer, starting workers, "
+                       "about 2 s) weighs less on a larger corpus")
         out.append(f"- tokenmill's own manifest `run.peak_rss`: {tm['manifest_peak_rss']} and "
                    f"{big['manifest_peak_rss']}")
     return out
