@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import pydoc
 import shutil
@@ -112,7 +113,11 @@ def run_demo(out: Path, *, seq_len: int = 512) -> None:
     pre = run_pretrain(docs, out=out / "pretrain", tokenizer="default", workers=1, progress=False)
     print_summary(pre, out / "pretrain")
     print("\n== 3b. SFT track")
-    sft = run_sft(chats, out=out / "sft", tokenizer="default", workers=1, progress=False, seq_len=seq_len, verify=64)
+    verify = 64 if importlib.util.find_spec("transformers") else 0
+    if not verify:
+        print("   (transformers not installed: parity against apply_chat_template skipped; pip install 'tokenmill[hf]')")
+    sft = run_sft(chats, out=out / "sft", tokenizer="default", workers=1, progress=False, seq_len=seq_len,
+                  verify=verify)
     print_summary(sft, out / "sft")
     print(render_report(sft["report"]))
     print("\n== 4. blended 70/30 and loaded as packed batches")
