@@ -11,7 +11,7 @@ import pytest
 import chatkit as ck
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.parity import check_parity
-from tokenmill.sft.render import render_conversation
+from tokenmill.sft.render import MaskPolicy, render_conversation
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.tokenize import load_tokenizer
 
@@ -31,7 +31,7 @@ def toks(tmp_path_factory):
 
 
 def render(tok, c, name="chatml", **kw):
-    return render_conversation(c, tokenizer=tok, template=load_template(TEMPLATES[name]), **kw)
+    return render_conversation(c, tokenizer=tok, template=load_template(TEMPLATES[name]), policy=MaskPolicy(**kw))
 
 
 def decoded_runs(hf, r):

@@ -11,7 +11,7 @@ import pytest
 
 from tokenmill.errors import TemplateError
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.render import render_conversation, render_conversations
+from tokenmill.sft.render import MaskPolicy, render_conversation, render_conversations
 from tokenmill.sft.run import run_sft
 from tokenmill.sft.template import load_template
 from tokenmill.sft.truncate import fit_conversation, fit_conversations
@@ -78,7 +78,7 @@ def one_by_one(fn, convs, **kw) -> list:
 
 @pytest.mark.parametrize("options", [{}, {"train_on": "last"}, {"train_reasoning": False}, {"train_on": "all"}])
 def test_batched_render_equals_single_render(tok, options):
-    kw = {"tokenizer": tok, "template": load_template(), **options}
+    kw = {"tokenizer": tok, "template": load_template(), "policy": MaskPolicy(**options)}
     batched = render_conversations(varied(), **kw)
     assert sum(isinstance(r, TemplateError) for r in batched) == 0
     for a, b in zip(batched, one_by_one(render_conversation, varied(), **kw), strict=True):

@@ -10,13 +10,13 @@ parity      ids checked against transformers' apply_chat_template
 
 from tokenmill.sft.normalize import normalize_batch, normalize_rows, to_arrow
 from tokenmill.sft.parity import check_parity
-from tokenmill.sft.render import Rendered, hf_messages, render_conversation
+from tokenmill.sft.render import MaskPolicy, Rendered, hf_messages, render_conversation
 from tokenmill.sft.template import CHATML, ChatTemplate, load_template, render_template
 from tokenmill.sft.truncate import fit_conversation
 from tokenmill.sft.validate import validate_conversation
 
 __all__ = [
-    "CHATML", "ChatTemplate", "Rendered", "check_parity", "fit_conversation", "hf_messages", "load_template",
-    "normalize_batch", "normalize_rows", "render_conversation", "render_template", "to_arrow",
+    "CHATML", "ChatTemplate", "MaskPolicy", "Rendered", "check_parity", "fit_conversation", "hf_messages",
+    "load_template", "normalize_batch", "normalize_rows", "render_conversation", "render_template", "to_arrow",
     "validate_conversation",
 ]

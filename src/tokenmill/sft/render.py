@@ -107,14 +107,24 @@ def _hf_tools(tools: Any, rid: str) -> list | None:
     return parsed or None
 
 
-def _check_options(train_on: str, reasoning_policy: str) -> None:
-    problems = []
-    if train_on not in TRAIN_ON:
-        problems.append(f"train_on={train_on!r}: expected one of {TRAIN_ON}")
-    if reasoning_policy not in REASONING_POLICIES:
-        problems.append(f"reasoning_policy={reasoning_policy!r}: expected one of {REASONING_POLICIES}")
-    if problems:
-        raise ConfigError(problems)
+@dataclass(frozen=True)
+class MaskPolicy:
+    """Which tokens are trained: ``train_on`` turns, with or without reasoning, and what to do with reasoning
+    the template does not render. Raises :class:`ConfigError` listing every bad value."""
+
+    train_on: str = "assistant"  # assistant | last | all
+    train_reasoning: bool = True
+    supervise_empty_think: bool = False
+    reasoning_policy: str = "inline"  # inline | drop | reject
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.train_on not in TRAIN_ON:
+            problems.append(f"train_on={self.train_on!r}: expected one of {TRAIN_ON}")
+        if self.reasoning_policy not in REASONING_POLICIES:
+            problems.append(f"reasoning_policy={self.reasoning_policy!r}: expected one of {REASONING_POLICIES}")
+        if problems:
+            raise ConfigError(problems)
 
 
 @dataclass
@@ -139,20 +149,15 @@ def render_conversation(
     *,
     tokenizer: Any,
     template: ChatTemplate,
-    train_on: str = "assistant",
-    train_reasoning: bool = True,
-    supervise_empty_think: bool = False,
-    reasoning_policy: str = "inline",
+    policy: MaskPolicy = MaskPolicy(),
 ) -> Rendered:
-    """Render ``conv`` once, tokenize it once, and mask everything but the trained assistant output.
+    """Render ``conv`` once, tokenize it once, and mask everything but what ``policy`` trains.
 
     Raises :class:`TemplateError` (with ``.reason``) when this record cannot be rendered or its turns located.
     """
-    _check_options(train_on, reasoning_policy)
     prepared = prepare_conversation(
         conv, tokenizer=tokenizer, template=template, shape=shape_of(template, tokenizer),
-        special=special_token_kwargs(tokenizer), train_on=train_on, train_reasoning=train_reasoning,
-        supervise_empty_think=supervise_empty_think, reasoning_policy=reasoning_policy,
+        special=special_token_kwargs(tokenizer), policy=policy,
     )
     encoded = tokenizer.encode_rendered(prepared.text, literal_spans=prepared.literal)
     return finish_conversation(prepared, encoded, tokenizer=tokenizer)
@@ -163,24 +168,18 @@ def render_conversations(
     *,
     tokenizer: Any,
     template: ChatTemplate,
-    train_on: str = "assistant",
-    train_reasoning: bool = True,
-    supervise_empty_think: bool = False,
-    reasoning_policy: str = "inline",
+    policy: MaskPolicy = MaskPolicy(),
 ) -> list[Rendered | TemplateError]:
     """:func:`render_conversation` of many conversations with one batched tokenizer call.
 
     A conversation that cannot be rendered gets its :class:`TemplateError` in its place of the result.
     """
-    _check_options(train_on, reasoning_policy)
     shape, special = shape_of(template, tokenizer), special_token_kwargs(tokenizer)
     out: list[Any] = []
     for conv in convs:
         try:
             out.append(prepare_conversation(
-                conv, tokenizer=tokenizer, template=template, shape=shape, special=special, train_on=train_on,
-                train_reasoning=train_reasoning, supervise_empty_think=supervise_empty_think,
-                reasoning_policy=reasoning_policy,
+                conv, tokenizer=tokenizer, template=template, shape=shape, special=special, policy=policy,
             ))
         except TemplateError as exc:
             out.append(exc)
@@ -192,24 +191,21 @@ def render_conversations(
 
 def prepare_conversation(
     conv: dict, *, tokenizer: Any, template: ChatTemplate, shape: TurnShape, special: dict[str, str],
-    train_on: str, train_reasoning: bool, supervise_empty_think: bool, reasoning_policy: str,
+    policy: MaskPolicy = MaskPolicy(),
 ) -> Prepared:
     """Render ``conv``, locate its turns, and compute its literal and trained character spans."""
     rid = str(conv.get("id", "?"))
     messages, tools, counts = hf_messages(
-        conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=reasoning_policy
+        conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
     text, generation = render_template(
         template, messages, tools=tools, special_tokens=special, record_id=rid,
         track_generation=template.has_generation_blocks,
     )
     turns, literal, unlocated = locate_turns(text, messages, shape)
-    _check_located(rid, messages, unlocated, tokenizer, train_on)
-    spans, owners = _trained_spans(
-        text, turns, conv, generation, train_on=train_on, train_reasoning=train_reasoning,
-        supervise_empty_think=supervise_empty_think,
-    )
-    counts["empty_think_unsupervised"] = 0 if supervise_empty_think else sum(
+    _check_located(rid, messages, unlocated, tokenizer, policy.train_on)
+    spans, owners = _trained_spans(text, turns, conv, generation, policy=policy)
+    counts["empty_think_unsupervised"] = 0 if policy.supervise_empty_think else sum(
         1 for t in owners if t is not None and t.empty_think
     )
     return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), spans, owners, counts)
@@ -251,27 +247,26 @@ def _weight(conv: dict, index: int) -> float:
 
 
 def _trained_spans(
-    text: str, turns: list[Turn], conv: dict, generation: list, *, train_on: str, train_reasoning: bool,
-    supervise_empty_think: bool,
+    text: str, turns: list[Turn], conv: dict, generation: list, *, policy: MaskPolicy,
 ) -> tuple[list[tuple[int, int]], list[Turn | None]]:
     """Trained character spans and the turn each one belongs to."""
-    if train_on == "all":
+    if policy.train_on == "all":
         return [(0, len(text))], [None]
     n_assistant = sum(1 for m in conv.get("messages") or [] if m.get("role") == "assistant")
     use_generation = bool(generation) and len(generation) == n_assistant == len(turns)
     last_assistant = max((t.message for t in turns), default=-1)
     spans, owners = [], []
     for k, turn in enumerate(turns):
-        if (train_on == "last" and turn.message != last_assistant) or _weight(conv, turn.message) == 0:
+        if (policy.train_on == "last" and turn.message != last_assistant) or _weight(conv, turn.message) == 0:
             continue
         start, end = turn.start, turn.stop_end
         if use_generation:
             start, end = generation[k][0], generation[k][1]
             if end >= turn.end:
                 end = max(end, turn.stop_end)
-        if turn.empty_think and not supervise_empty_think:
+        if turn.empty_think and not policy.supervise_empty_think:
             start = max(start, turn.empty_think[1])
-        if turn.reasoning and not train_reasoning:
+        if turn.reasoning and not policy.train_reasoning:
             start = max(start, turn.content_start)
         if start < end:
             spans.append((start, end))

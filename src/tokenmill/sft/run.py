@@ -18,6 +18,7 @@ from tokenmill.io.base import WorkUnit
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.render import MaskPolicy
 from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
@@ -34,6 +35,11 @@ class SftOptions:
     reasoning_policy: str = "inline"
     allow_consecutive: bool = False
     verify: int = 16  # examples per unit checked against apply_chat_template; 0 = off
+
+    @property
+    def policy(self) -> MaskPolicy:
+        """The masking options as one :class:`MaskPolicy` (validated)."""
+        return MaskPolicy(self.train_on, self.train_reasoning, self.supervise_empty_think, self.reasoning_policy)
 
 
 @dataclass(frozen=True)
@@ -81,11 +87,9 @@ class SftTask:
 
     def _render(self, convs: list[dict]) -> list:
         """Rendered examples, or the TemplateError of each conversation that cannot be rendered."""
-        o = self.options
         return fit_conversations(
-            convs, max_length=o.max_length or 1 << 40, tokenizer=self.tokenizer, template=self.template,
-            train_on=o.train_on, train_reasoning=o.train_reasoning,
-            supervise_empty_think=o.supervise_empty_think, reasoning_policy=o.reasoning_policy,
+            convs, max_length=self.options.max_length or 1 << 40, tokenizer=self.tokenizer,
+            template=self.template, policy=self.options.policy,
         )
 
     def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> None:
@@ -142,6 +146,7 @@ def run_sft(
 ) -> dict:
     """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``)."""
     opts = SftOptions(**options)
+    opts.policy  # noqa: B018 -- validates the masking options before any work starts
     run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
                       text_mode="auto", config=None, schemas=schemas)
     template = resolve_template(chat_template, run.tokenizer)

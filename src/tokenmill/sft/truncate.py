@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenmill.errors import ConfigError, TemplateError
-from tokenmill.sft.render import Rendered, render_conversation, render_conversations
+from tokenmill.sft.render import MaskPolicy, Rendered, render_conversation, render_conversations
 from tokenmill.sft.template import ChatTemplate
 
 
@@ -40,10 +40,7 @@ def fit_conversation(
     max_length: int,
     tokenizer: Any,
     template: ChatTemplate,
-    train_on: str = "assistant",
-    train_reasoning: bool = True,
-    supervise_empty_think: bool = False,
-    reasoning_policy: str = "inline",
+    policy: MaskPolicy = MaskPolicy(),
 ) -> Rendered:
     """Render ``conv``; when over ``max_length`` tokens, drop the oldest exchanges until it fits.
 
@@ -51,9 +48,7 @@ def fit_conversation(
     with reason ``too_long`` when even the system messages plus the final exchange do not fit.
     """
     _check_length(max_length)
-    options = {"tokenizer": tokenizer, "template": template, "train_on": train_on,
-               "train_reasoning": train_reasoning, "supervise_empty_think": supervise_empty_think,
-               "reasoning_policy": reasoning_policy}
+    options = {"tokenizer": tokenizer, "template": template, "policy": policy}
     return _fit(conv, render_conversation(conv, **options), max_length=max_length, options=options)
 
 
@@ -63,19 +58,14 @@ def fit_conversations(
     max_length: int,
     tokenizer: Any,
     template: ChatTemplate,
-    train_on: str = "assistant",
-    train_reasoning: bool = True,
-    supervise_empty_think: bool = False,
-    reasoning_policy: str = "inline",
+    policy: MaskPolicy = MaskPolicy(),
 ) -> list[Rendered | TemplateError]:
     """:func:`fit_conversation` of many conversations: one batched render, re-renders only for over-long ones.
 
     A conversation that cannot be rendered or fitted gets its :class:`TemplateError` in its place.
     """
     _check_length(max_length)
-    options = {"tokenizer": tokenizer, "template": template, "train_on": train_on,
-               "train_reasoning": train_reasoning, "supervise_empty_think": supervise_empty_think,
-               "reasoning_policy": reasoning_policy}
+    options = {"tokenizer": tokenizer, "template": template, "policy": policy}
     out: list[Rendered | TemplateError] = []
     for conv, full in zip(convs, render_conversations(convs, **options)):
         if isinstance(full, TemplateError):
