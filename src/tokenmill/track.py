@@ -53,6 +53,19 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
 
 
+def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode: str, per_file: int = 16,
+                 max_chars: int = 20_000) -> list[str]:
+    """A few real documents of every input, for the fast tokenizer's start-up parity check."""
+    from tokenmill.io import sample_records
+
+    texts = []
+    for f in files:
+        field = (schemas.get(f.rel) or {}).get("text") or "text"
+        rows = sample_records(f, n=per_file, text_mode=text_mode)[0]
+        texts += [r[field][:max_chars] for r in rows if isinstance(r.get(field), str)]
+    return texts
+
+
 def run_fingerprint(track: str, files: list[InputFile], tokenizer: Any, config: dict) -> str:
     h = hashlib.sha256(track.encode())
     for f in files:
@@ -83,8 +96,12 @@ def prepare_run(
     given = schemas or {}
     if not given:
         refuse_misrouted(track, routes, force=force)
-    tok = tokenizer if hasattr(tokenizer, "encode_batch") else load_tokenizer_isolated(tokenizer)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
+    if hasattr(tokenizer, "encode_batch"):
+        tok = tokenizer
+    else:
+        sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
+        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample)
     units = plan_units(files, unit_bytes=unit_bytes)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})

@@ -21,27 +21,31 @@ from tokenmill.errors import TokenizerError, TokenmillError
 from tokenmill.tokenize.tokenizer import Tokenizer, load_tokenizer
 
 
-def _load_released(spec: Any, fast: bool) -> tuple[Tokenizer | None, list[tuple[str, type]], str]:
+def _load_released(spec: Any, fast: bool, parity_sample: list[str] | None = None
+                   ) -> tuple[Tokenizer | None, list[tuple[str, type]], str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            tok = load_tokenizer(spec, fast=fast)
+            tok = load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
         except TokenmillError as exc:
             return None, [], str(exc)
     tok.release()
     return tok, [(str(w.message), w.category) for w in caught], ""
 
 
-def load_tokenizer_isolated(spec: Any, *, fast: bool = True) -> Tokenizer:
-    """:func:`load_tokenizer` run in a child process; objects (already loaded) are loaded in place."""
+def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
+    """:func:`load_tokenizer` run in a child process; objects (already loaded) are loaded in place.
+
+    ``parity_sample``: texts (e.g. documents of the run's own inputs) the fast path must also agree on.
+    """
     if not isinstance(spec, (str, os.PathLike)):
-        return load_tokenizer(spec, fast=fast)
+        return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method)) as pool:
-            tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast).result()
+            tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast, parity_sample).result()
     except BrokenProcessPool:  # no child process possible here (e.g. a __main__ that cannot be re-imported)
-        tok, caught, error = _load_released(os.fspath(spec), fast)
+        tok, caught, error = _load_released(os.fspath(spec), fast, parity_sample)
     if error:
         raise TokenizerError(error)
     for message, category in caught:
