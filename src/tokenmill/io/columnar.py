@@ -62,9 +62,12 @@ def _group(sizes: list[int], rows: list[int], unit_bytes: int) -> list[tuple[int
 
 def parquet_ranges(file: InputFile, *, unit_bytes: int) -> list[tuple[int, int, int]]:
     """(first row group, stop row group, first row) of each unit of a Parquet file."""
-    with _parquet(file.path) as pf:
-        md = pf.metadata
-        groups = [md.row_group(i) for i in range(md.num_row_groups)]
+    try:
+        with _parquet(file.path) as pf:
+            md = pf.metadata
+            groups = [md.row_group(i) for i in range(md.num_row_groups)]
+    except ARROW_ERRORS:
+        return [(0, -1, 1)]  # one unit; reading it reports the file as an "unreadable" reject
     sizes = [_stored_bytes(g) for g in groups]
     return _group(sizes, [g.num_rows for g in groups], unit_bytes)
 
@@ -81,10 +84,13 @@ def arrow_ranges(file: InputFile, *, unit_bytes: int) -> list[tuple[int, int, in
     """(first batch, stop batch, first row) of each unit of an Arrow IPC file; one unit for a stream."""
     if not is_ipc_file(file.path):
         return [(0, -1, 1)]
-    with _ipc_source(file.path) as src:
-        reader = pa.ipc.open_file(src)
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-        sizes, rows = [b.nbytes for b in batches], [b.num_rows for b in batches]
+    try:
+        with _ipc_source(file.path) as src:
+            reader = pa.ipc.open_file(src)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            sizes, rows = [b.nbytes for b in batches], [b.num_rows for b in batches]
+    except ARROW_ERRORS:
+        return [(0, -1, 1)]  # one unit; reading it reports the file as an "unreadable" reject
     return _group(sizes, rows, unit_bytes)
 
 
@@ -110,6 +116,13 @@ def _unreadable(source: str, loc: int, exc: BaseException) -> RawBatch:
 
 
 def read_parquet(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
+    try:
+        yield from _read_parquet(unit, batch_rows=batch_rows, columns=columns)
+    except ARROW_ERRORS as exc:  # a footer or schema that cannot be opened at all
+        yield _unreadable(unit.file.rel, unit.first_loc, exc)
+
+
+def _read_parquet(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
     f, loc = unit.file, unit.first_loc
     with _parquet(f.path) as pf:
         md = pf.metadata
