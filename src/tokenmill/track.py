@@ -53,16 +53,24 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
 
 
-def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode: str, per_file: int = 16,
-                 max_chars: int = 20_000) -> list[str]:
-    """A few real documents of every input, for the fast tokenizer's start-up parity check."""
+def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode: str, per_file: int = 4,
+                 max_chars: int = 4_000, budget: int = 200_000) -> list[str]:
+    """A few real documents of the inputs, for the fast tokenizer's start-up parity check.
+
+    Bounded (``budget`` characters in all): the reference encoder checks them at a few MB/s.
+    """
     from tokenmill.io import sample_records
 
-    texts = []
+    texts: list[str] = []
     for f in files:
         field = (schemas.get(f.rel) or {}).get("text") or "text"
         rows = sample_records(f, n=per_file, text_mode=text_mode)[0]
-        texts += [r[field][:max_chars] for r in rows if isinstance(r.get(field), str)]
+        for r in rows:
+            if isinstance(r.get(field), str) and budget > 0:
+                texts.append(r[field][:min(max_chars, budget)])
+                budget -= len(texts[-1])
+        if budget <= 0:
+            break
     return texts
 
 

@@ -17,3 +17,5 @@ def test_parity_texts_take_documents_from_every_input(tmp_path):
     assert texts.count("A whole book") == 1
     assert sum(t.startswith("page ") for t in texts) == 16
     assert all(len(t) <= 12 for t in texts)
+    capped = parity_texts(files, schemas, text_mode="auto", per_file=16, max_chars=12, budget=30)
+    assert sum(map(len, capped)) <= 30 and len(capped) == 3
