@@ -39,8 +39,14 @@ BOILERPLATE = re.compile(
 )
 
 
+# Content rules read the head of each value: turn markers and boilerplate show there when they show at all,
+# and scanning whole book-length documents would make routing cost grow with document size.
+SCAN_CHARS = 16_384
+
+
 def transcript_markers(text: str) -> dict[str, int]:
-    """Turn markers found in ``text``, by marker family (only families with at least one hit)."""
+    """Turn markers found in the head of ``text``, by marker family (only families with at least one hit)."""
+    text = text[:SCAN_CHARS]
     found = {}
     for name, pattern in TAG_MARKERS.items():
         n = len(pattern.findall(text))
@@ -54,7 +60,7 @@ def transcript_markers(text: str) -> dict[str, int]:
 
 def speaker_turns(text: str) -> int:
     """Speaker lines (``Human:`` / ``Assistant:`` ...) at line starts; 0 unless both sides speak."""
-    names = [m.group(1).lower() for m in SPEAKER_LINE.finditer(text)]
+    names = [m.group(1).lower() for m in SPEAKER_LINE.finditer(text[:SCAN_CHARS])]
     has_user = any(n in ("human", "user", "prompter") for n in names)
     has_assistant = any(n in ("assistant", "ai", "bot", "gpt", "chatbot") for n in names)
     return len(names) if has_user and has_assistant else 0
@@ -67,7 +73,7 @@ def turn_count(markers: dict[str, int]) -> int:
 
 def boilerplate_hits(text: str) -> int:
     """Number of distinct web-boilerplate phrases in ``text``."""
-    return len({m.group(0).lower() for m in BOILERPLATE.finditer(text)})
+    return len({m.group(0).lower() for m in BOILERPLATE.finditer(text[:SCAN_CHARS])})
 
 
 def looks_like_web_page(text: str) -> bool:
