@@ -17,9 +17,6 @@ from tokenmill.io.base import InputFile, WorkUnit
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
-ACCEPTS = {"pretrain": ("pretrain",), "sft": ("sft",)}
-
-
 @dataclass
 class TrackRun:
     track: str
@@ -35,7 +32,7 @@ class TrackRun:
 
 def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
     """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why."""
-    wrong = [r for r in routes if r.kind not in ACCEPTS[track]]
+    wrong = [r for r in routes if r.kind != track]
     if not wrong:
         return
     if force and all(r.kind != "preference" for r in wrong):
@@ -102,8 +99,9 @@ def prepare_run(
     files = expand_inputs(list(inputs), text_mode=text_mode)
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
     given = schemas or {}
-    if not given:
-        refuse_misrouted(track, routes, force=force)
+    # an explicit mapping is the user's own routing decision; every other input is checked by the router
+    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
+    refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
     if hasattr(tokenizer, "encode_batch"):
         tok = tokenizer

@@ -80,3 +80,16 @@ def test_missing_input_is_a_clean_error(tmp_path):
     done = tk.cli("pretrain", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "nope.jsonl" in done.stderr
+
+
+def test_an_explicit_mapping_routes_its_own_file_only(files, tmp_path):
+    """Mapping one input by hand is a routing decision for that input; the others are still checked."""
+    from tokenmill.errors import RoutingError
+    from tokenmill.pretrain import run_pretrain
+
+    mapped = {"transcripts.jsonl": {"record": "Document", "text": "text"}}
+    m = run_pretrain([str(files["chatml"])], out=tmp_path / "ok", schemas=mapped, workers=1, progress=False)
+    assert m["counts"]["kept"] == 30
+    with pytest.raises(RoutingError, match="sharegpt.json"):
+        run_pretrain([str(files["chatml"]), str(files["sharegpt"])], out=tmp_path / "no", schemas=mapped,
+                     workers=1, progress=False)

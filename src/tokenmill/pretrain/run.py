@@ -107,7 +107,8 @@ def run_pretrain(
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``)."""
     run: TrackRun = prepare_run(
         "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-        text_mode=text_mode, config={**(config or {}), "shard_tokens": shard_tokens}, schemas=schemas,
+        text_mode=text_mode, config={"steps": [repr(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
+        schemas=schemas,
     )
     _check_eos(run.tokenizer)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,

@@ -158,10 +158,8 @@ def run_sft(
     manifest = finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress,
                           summarize=_summarize,
                           chat_template=template.source)
-    _add_packing(manifest, run.out, seq_len)
-    from tokenmill.report.manifest import write_manifest
-
-    write_manifest(run.out, manifest)
+    if seq_len:
+        _add_packing(manifest, run.out, seq_len)
     return manifest
 
 
@@ -172,12 +170,13 @@ def _check_oracle(tokenizer: Any) -> None:
     require("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
-def _add_packing(manifest: dict, out: Path, seq_len: int | None) -> None:
-    if not seq_len:
-        return
+def _add_packing(manifest: dict, out: Path, seq_len: int) -> None:
+    """The best-fit-decreasing plan of the written examples at ``seq_len``, added to the saved manifest."""
     from tokenmill.pack import best_fit_decreasing
+    from tokenmill.report.manifest import write_manifest
     from tokenmill.shards import open_shards
 
     plan = best_fit_decreasing(open_shards(out).lengths, seq_len)
     manifest["report"]["packing"] = {"seq_len": seq_len, "n_packs": int(plan.n_packs),
                                      "efficiency": round(float(plan.efficiency), 6), "dropped": int(plan.dropped)}
+    write_manifest(out, manifest)
