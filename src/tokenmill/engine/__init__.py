@@ -1,5 +1,13 @@
-"""Executors. What runs (a picklable task over one work unit) is separate from where it runs."""
+"""Executors and workflows. What runs (stages of picklable tasks over units) is separate from where it runs.
 
-from tokenmill.engine.local import RunState, run_units
+See ``docs/architecture.md``; the vocabulary is in :mod:`tokenmill.engine.stage`.
+"""
 
-__all__ = ["RunState", "run_units"]
+from tokenmill.engine.local import LocalExecutor, RunState, run_units
+from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult, total
+from tokenmill.engine.workflow import Executor, StageState, run_workflow
+
+__all__ = [
+    "Executor", "LocalExecutor", "RunState", "Stage", "StageContext", "StagePlan", "StageState", "Unit",
+    "UnitResult", "run_units", "run_workflow", "total",
+]

@@ -196,3 +196,78 @@ def _unit_bytes(unit: WorkUnit) -> int:
         return unit.stop - unit.start
     return unit.file.size
 
+
+
+class LocalExecutor:
+    """The embedded executor: the units of a stage in this process (1 worker) or a process pool.
+
+    The task is sent once per worker and its ``setup()`` (when it has one) runs there once, before the
+    worker's first unit. Results are keyed by unit index, so the finishing order never shows in outputs.
+    """
+
+    def __init__(self, *, workers: int | None = None):
+        self.workers = workers
+
+    def run(self, task, units, state, progress=None) -> dict:
+        n = min(self.workers or default_workers(), max(1, len(units)))
+        results: dict = {}
+        if n == 1:
+            _setup(task)
+            for unit in units:
+                results[unit.index] = commit_unit(task, unit, state)
+                if progress is not None:
+                    progress.update(results[unit.index])
+            return results
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        ctx = multiprocessing.get_context(method)
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_install_stage_task,
+                                 initargs=(task,)) as pool:
+            pending = {pool.submit(_commit_installed, u, state): u for u in units}
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    unit = pending.pop(fut)
+                    results[unit.index] = fut.result()
+                    if progress is not None:
+                        progress.update(results[unit.index])
+        return results
+
+
+def commit_unit(task, unit, state):
+    """Run ``task`` on ``unit`` in a fresh staging dir, move its files into place, then write the marker.
+
+    Returns the unit's :class:`~tokenmill.engine.stage.UnitResult`, with this worker's peak memory and
+    the unit's wall time filled in (kept out of the outputs' bytes).
+    """
+    import time
+
+    staging = state.staging(unit)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    started = time.monotonic()
+    result = task(unit, staging)
+    result.seconds = time.monotonic() - started
+    result.peak_rss_mb = process_peak_rss_mb()
+    for src in sorted(p for p in staging.rglob("*") if p.is_file()):
+        dest = state.out / src.relative_to(staging)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dest)
+    shutil.rmtree(staging)
+    atomic_write(state.marker(unit), json.dumps(result.to_dict(), sort_keys=True).encode())
+    return result
+
+
+def _setup(task) -> None:
+    setup = getattr(task, "setup", None)
+    if callable(setup):
+        setup()
+
+
+def _install_stage_task(task) -> None:
+    _setup(task)
+    _install_task(task)
+
+
+def _commit_installed(unit, state):
+    return commit_unit(_WORKER_TASK[0], unit, state)

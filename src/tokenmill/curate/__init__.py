@@ -1,0 +1,1 @@
+"""Curation: per-document steps that score then decide, corpus-wide steps, the ledger and the funnel."""

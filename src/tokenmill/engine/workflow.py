@@ -1,0 +1,119 @@
+"""Run a workflow (an ordered list of stages) with any executor, resuming at the first unfinished unit.
+
+State lives per stage under ``<out>/_state/<stage key>/``: ``run.json`` (the stage fingerprint),
+``done/<unit>.json`` (one completion marker per committed unit, holding its :class:`UnitResult`) and
+``tmp/<unit>/`` (staging). A stage's fingerprint chains the previous stage's with its own name, version,
+parameters and unit names, so changing anything upstream invalidates everything downstream; a restart
+whose fingerprint differs from the recorded one is refused (``--overwrite`` starts again).
+
+The executor protocol is one method: ``run(task, units, state, progress) -> {index: UnitResult}`` for
+the units not yet committed. Executors own processes, retries and placement; the commit of one unit
+(:func:`tokenmill.engine.local.run_one`) is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
+from tokenmill.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StageState:
+    """Paths of one stage's bookkeeping under ``<out>/_state/<key>``."""
+
+    out: Path
+    key: str
+
+    @property
+    def root(self) -> Path:
+        return self.out / "_state" / self.key
+
+    def marker(self, unit: Unit) -> Path:
+        return self.root / "done" / f"{unit.name}.json"
+
+    def staging(self, unit: Unit) -> Path:
+        return self.root / "tmp" / unit.name
+
+    def prepare(self, fingerprint: str) -> None:
+        """Create the state dirs; refuse to resume a stage made with other inputs or settings."""
+        from tokenmill.engine.local import atomic_write
+
+        run_file = self.root / "run.json"
+        if run_file.exists():
+            previous = _read_json(run_file) or {}
+            if previous.get("fingerprint") != fingerprint:
+                raise ConfigError(
+                    f"{self.out} holds a run whose stage {self.key!r} was made with other inputs or settings; "
+                    "use another --out, or pass --overwrite to start again"
+                )
+        (self.root / "done").mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
+
+    def committed(self, units: Sequence[Unit]) -> dict[int, UnitResult]:
+        done: dict[int, UnitResult] = {}
+        for unit in units:
+            d = _read_json(self.marker(unit))
+            if d is not None:
+                done[unit.index] = UnitResult.from_dict(d)
+        return done
+
+
+class Executor(Protocol):
+    def run(self, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
+        """Run ``task`` over ``units`` (none committed yet), committing each; results by unit index."""
+        ...
+
+
+def stage_fingerprint(previous: str, stage: Stage, params: dict[str, Any], units: Sequence[Unit]) -> str:
+    h = hashlib.sha256(previous.encode())
+    h.update(f"\0{stage.key}\0".encode())
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    for u in units:
+        h.update(f"\0{u.index}:{u.name}".encode())
+    return h.hexdigest()
+
+
+def run_workflow(
+    stages: Sequence[Stage],
+    *,
+    out: str | Path,
+    fingerprint: str,
+    executor: Executor,
+    progress: Callable[[str, list[Unit], dict[int, UnitResult]], Any] | None = None,
+) -> dict[str, list[UnitResult]]:
+    """Run every stage in order; return each stage's results in unit order.
+
+    ``fingerprint`` covers the workflow's inputs and settings; ``progress(stage_key, units, done)``, when
+    given, returns a progress object with ``update(result)`` and ``close()`` for the executor to drive.
+    """
+    out = Path(out)
+    results: dict[str, list[UnitResult]] = {}
+    chained = fingerprint
+    for stage in stages:
+        plan = stage.plan(StageContext(out=out, results=dict(results)))
+        chained = stage_fingerprint(chained, stage, plan.params, plan.units)
+        state = StageState(out, stage.key)
+        state.prepare(chained)
+        done = state.committed(plan.units)
+        todo = [u for u in plan.units if u.index not in done]
+        bar = progress(stage.key, plan.units, done) if progress else None
+        if todo:
+            done.update(executor.run(plan.task, todo, state, bar))
+        if bar is not None:
+            bar.close()
+        results[stage.name] = [done[u.index] for u in plan.units]
+    return results
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # torn or missing marker: the unit is redone
