@@ -1,0 +1,50 @@
+"""Every curation step by the name ``steps:`` uses, imported lazily (a language-ID model is not loaded to
+validate a pipeline file that does not use it).
+
+Two kinds of step share the namespace:
+
+* a **document step** (:class:`tokenmill.curate.step.DocStep`): scores a batch and decides per document;
+  runs inside a map stage, in the same pass as its neighbours;
+* a **corpus step**: a decision that needs every document (dedup, "keep the top 10%"). Its class has
+  ``stages(upstream: str) -> list[Stage]``: stages that read the documents stage named ``upstream`` and
+  end in a documents stage of their own.
+
+A *documents stage* is any stage whose unit results carry ``data["docs"]`` (a Parquet file of the
+surviving ``Document`` rows, relative to the output directory) and ``data["ledger"]`` (the ledger part of
+that unit: ``id``, ``source``, its score columns, ``kept``, ``reason``); its units keep the names of the
+input units, so every stage's files line up with the input's work units.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> "module:Class"
+STEP_CLASSES: dict[str, str] = {
+    "length": "tokenmill.curate.heuristics.length:Length",
+    "gopher_quality": "tokenmill.curate.heuristics.gopher:GopherQuality",
+    "gopher_repetition": "tokenmill.curate.heuristics.gopher:GopherRepetition",
+    "c4": "tokenmill.curate.heuristics.c4:C4",
+    "fineweb": "tokenmill.curate.heuristics.fineweb:FineWeb",
+    "refinedweb": "tokenmill.curate.heuristics.refinedweb:RefinedWeb",
+    "language": "tokenmill.curate.language:Language",
+    "url": "tokenmill.curate.url:UrlFilter",
+    "license": "tokenmill.curate.license:License",
+    "pii": "tokenmill.curate.pii:Pii",
+    "exact_dedup": "tokenmill.curate.dedup.exact:ExactDedup",
+    "line_dedup": "tokenmill.curate.dedup.lines:LineDedup",
+    "minhash_dedup": "tokenmill.curate.dedup.minhash:MinHashDedup",
+    "quality": "tokenmill.curate.quality:Quality",
+    "decontaminate": "tokenmill.curate.decontam:Decontaminate",
+}
+
+
+def step_class(name: str) -> Any:
+    """The class registered under ``name`` (``KeyError`` for an unknown name)."""
+    module, _, attr = STEP_CLASSES[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def is_corpus_step(step: Any) -> bool:
+    return callable(getattr(step, "stages", None))
