@@ -1,0 +1,79 @@
+"""Golden outputs: both tracks on a fixed small input write exactly the bytes recorded in ``golden/``.
+
+The digests were taken from the code as it stood before the engine became a workflow of stages, so a
+refactor of the engine that changes one byte of a shard, a rejects line or the manifest fails here. Every
+output file counts, ``manifest.json`` included, apart from its timings (``run.seconds``, ``run.peak_rss``)
+and the absolute input directory (replaced by ``<in>``).
+
+When an output change is intended (a new shard field, say), regenerate with
+``TOKENMILL_UPDATE_GOLDEN=1 pytest tests/track/test_track_golden.py`` and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import trackkit as tk
+from tokenmill.cli import main
+
+GOLDEN = Path(__file__).parent / "golden"
+PIPELINE = "track: pretrain\nsteps:\n  - name: length\n    min_chars: 60\n"
+
+
+def digests(out: Path, inputs: Path) -> dict[str, str]:
+    """sha256 of every output file outside ``_state/``; the manifest without timings or the input dir."""
+    found = {name: hashlib.sha256(data).hexdigest() for name, data in tk.output_files(out).items()}
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["run"].pop("seconds")
+    manifest["run"].pop("peak_rss")
+    text = json.dumps(manifest, sort_keys=True).replace(str(inputs), "<in>")
+    found["manifest.json"] = hashlib.sha256(text.encode()).hexdigest()
+    return dict(sorted(found.items()))
+
+
+def check(track: str, found: dict[str, str]) -> None:
+    path = GOLDEN / f"{track}.json"
+    if os.environ.get("TOKENMILL_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(found, indent=1) + "\n")
+    expected = json.loads(path.read_text())
+    assert sorted(found) == sorted(expected), "other output files than the golden run"
+    differing = [name for name in expected if found[name] != expected[name]]
+    assert not differing, f"{track}: bytes differ from the golden run in {differing}"
+
+
+def test_pretrain_output_matches_golden(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    tk.write_docs(src / "docs.jsonl", 240, seed=11, broken_every=37)
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE)
+    out = tmp_path / "out"
+    args = ["pretrain", str(src / "docs.jsonl"), "--out", str(out), "--config", str(tmp_path / "pipeline.yaml"),
+            "--workers", "1", "--unit-bytes", "4KB", "--shard-tokens", "700", "--no-progress"]
+    assert main(args) == 0
+    found = digests(out, src)
+    assert len(found) > 20  # several units, several shards each, rejects and the manifest
+    check("pretrain", found)
+
+
+def test_sft_output_matches_golden(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    tk.write_chats(src / "chats.jsonl", 80, seed=13, broken_every=30)
+    out = tmp_path / "out"
+    args = ["sft", str(src / "chats.jsonl"), "--out", str(out), "--workers", "1", "--unit-bytes", "4KB",
+            "--verify", "0", "--seq-len", "128", "--no-progress"]
+    assert main(args) == 0
+    found = digests(out, src)
+    assert len(found) > 10
+    check("sft", found)
+
+
+@pytest.mark.parametrize("track", ["pretrain", "sft"])
+def test_golden_files_are_committed(track):
+    assert (GOLDEN / f"{track}.json").is_file(), "golden digests missing: they must come from a known-good run"
