@@ -1,7 +1,14 @@
-"""What both tracks do around their per-unit task: route and refuse, plan units, run, account, report."""
+"""What both tracks do around their per-unit task: route and refuse, plan units, run, account, report.
+
+A track is a one-stage workflow (:func:`tokenmill.engine.run_workflow`): the ``shards`` stage maps the
+track's task over the input's work units, and a finalize step merges the units' rejects and writes the
+manifest. The executor (local pool by default, or any :class:`~tokenmill.engine.Executor`) is given by the
+caller; the task never knows which one runs it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -10,12 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tokenmill.engine import run_units
-from tokenmill.errors import RoutingError
+from tokenmill.base.inputs import InputFile, WorkUnit
+from tokenmill.engine import LocalExecutor, Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
+from tokenmill.engine.progress import Progress
+from tokenmill.errors import ConfigError, RoutingError
 from tokenmill.io import expand_inputs, plan_units
-from tokenmill.io.base import InputFile, WorkUnit
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
+
+SHARDS_STAGE = "shards"
+# the module of each track's task, imported by pool workers as they start (see LocalExecutor.prepare)
+TASK_MODULES = {"pretrain": "tokenmill.pretrain.run", "sft": "tokenmill.sft.run"}
+
 
 @dataclass
 class TrackRun:
@@ -28,6 +41,21 @@ class TrackRun:
     units: list[WorkUnit]
     config: dict
     started: float
+    manifest: dict | None = None  # set by the finalize step
+
+
+def holding(executor: Any) -> Any:
+    """``with holding(executor):`` keeps one set of workers for the whole run (when the executor can)."""
+    return executor if hasattr(executor, "__enter__") else contextlib.nullcontext(executor)
+
+
+def pick_executor(executor: Any, workers: int | None) -> Any:
+    """The caller's executor, else a local pool of ``workers`` processes; never both."""
+    if executor is None:
+        return LocalExecutor(workers=workers)
+    if workers is not None:
+        raise ConfigError("give either workers= or executor= (set the number of workers on the executor)")
+    return executor
 
 
 def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
@@ -91,12 +119,20 @@ def prepare_run(
     text_mode: str,
     config: dict | None,
     schemas: dict[str, dict] | None = None,
+    executor: Any = None,
 ) -> TrackRun:
+    """Resolve, route (refusing the other track's data), load the tokenizer and plan the work units.
+
+    The executor, when it can, starts its workers first, so that they start while this runs.
+    """
     from tokenmill.route import inspect_file
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
 
     started = time.monotonic()
     files = expand_inputs(list(inputs), text_mode=text_mode)
+    prepare = getattr(executor, "prepare", None)
+    if callable(prepare):
+        prepare(estimate_units(files, unit_bytes=unit_bytes), preload=(TASK_MODULES[track],))
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
     given = schemas or {}
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
@@ -114,29 +150,76 @@ def prepare_run(
     return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
 
 
+def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
+    """About how many work units ``files`` make, from their sizes alone (a hint for starting workers)."""
+    splittable = ("jsonl", "parquet", "arrow")
+    return sum(max(1, -(-f.size // max(unit_bytes, 1))) if f.format in splittable and not f.compression else 1
+               for f in files)
+
+
+def unit_size(unit: WorkUnit) -> int:
+    """Bytes of input in ``unit`` for progress and ETA (the whole file when it is not a byte range)."""
+    if unit.stop >= 0 and unit.file.format == "jsonl" and not unit.file.compression:
+        return unit.stop - unit.start
+    return unit.file.size
+
+
+def shards_stage(run: TrackRun, task: Callable) -> Stage:
+    """The track's one stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``)."""
+    units = [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
+    return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, task))
+
+
 def finish_run(
     run: TrackRun,
     task: Callable,
     *,
-    workers: int | None,
+    executor: Any,
     overwrite: bool,
     progress: bool | None,
-    summarize: Callable[[list[dict]], dict] | None = None,
+    summarize: Callable[[list[UnitResult], Path], dict] | None = None,
     chat_template: str | None = None,
 ) -> dict:
+    """Run the track's workflow with ``executor``; return the manifest its finalize step wrote."""
     fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
-    results = run_units(run.units, task, out=run.out, fingerprint=fingerprint, workers=workers,
-                        overwrite=overwrite, progress=progress)
+
+    def finalize(ctx: StageContext) -> None:
+        run.manifest = write_track_manifest(run, ctx.results[SHARDS_STAGE], summarize=summarize,
+                                            chat_template=chat_template)
+
+    run_workflow([shards_stage(run, task)], out=run.out, fingerprint=fingerprint, executor=executor,
+                 progress=stage_progress(progress), overwrite=overwrite, finalize=finalize)
+    return run.manifest
+
+
+def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize: Callable | None,
+                         chat_template: str | None) -> dict:
+    """Merge the units' rejects, then write ``manifest.json`` (once) and return it."""
     n_rejects = merge_rejects(run.out, [u.name for u in run.units])
     inputs = [{**r.to_dict(), "schema_used": run.schemas[f.rel]} for f, r in zip(run.files, run.routes)]
     manifest = build_manifest(
         track=run.track, inputs=inputs, tokenizer=run.tokenizer.info(chat_template=chat_template),
-        config=run.config, results=results, seconds=time.monotonic() - run.started,
-        report=summarize(results) if summarize else None,
+        config=run.config, results=results, shards=[s for r in results for s in r.data["shards"]],
+        seconds=time.monotonic() - run.started, report=summarize(results, run.out) if summarize else None,
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     write_manifest(run.out, manifest)
     return manifest
+
+
+def stage_progress(enabled: bool | None) -> Callable[[str, list[Unit], dict[int, UnitResult]], Progress]:
+    """A progress bar per stage: its units, their sizes, and the units a resume found done."""
+    def start(key: str, units: list[Unit], done: dict[int, UnitResult]) -> Progress:
+        bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
+        bar.skip(len(done), list(done.values()))
+        return bar
+
+    return start
+
+
+def staged_files(staging: Path) -> list[str]:
+    """Every file a task wrote under ``staging``, relative to it (what the unit will commit)."""
+    return sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
 
 
 def print_summary(manifest: dict, out: Path, *, stream=None) -> None:

@@ -1,38 +1,49 @@
-"""The local engine: atomic commits, skip-on-resume, same bytes with 1 or N workers."""
+"""The local executor: atomic commits, skip-on-resume, same bytes with 1 or N workers, setup once per worker,
+no pool for one unit, one pool for every stage when held."""
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tokenmill.engine import run_units
-from tokenmill.engine.local import RunState
+from tokenmill.base.accounting import Stats
+from tokenmill.engine import LocalExecutor, Stage, StagePlan, StageState, Unit, UnitResult, run_workflow
 from tokenmill.errors import ConfigError
-from tokenmill.io.base import InputFile, WorkUnit
 
 
-@dataclass(frozen=True)
+@dataclass
 class WriteSquares:
-    """A tiny real task: writes one file per unit and reports counts."""
+    """A tiny real task: writes one file per unit and reports counts, the pid that ran it and its setups."""
 
     calls_log: str | None = None
+    setups: int = 0
 
-    def __call__(self, unit: WorkUnit, staging: Path) -> dict:
+    def setup(self) -> None:
+        self.setups += 1
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         if self.calls_log:
             with open(self.calls_log, "a") as fh:
                 fh.write(f"{unit.index}\n")
         (staging / "parts").mkdir()
         (staging / "parts" / f"{unit.name}.txt").write_text(f"{unit.index ** 2}\n")
-        return {"stats": {"input": 1, "bytes_in": 10}, "value": unit.index ** 2}
+        return UnitResult(stats=Stats(input=1, kept=1, bytes_in=10), outputs=[f"parts/{unit.name}.txt"],
+                          data={"value": unit.index ** 2, "pid": os.getpid(), "setups": self.setups})
 
 
-def _units(n: int) -> list[WorkUnit]:
-    f = InputFile(path="/nonexistent", rel="x", format="jsonl", size=10 * n)
-    return [WorkUnit(index=i, file=f, start=10 * i, stop=10 * (i + 1)) for i in range(n)]
+def _stage(n: int, task=None, name: str = "squares") -> Stage:
+    units = [Unit(i, f"unit-{i:06d}", size=10) for i in range(n)]
+    return Stage(name, 1, lambda ctx: StagePlan(units, task or WriteSquares()))
+
+
+def _run(out: Path, n: int, *, workers: int = 1, task=None, fingerprint: str = "a", **kw) -> list[UnitResult]:
+    res = run_workflow([_stage(n, task)], out=out, fingerprint=fingerprint, executor=LocalExecutor(workers=workers), **kw)
+    return res["squares"]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -41,42 +52,81 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 def test_results_in_unit_order_and_files_committed(tmp_path):
-    results = run_units(_units(5), WriteSquares(), out=tmp_path, fingerprint="a", workers=1, progress=False)
-    assert [r["value"] for r in results] == [0, 1, 4, 9, 16]
+    results = _run(tmp_path, 5)
+    assert [r.data["value"] for r in results] == [0, 1, 4, 9, 16]
     assert sorted(_tree(tmp_path)) == [f"parts/unit-{i:06d}.txt" for i in range(5)]
-    assert not any((tmp_path / "_state" / "tmp").iterdir())
+    assert not any((tmp_path / "_state" / "squares_v1" / "tmp").iterdir())
+    assert all(r.peak_rss_mb > 0 and r.seconds >= 0 for r in results)
 
 
 def test_one_and_two_workers_give_identical_bytes(tmp_path):
-    run_units(_units(7), WriteSquares(), out=tmp_path / "a", fingerprint="a", workers=1, progress=False)
-    run_units(_units(7), WriteSquares(), out=tmp_path / "b", fingerprint="a", workers=2, progress=False)
+    _run(tmp_path / "a", 7, workers=1)
+    results = _run(tmp_path / "b", 7, workers=2)
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert {r.data["pid"] for r in results} - {os.getpid()}, "two workers ran in this process"
+
+
+def test_setup_runs_once_per_worker_not_per_unit(tmp_path):
+    here = _run(tmp_path / "a", 6, workers=1)
+    assert [r.data["setups"] for r in here] == [1] * 6
+    pooled = _run(tmp_path / "b", 12, workers=2)
+    assert {r.data["setups"] for r in pooled} == {1}
+
+
+def test_one_unit_never_starts_a_pool(tmp_path):
+    ex = LocalExecutor(workers=4)
+    ex.prepare(1, preload=("json",))
+    assert ex._pool is None
+    results = run_workflow([_stage(1)], out=tmp_path, fingerprint="a", executor=ex)["squares"]
+    assert results[0].data["pid"] == os.getpid()
+
+
+def test_a_held_executor_prepared_early_serves_every_stage_with_one_pool(tmp_path):
+    with LocalExecutor(workers=2) as ex:
+        ex.prepare(8, preload=("tokenmill.base.accounting",))
+        pool = ex._pool
+        assert pool is not None
+        res = run_workflow([_stage(4, name="a"), _stage(4, name="b")], out=tmp_path, fingerprint="a", executor=ex)
+        assert ex._pool is pool
+        pids = {r.data["pid"] for rs in res.values() for r in rs}
+    assert ex._pool is None and os.getpid() not in pids and len(pids) <= 2
+    # each stage's task is installed (and set up) once per worker, the second stage's too
+    assert {r.data["setups"] for r in res["b"]} == {1}
 
 
 def test_resume_skips_committed_units_and_redoes_torn_ones(tmp_path):
     out, log = tmp_path / "out", tmp_path / "calls.txt"
-    units = _units(4)
-    run_units(units, WriteSquares(), out=out, fingerprint="a", workers=1, progress=False)
-    state = RunState(out)
-    state.marker(units[2]).unlink()  # as if killed after the rename, before the marker
+    _run(out, 4)
+    state = StageState(out, "squares_v1")
+    unit = Unit(2, "unit-000002")
+    state.marker(unit).unlink()  # as if killed after the rename, before the marker
     (out / "parts" / "unit-000002.txt").write_text("garbage from a killed attempt")
-    (state.staging(units[2])).mkdir(parents=True)
-    (state.staging(units[2]) / "half-written").write_text("x")
-    results = run_units(units, WriteSquares(str(log)), out=out, fingerprint="a", workers=1, progress=False)
+    state.staging(unit).mkdir(parents=True)
+    (state.staging(unit) / "half-written").write_text("x")
+    results = _run(out, 4, task=WriteSquares(str(log)))
     assert log.read_text().split() == ["2"]
     assert (out / "parts" / "unit-000002.txt").read_text() == "4\n"
-    assert [r["value"] for r in results] == [0, 1, 4, 9]
-    assert json.loads(state.marker(units[2]).read_text())["value"] == 4
+    assert [r.data["value"] for r in results] == [0, 1, 4, 9]
+    assert json.loads(state.marker(unit).read_text())["data"]["value"] == 4
 
 
-def test_resume_with_other_settings_is_refused(tmp_path):
-    run_units(_units(2), WriteSquares(), out=tmp_path, fingerprint="a", workers=1, progress=False)
+def test_resume_with_other_settings_is_refused_and_overwrite_starts_again(tmp_path):
+    _run(tmp_path, 2)
     with pytest.raises(ConfigError, match="--overwrite"):
-        run_units(_units(2), WriteSquares(), out=tmp_path, fingerprint="b", workers=1, progress=False)
-    run_units(_units(2), WriteSquares(), out=tmp_path, fingerprint="b", workers=1, overwrite=True, progress=False)
+        _run(tmp_path, 2, fingerprint="b")
+    (tmp_path / "stray.txt").write_text("left by the old run")
+    _run(tmp_path, 2, fingerprint="b", overwrite=True)
+    assert not (tmp_path / "stray.txt").exists()
+
+
+def test_finalize_runs_once_after_the_last_stage(tmp_path):
+    seen = []
+    run_workflow([_stage(3)], out=tmp_path, fingerprint="a", executor=LocalExecutor(workers=1),
+                 finalize=lambda ctx: seen.append(sum(r.stats.kept for r in ctx.results["squares"])))
+    assert seen == [3]
 
 
 def test_task_and_units_pickle():
-    task, unit = WriteSquares(), _units(1)[0]
+    task, unit = WriteSquares(), Unit(0, "unit-000000", 10, payload={"any": "thing"})
     assert pickle.loads(pickle.dumps(task)) == task
     assert pickle.loads(pickle.dumps(unit)) == unit

@@ -11,7 +11,7 @@ import pytest
 
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.errors import ConfigError
-from tokenmill.report.accounting import Stats
+from tokenmill.base.accounting import Stats
 
 
 @dataclass(frozen=True)

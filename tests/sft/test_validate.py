@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.schemas_common import message
 from tokenmill.sft.validate import REASONS, explain_conversation, validate_conversation

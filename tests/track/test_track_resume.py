@@ -74,8 +74,8 @@ def reference(corpus, tmp_path_factory) -> Path:
 def test_kill_and_resume_gives_the_same_bytes(corpus, reference, tmp_path, workers):
     out = tmp_path / "out"
     args = run_args(corpus, out, workers)
-    committed = kill_after_commits(args, out / "_state" / "done", at_least=20)
-    total_units = len(list((reference / "_state" / "done").iterdir()))
+    committed = kill_after_commits(args, out / tk.DONE, at_least=20)
+    total_units = len(list((reference / tk.DONE).iterdir()))
     assert total_units >= 100
     assert 20 <= committed < total_units
     assert not (out / "manifest.json").exists()
@@ -83,7 +83,7 @@ def test_kill_and_resume_gives_the_same_bytes(corpus, reference, tmp_path, worke
     done = tk.cli(*args)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert len(list((out / "_state" / "done").iterdir())) == total_units
+    assert len(list((out / tk.DONE).iterdir())) == total_units
     tk.assert_same_output(reference, out)
     assert tk.manifest_without_run(out)["counts"]["balanced"]
 

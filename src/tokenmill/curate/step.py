@@ -20,6 +20,7 @@ Ledger columns are ``<name>.<stat>``; reasons are ``<name>_v<version>:<rule>``. 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -49,10 +50,29 @@ class DocStep(Protocol):
 
 
 def step_params(step: Any) -> dict[str, Any]:
-    """A step's parameters (its dataclass fields), JSON-able: what its fingerprint is made of."""
+    """A step's parameters, JSON-able: what its fingerprint is made of.
+
+    A dataclass's fields; a ``functools.partial``'s arguments; another object's public attributes; nothing
+    for a plain function (its name is its identity).
+    """
     if dataclasses.is_dataclass(step):
         return {f.name: getattr(step, f.name) for f in dataclasses.fields(step) if not f.name.startswith("_")}
+    if isinstance(step, functools.partial):
+        return {"args": list(step.args), "keywords": dict(step.keywords)}
+    if hasattr(step, "__dict__") and not callable(getattr(step, "__code__", None)):
+        return {k: v for k, v in sorted(vars(step).items()) if not k.startswith("_")}
     return {}
+
+
+def step_name(step: Any) -> str:
+    """``step.name``; for a plain function or a class without one, its qualified name (never ``repr``)."""
+    name = getattr(step, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    target = step.func if isinstance(step, functools.partial) else step
+    if not hasattr(target, "__qualname__"):
+        target = type(target)
+    return f"{target.__module__}.{target.__qualname__}"
 
 
 def step_id(step: Any) -> str:
@@ -60,10 +80,14 @@ def step_id(step: Any) -> str:
     return f"{step.name}_v{step.version}"
 
 
+def step_identity(step: Any) -> dict[str, Any]:
+    """``{"name", "version", "params"}``: what a run records of a step (version 0 when it names none)."""
+    return {"name": step_name(step), "version": getattr(step, "version", 0), "params": step_params(step)}
+
+
 def step_fingerprint(step: Any) -> str:
     """Name, version and parameters, never ``repr`` (a plain function's repr holds a memory address)."""
-    doc = {"name": step.name, "version": step.version, "params": step_params(step)}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(step_identity(step), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def column(step: Any, stat: str) -> str:

@@ -3,11 +3,11 @@
 See ``docs/architecture.md``; the vocabulary is in :mod:`tokenmill.engine.stage`.
 """
 
-from tokenmill.engine.local import LocalExecutor, RunState, run_units
+from tokenmill.engine.local import LocalExecutor
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult, total
 from tokenmill.engine.workflow import Executor, StageState, run_workflow
 
 __all__ = [
-    "Executor", "LocalExecutor", "RunState", "Stage", "StageContext", "StagePlan", "StageState", "Unit",
-    "UnitResult", "run_units", "run_workflow", "total",
+    "Executor", "LocalExecutor", "Stage", "StageContext", "StagePlan", "StageState", "Unit", "UnitResult",
+    "run_workflow", "total",
 ]

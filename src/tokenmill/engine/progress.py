@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenmill.engine.stage import UnitResult
 
 
 def _human(n: float) -> str:
@@ -15,7 +19,7 @@ def _human(n: float) -> str:
 
 
 class Progress:
-    """Updated once per finished unit from the unit's result (``docs`` and ``bytes_in`` in its stats)."""
+    """Updated once per finished unit from the unit's :class:`UnitResult` (``stats.input``, ``stats.bytes_in``)."""
 
     def __init__(self, *, total_units: int, total_bytes: int, enabled: bool | None = None):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
@@ -24,20 +28,19 @@ class Progress:
         self.start = time.monotonic()
         self.skipped_bytes = 0
 
-    def skip(self, n_units: int, results: list[dict]) -> None:
+    def skip(self, n_units: int, results: list[UnitResult]) -> None:
         for r in results:
             self._count(r)
         self.skipped_bytes = self.bytes
         if n_units and self.enabled:
             print(f"resuming: {n_units} of {self.total_units} units already done", file=sys.stderr)
 
-    def _count(self, result: dict) -> None:
-        stats = result.get("stats", {})
+    def _count(self, result: UnitResult) -> None:
         self.units += 1
-        self.docs += stats.get("input", 0)
-        self.bytes += stats.get("bytes_in", 0)
+        self.docs += result.stats.input
+        self.bytes += result.stats.bytes_in
 
-    def update(self, result: dict) -> None:
+    def update(self, result: UnitResult) -> None:
         self._count(result)
         if not self.enabled:
             return

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from tokenmill.report.accounting import Stats
+from tokenmill.base.accounting import Stats
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,25 @@ whose fingerprint differs from the recorded one is refused (``--overwrite`` star
 
 The executor protocol is one method: ``run(task, units, state, progress) -> {index: UnitResult}`` for
 the units not yet committed. Executors own processes, retries and placement; the commit of one unit
-(:func:`tokenmill.engine.local.run_one`) is the same everywhere.
+(:func:`tokenmill.engine.local.commit_unit`) is the same everywhere. Two optional hooks: ``prepare(n_units,
+preload=...)`` (start workers early, while the driver still plans) and the context manager protocol (one
+set of workers for every stage of a workflow).
+
+After the last stage a ``finalize`` callable, when given, runs once in the driver with every stage's
+results (merge per-unit rejects, write the manifest); it runs again on a resume of a finished run, so it
+must only derive files from committed ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from tokenmill.base.files import atomic_write
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
 from tokenmill.errors import ConfigError
 
@@ -42,8 +50,6 @@ class StageState:
 
     def prepare(self, fingerprint: str) -> None:
         """Create the state dirs; refuse to resume a stage made with other inputs or settings."""
-        from tokenmill.engine.local import atomic_write
-
         run_file = self.root / "run.json"
         if run_file.exists():
             previous = _read_json(run_file) or {}
@@ -87,13 +93,17 @@ def run_workflow(
     fingerprint: str,
     executor: Executor,
     progress: Callable[[str, list[Unit], dict[int, UnitResult]], Any] | None = None,
+    overwrite: bool = False,
+    finalize: Callable[[StageContext], Any] | None = None,
 ) -> dict[str, list[UnitResult]]:
-    """Run every stage in order; return each stage's results in unit order.
+    """Run every stage in order, then ``finalize``; return each stage's results in unit order.
 
     ``fingerprint`` covers the workflow's inputs and settings; ``progress(stage_key, units, done)``, when
     given, returns a progress object with ``update(result)`` and ``close()`` for the executor to drive.
+    ``overwrite`` starts again from an empty output directory (:func:`prepare_out`).
     """
     out = Path(out)
+    prepare_out(out, overwrite=overwrite)
     results: dict[str, list[UnitResult]] = {}
     chained = fingerprint
     for stage in stages:
@@ -109,7 +119,15 @@ def run_workflow(
         if bar is not None:
             bar.close()
         results[stage.name] = [done[u.index] for u in plan.units]
+    if finalize is not None:
+        finalize(StageContext(out=out, results=dict(results)))
     return results
+
+
+def prepare_out(out: Path, *, overwrite: bool) -> None:
+    """The one place a run prepares its output directory: ``overwrite`` deletes what is there."""
+    if overwrite and out.exists():
+        shutil.rmtree(out)
 
 
 def _read_json(path: Path) -> dict | None:

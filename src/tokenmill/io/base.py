@@ -1,9 +1,5 @@
-"""What readers produce and what the engine schedules.
+"""What readers produce (``InputFile`` and ``WorkUnit`` live in :mod:`tokenmill.base.inputs`).
 
-``InputFile``  one resolved input (local path or fsspec URL) with its format and its path relative to the
-               input root (used in stable record ids and in the rejects file).
-``WorkUnit``   a slice of one file small enough to process in one worker: a byte range at line boundaries
-               for JSONL, a range of row groups for Parquet, record batches for Arrow IPC, else the file.
 ``RawBatch``   what a reader yields for one unit: either ``rows`` (dicts, for JSON-like and text formats) or
                ``table`` (an Arrow record batch, for columnar formats), with the 1-based line/row number of
                each record in ``locs`` and the records it could not read in ``rejects``.
@@ -16,33 +12,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
+from tokenmill.base.inputs import InputFile, WorkUnit
+
+__all__ = ["FORMATS", "TEXT_MODES", "InputFile", "RawBatch", "WorkUnit"]
 
 # Formats the readers understand. "text" comes in three document modes (see TEXT_MODES).
 FORMATS = ("jsonl", "json", "parquet", "arrow", "text", "hf_dataset", "warc", "wet")
 TEXT_MODES = ("auto", "file", "line", "paragraph")
-
-
-@dataclass(frozen=True)
-class InputFile:
-    path: str  # local path or fsspec URL, as given to open()
-    rel: str  # path relative to the input root, '/'-separated
-    format: str  # one of FORMATS
-    size: int  # bytes on disk (compressed size for .gz/.zst); 0 for directories
-    compression: str = ""  # "", "gzip" or "zstd"
-
-
-@dataclass(frozen=True)
-class WorkUnit:
-    index: int  # position in the run's unit list; fixes output names and order
-    file: InputFile
-    start: int = 0  # byte offset (jsonl) or first row group / record batch (parquet, arrow)
-    stop: int = -1  # exclusive end in the same unit as start; -1 = end of file
-    first_loc: int = 1  # 1-based line or row number of the unit's first record
-
-    @property
-    def name(self) -> str:
-        return f"unit-{self.index:06d}"
 
 
 @dataclass

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, RawBatch, WorkUnit
 from tokenmill.io.formats import ARROW_FILE_MAGIC, local_path, open_raw, read_head
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
 
 ARROW_ERRORS = (OSError, ValueError, pa.ArrowException)
 

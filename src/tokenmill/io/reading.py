@@ -13,7 +13,7 @@ from tokenmill.io.jsonfmt import read_json, read_jsonl
 from tokenmill.io.paths import check_text_mode
 from tokenmill.io.text import read_text
 from tokenmill.io.warc import read_warc
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
 
 READERS: dict[str, Callable[..., Iterator[RawBatch]]] = {
     "jsonl": read_jsonl,

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from tokenmill.io.base import RawBatch
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
 
 
 class RowBatcher:

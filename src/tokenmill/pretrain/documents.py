@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from tokenmill.io.base import RawBatch
 from tokenmill.records import DOCUMENT, record_id
-from tokenmill.report.accounting import Reject
+from tokenmill.base.accounting import Reject
 
 
 def _dig(row: dict, path: str | None) -> Any:

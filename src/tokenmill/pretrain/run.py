@@ -3,25 +3,32 @@
 Per work unit (in a worker process): read raw batches -> ``Document`` batches -> curation steps ->
 ``encode_batch`` (no special tokens; literal special-token strings stay text) -> ``[BOS] + ids + [EOS]``
 (BOS only when the tokenizer's own config adds one) -> ``ShardWriter``. Shards are named after the unit,
-so the output is the same whatever the number of workers.
+so the output is the same whatever the number of workers or the executor.
+
+Steps (either contract of :mod:`tokenmill.curate.inline`) get ``setup()`` once per worker through the
+task's own ``setup``, and enter the run's fingerprint by name, version and parameters, never ``repr``.
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tokenmill.base.accounting import Stats
+from tokenmill.curate.inline import apply_steps, setup_steps
+from tokenmill.curate.step import step_identity
+from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
-from tokenmill.io.base import WorkUnit
 from tokenmill.pretrain.documents import to_documents
-from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.shards import ShardWriter
-from tokenmill.track import TrackRun, prepare_run, finish_run
+from tokenmill.track import TrackRun, finish_run, holding, pick_executor, prepare_run, staged_files
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
 
@@ -56,36 +63,45 @@ class PretrainTask:
     batch_rows: int = 512
     steps: Sequence[Step] = field(default_factory=tuple)
 
-    def __call__(self, unit: WorkUnit, staging: Path) -> dict:
-        tok = self.tokenizer
-        stats = Stats()
-        info = tok.info()
-        writer = ShardWriter(staging, stem_prefix=f"shard-{unit.index:06d}", tokenizer_info=info,
+    def setup(self) -> None:
+        """Once per worker, before its first unit: the steps' own ``setup()`` (load a model)."""
+        setup_steps(self.steps)
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        work, tok = unit.payload, self.tokenizer
+        stats, seconds = Stats(), Counter()
+        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=tok.info(),
                              max_tokens=self.shard_tokens)
-        sink = RejectSink(staging, unit)
+        sink = RejectSink(staging, work)
         bos = tok.bos_id if tok.add_bos else None
-        for raw in read_unit(unit, batch_rows=self.batch_rows, text_mode=self.text_mode):
+        for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
             sink.add(raw.rejects, stats)
-            docs, rejects = to_documents(raw, self.schemas.get(unit.file.rel, {}))
+            docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
             sink.add(rejects, stats)
-            for step in self.steps:
-                docs, filtered = step(docs)
-                for reason, count in filtered.items():
+            if self.steps:
+                applied = apply_steps(self.steps, docs)
+                docs = applied.batch
+                for reason, count in applied.filtered.items():
                     stats.filter(reason, count)
+                stats.extra.update(applied.counts)
+                seconds.update(applied.seconds)
             if docs.num_rows == 0:
                 continue
+            started = time.perf_counter()
             flat, offsets = tok.encode_batch(docs.column("text").to_pylist())
             flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
+            seconds["tokenize"] += time.perf_counter() - started
             writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(),
                             sources=docs.column("source").to_pylist())
             stats.kept += docs.num_rows
             stats.tokens += int(offsets[-1])
         shards = writer.close()
         sink.close()
-        return {"stats": stats.to_dict(), "shards": shards}
+        return UnitResult(stats=stats, outputs=staged_files(staging), data={"shards": shards},
+                          step_seconds=seconds)
 
 
 def run_pretrain(
@@ -94,6 +110,7 @@ def run_pretrain(
     out: str | Path,
     tokenizer: Any = "default",
     workers: int | None = None,
+    executor: Any = None,
     force: bool = False,
     overwrite: bool = False,
     unit_bytes: int = 64 << 20,
@@ -104,16 +121,21 @@ def run_pretrain(
     schemas: dict[str, dict] | None = None,
     config: dict | None = None,
 ) -> dict:
-    """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``)."""
-    run: TrackRun = prepare_run(
-        "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-        text_mode=text_mode, config={"steps": [repr(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
-        schemas=schemas,
-    )
-    _check_eos(run.tokenizer)
-    task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                        text_mode=text_mode, steps=tuple(steps))
-    return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
+    """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
+
+    ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
+    """
+    executor = pick_executor(executor, workers)
+    with holding(executor):
+        run: TrackRun = prepare_run(
+            "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
+            text_mode=text_mode, schemas=schemas, executor=executor,
+            config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
+        )
+        _check_eos(run.tokenizer)
+        task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
+                            text_mode=text_mode, steps=tuple(steps))
+        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress)
 
 
 def _check_eos(tokenizer: Any) -> None:

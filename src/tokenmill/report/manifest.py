@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from tokenmill import __version__
-from tokenmill.engine.local import atomic_write, process_peak_rss_mb
-from tokenmill.report.accounting import Stats
+from tokenmill.base.accounting import Stats
+from tokenmill.base.files import atomic_write
+from tokenmill.base.memory import process_peak_rss_mb
+
+if TYPE_CHECKING:
+    from tokenmill.engine.stage import UnitResult
 
 
-def peak_rss_mb(results: list[dict]) -> dict[str, float]:
+def peak_rss_mb(results: list[UnitResult]) -> dict[str, float]:
     """Peak resident memory of the main process and of the largest worker (as each unit reported it)."""
-    workers = [r.get("peak_rss_mb", 0.0) for r in results]
+    workers = [r.peak_rss_mb for r in results]
     return {"main_mb": process_peak_rss_mb(), "largest_worker_mb": max(workers, default=0.0)}
+
+
+def step_seconds(results: list[UnitResult]) -> dict[str, float]:
+    """Seconds spent in each step over all units (summed across workers)."""
+    total: Counter = Counter()
+    for r in results:
+        total.update(r.step_seconds)
+    return {k: round(v, 3) for k, v in sorted(total.items())}
 
 
 def build_manifest(
@@ -23,14 +36,15 @@ def build_manifest(
     inputs: list[dict],
     tokenizer: dict,
     config: dict,
-    results: list[dict],
+    results: list[UnitResult],
+    shards: list[str],
     seconds: float,
     report: dict | None = None,
 ) -> dict[str, Any]:
+    """The manifest of a run whose last stage gave ``results`` and wrote ``shards`` (stems, in order)."""
     total = Stats()
     for r in results:
-        total = total + Stats.from_dict(r["stats"])
-    shards = [s for r in results for s in r.get("shards", [])]
+        total = total + r.stats
     return {
         "tokenmill": __version__,
         "track": track,
@@ -41,7 +55,8 @@ def build_manifest(
         "identity": total.identity_line(),
         "shards": shards,
         "report": report or {},
-        "run": {"seconds": round(seconds, 3), "peak_rss": peak_rss_mb(results), "units": len(results)},
+        "run": {"seconds": round(seconds, 3), "peak_rss": peak_rss_mb(results), "units": len(results),
+                "step_seconds": step_seconds(results)},
     }
 
 

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-from tokenmill.io.base import WorkUnit
-from tokenmill.report.accounting import Reject, Stats
+from tokenmill.base.accounting import Reject, Stats
 
 UNIT_DIR = Path("_state") / "rejects"
 
 
 class RejectSink:
-    """Counts rejects into a unit's ``Stats`` and writes them to the unit's staging area."""
+    """Counts rejects into a unit's ``Stats`` and writes them to the unit's staging area.
 
-    def __init__(self, staging: Path, unit: WorkUnit):
+    ``unit`` is anything with a ``name`` (a work unit, an engine ``Unit``): the rejects file is named after it.
+    """
+
+    def __init__(self, staging: Path, unit: Any):
         path = staging / UNIT_DIR / f"{unit.name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "wb")

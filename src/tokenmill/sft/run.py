@@ -4,26 +4,34 @@ Per work unit (in a worker process): raw batches -> canonical ``Conversation`` d
 -> strict validation -> one render + one tokenization with the loss mask (turn-aware truncation past
 ``max_length``) -> ``ShardWriter`` with the mask. The first ``verify`` examples of every unit are checked
 against ``transformers``' ``apply_chat_template``; a mismatch stops the run naming the example.
+
+Curation steps (``steps=``, either contract of :mod:`tokenmill.curate.inline`) run on each batch of
+valid conversations before rendering, over the flat view of :func:`tokenmill.sft.steps.conversation_batch`
+(``text``, ``prompt``, ``response``); the conversations they remove are counted as filtered, by reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from tokenmill.base.accounting import Reject, Stats
+from tokenmill.curate.inline import setup_steps
+from tokenmill.curate.step import step_identity
+from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import TemplateError
 from tokenmill.io import read_unit
-from tokenmill.io.base import WorkUnit
-from tokenmill.report.accounting import Reject, Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy
 from tokenmill.sft.report import example_report, merge, summarize
+from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.shards import ShardWriter
-from tokenmill.track import finish_run, prepare_run
+from tokenmill.track import finish_run, holding, pick_executor, prepare_run, staged_files
 
 
 @dataclass(frozen=True)
@@ -52,16 +60,22 @@ class SftTask:
     options: SftOptions
     shard_tokens: int = 1 << 28
     batch_rows: int = 1024
+    steps: Sequence[Any] = field(default_factory=tuple)
 
-    def __call__(self, unit: WorkUnit, staging: Path) -> dict:
-        stats, report = Stats(), {"parity": {"checked": 0, "exempt": 0}}
-        writer = ShardWriter(staging, stem_prefix=f"shard-{unit.index:06d}", with_mask=True,
+    def setup(self) -> None:
+        """Once per worker, before its first unit: the steps' own ``setup()``."""
+        setup_steps(self.steps)
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        work = unit.payload
+        stats, report, seconds = Stats(), {"parity": {"checked": 0, "exempt": 0}}, Counter()
+        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", with_mask=True,
                              tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
                              max_tokens=self.shard_tokens)
-        sink = RejectSink(staging, unit)
+        sink = RejectSink(staging, work)
         oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
-        schema = self.schemas.get(unit.file.rel, {})
-        for raw in read_unit(unit, batch_rows=self.batch_rows):
+        schema = self.schemas.get(work.file.rel, {})
+        for raw in read_unit(work, batch_rows=self.batch_rows):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
@@ -70,6 +84,8 @@ class SftTask:
             sink.add(rejects, stats)
             bad = {r.loc for r in rejects}
             locs = [loc for loc in raw.locs if loc not in bad]
+            if self.steps:
+                convs, locs = filter_conversations(self.steps, convs, locs, stats=stats, seconds=seconds)
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
@@ -83,7 +99,8 @@ class SftTask:
                 report = merge(report, example_report(rendered.stats))
         shards = writer.close()
         sink.close()
-        return {"stats": stats.to_dict(), "shards": shards, "report": report, "parity_unavailable": unavailable}
+        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
+                          data={"shards": shards, "report": report, "parity_unavailable": unavailable})
 
     def _render(self, convs: list[dict]) -> list:
         """Rendered examples, or the TemplateError of each conversation that cannot be rendered."""
@@ -112,12 +129,15 @@ def _oracle(tokenizer: Any) -> tuple[Any, str]:
     return _ORACLES[key]
 
 
-def _summarize(results: list[dict]) -> dict:
-    """The merged report of all units, noting why parity was not checked when no reference could be built."""
-    report = summarize([r["report"] for r in results])
-    why = next((r["parity_unavailable"] for r in results if r.get("parity_unavailable")), "")
+def _report(results: list[UnitResult], out: Path, *, seq_len: int | None) -> dict:
+    """The merged report of all units (noting why parity was not checked when no reference could be built),
+    with the packing plan at ``seq_len`` when asked for."""
+    report = summarize([r.data["report"] for r in results])
+    why = next((r.data["parity_unavailable"] for r in results if r.data.get("parity_unavailable")), "")
     if why:
         report.setdefault("parity", {})["unavailable"] = why
+    if seq_len:
+        report["packing"] = _packing(out, seq_len)
     return report
 
 
@@ -135,6 +155,8 @@ def run_sft(
     tokenizer: Any = "default",
     chat_template: str | None = None,
     workers: int | None = None,
+    executor: Any = None,
+    steps: Sequence[Any] = (),
     force: bool = False,
     overwrite: bool = False,
     unit_bytes: int = 64 << 20,
@@ -144,23 +166,27 @@ def run_sft(
     schemas: dict[str, dict] | None = None,
     **options: Any,
 ) -> dict:
-    """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``)."""
+    """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``).
+
+    ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
+    """
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
-    run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-                      text_mode="auto", config=None, schemas=schemas)
-    template = resolve_template(chat_template, run.tokenizer)
-    run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
-                       "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
-    if opts.verify:
-        _check_oracle(run.tokenizer)
-    task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens)
-    manifest = finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress,
-                          summarize=_summarize,
+    executor = pick_executor(executor, workers)
+    with holding(executor):
+        run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
+                          text_mode="auto", config=None, schemas=schemas, executor=executor)
+        template = resolve_template(chat_template, run.tokenizer)
+        run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
+                           "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
+        if steps:
+            run.config["steps"] = [step_identity(s) for s in steps]
+        if opts.verify:
+            _check_oracle(run.tokenizer)
+        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=tuple(steps))
+        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
+                          summarize=lambda results, out: _report(results, out, seq_len=seq_len),
                           chat_template=template.source)
-    if seq_len:
-        _add_packing(manifest, run.out, seq_len)
-    return manifest
 
 
 def _check_oracle(tokenizer: Any) -> None:
@@ -170,13 +196,11 @@ def _check_oracle(tokenizer: Any) -> None:
     require("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
-def _add_packing(manifest: dict, out: Path, seq_len: int) -> None:
-    """The best-fit-decreasing plan of the written examples at ``seq_len``, added to the saved manifest."""
+def _packing(out: Path, seq_len: int) -> dict:
+    """The best-fit-decreasing plan of the written examples at ``seq_len``."""
     from tokenmill.pack import best_fit_decreasing
-    from tokenmill.report.manifest import write_manifest
     from tokenmill.shards import open_shards
 
     plan = best_fit_decreasing(open_shards(out).lengths, seq_len)
-    manifest["report"]["packing"] = {"seq_len": seq_len, "n_packs": int(plan.n_packs),
-                                     "efficiency": round(float(plan.efficiency), 6), "dropped": int(plan.dropped)}
-    write_manifest(out, manifest)
+    return {"seq_len": seq_len, "n_packs": int(plan.n_packs), "efficiency": round(float(plan.efficiency), 6),
+            "dropped": int(plan.dropped)}
