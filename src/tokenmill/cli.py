@@ -105,8 +105,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     problems = []
     if cfg.get("track") not in (None, args.command):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
-    if args.command == "sft" and cfg.get("steps"):
-        problems.append("steps: curation steps belong to the pretraining track; remove them for `tokenmill sft`")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if problems:
@@ -150,10 +148,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from tokenmill.pretrain.steps import build_steps
     from tokenmill.sft.run import run_sft
     from tokenmill.track import print_summary
 
     cfg = _settings(args)
+    steps = build_steps(cfg.get("steps"), source=args.config or "config")
     sft = dict(cfg.get("sft") or {})
     flags = {
         "chat_template": args.chat_template, "max_length": args.max_length, "train_on": args.train_on,
@@ -166,7 +166,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        progress=False if args.no_progress else None, schemas=cfg.get("schema"), **sft,
+        progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **sft,
     )
     print_summary(manifest, Path(cfg["out"]))
     from tokenmill.sft.report import render_report

@@ -10,7 +10,7 @@ Example::
     unit_bytes: 64MiB
     shard_tokens: 268435456
     text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
-    steps:                     # pretraining track: curation steps, in order
+    steps:                     # curation steps, in order (SFT: over each conversation's flat text)
       - {name: length, min_chars: 200, max_chars: 1000000}
     schema:                    # optional explicit field mappings, by input path (or "*")
       "*": {record: Document, text: body, id: doc_id}

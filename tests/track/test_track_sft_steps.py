@@ -1,0 +1,99 @@
+"""Document steps on SFT data: the flat conversation view, filtering counted by reason, modifiers refused."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import trackkit as tk
+from tokenmill.curate.step import Scored
+from tokenmill.errors import ConfigError
+from tokenmill.sft.run import run_sft
+from tokenmill.sft.steps import conversation_batch
+from tokenmill.shards import open_shards
+
+
+@dataclass(frozen=True)
+class ResponseMentions:
+    """score/decide: remove conversations whose assistant side mentions ``word``."""
+
+    word: str = "boats"
+    name: str = "mentions"
+    version: int = 1
+
+    def score(self, batch: pa.RecordBatch) -> Scored:
+        return Scored({"hit": pc.match_substring(batch.column("response"), self.word).to_numpy(zero_copy_only=False)})
+
+    def decide(self, scores):
+        return np.where(scores["hit"], f"{self.name}_v{self.version}:{self.word}", None)
+
+
+def short_prompts(batch):
+    """A plain step over the same view: drop prompts under 40 characters."""
+    keep = pc.greater_equal(pc.utf8_length(batch.column("prompt")), 40)
+    return batch.filter(keep), {"short_prompt": len(batch) - pc.sum(keep).as_py()}
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str = "rewrite"
+    version: int = 1
+
+    def score(self, batch):
+        return Scored({}, text=pc.utf8_upper(batch.column("text")))
+
+    def decide(self, scores):
+        return np.array([None] * 0)
+
+
+def expected(rows: list[dict]) -> tuple[set[str], Counter]:
+    kept, reasons = set(), Counter()
+    for r in rows:
+        prompt = "\n\n".join(m["content"] for m in r["messages"] if m["role"] == "user")
+        response = "\n\n".join(m["content"] for m in r["messages"] if m["role"] == "assistant")
+        if "boats" in response:
+            reasons["mentions_v1:boats"] += 1
+        elif len(prompt) < 40:
+            reasons["short_prompt"] += 1
+        else:
+            kept.add(r["id"])
+    return kept, reasons
+
+
+def test_conversation_view_columns():
+    conv = {"id": "c1", "source": "x.jsonl", "meta": None, "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "More?"},
+        {"role": "assistant", "content": "No."}]}
+    row = conversation_batch([conv]).to_pylist()[0]
+    assert row["text"] == "Be brief.\n\nHi?\n\nHello.\n\nMore?\n\nNo."
+    assert (row["prompt"], row["response"]) == ("Hi?\n\nMore?", "Hello.\n\nNo.")
+    assert (row["id"], row["source"], row["url"]) == ("c1", "x.jsonl", None)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_steps_filter_conversations_counted_by_reason(tmp_path, workers):
+    src = tmp_path / "chats.jsonl"
+    rows = tk.write_chats(src, 90, seed=8)
+    m = run_sft([str(src)], out=tmp_path / "out", steps=[ResponseMentions(), short_prompts], workers=workers,
+                unit_bytes=4000, verify=0, progress=False)
+    kept, reasons = expected(rows)
+    assert reasons["mentions_v1:boats"] > 0 and reasons["short_prompt"] > 0 and kept
+    assert m["counts"]["filtered"] == dict(reasons)
+    assert m["counts"]["kept"] == len(kept) and m["counts"]["balanced"]
+    shards = open_shards(tmp_path / "out")
+    assert {shards[i]["id"] for i in range(len(shards))} == kept
+    assert m["config"]["steps"][0] == {"name": "mentions", "version": 1,
+                                       "params": {"word": "boats", "name": "mentions", "version": 1}}
+
+
+def test_a_step_that_rewrites_text_is_refused_on_conversations(tmp_path):
+    src = tmp_path / "chats.jsonl"
+    tk.write_chats(src, 5)
+    with pytest.raises(ConfigError, match="rewrites text"):
+        run_sft([str(src)], out=tmp_path / "out", steps=[Rewrite()], workers=1, verify=0, progress=False)
