@@ -130,3 +130,14 @@ def test_task_and_units_pickle():
     task, unit = WriteSquares(), Unit(0, "unit-000000", 10, payload={"any": "thing"})
     assert pickle.loads(pickle.dumps(task)) == task
     assert pickle.loads(pickle.dumps(unit)) == unit
+
+
+def test_nested_holds_keep_the_pool_until_the_outermost_ends(tmp_path):
+    with LocalExecutor(workers=2) as ex:
+        with ex:
+            run_workflow([_stage(3)], out=tmp_path / "a", fingerprint="a", executor=ex)
+            pool = ex._pool
+        assert pool is not None and ex._pool is pool
+        run_workflow([_stage(3)], out=tmp_path / "b", fingerprint="a", executor=ex)
+        assert ex._pool is pool
+    assert ex._pool is None

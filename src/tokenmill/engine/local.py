@@ -47,23 +47,24 @@ class LocalExecutor:
     """Runs a stage's units here (one worker) or in a pool of ``workers`` processes (default: all cores).
 
     The task's ``setup()`` (when it has one) runs once per worker, before its first unit. Used as a
-    context manager, one pool serves every stage of a workflow and is shut down on exit; otherwise each
-    :meth:`run` starts and stops its own.
+    context manager, one pool serves every stage of a workflow (and every run inside the block) and is
+    shut down when the outermost block ends; otherwise each :meth:`run` starts and stops its own.
     """
 
     def __init__(self, *, workers: int | None = None):
         self.workers = workers or default_workers()
         self._pool: ProcessPoolExecutor | None = None
-        self._held = False
+        self._held = 0  # depth of nested ``with`` blocks: the pool closes when the outermost one ends
         self._tasks = itertools.count()
 
     def __enter__(self) -> "LocalExecutor":
-        self._held = True
+        self._held += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._held = False
-        self.close()
+        self._held -= 1
+        if not self._held:
+            self.close()
 
     def prepare(self, n_units: int, *, preload: Sequence[str] = ()) -> None:
         """A hint that about ``n_units`` units follow: start the pool now when it will be needed.
