@@ -13,8 +13,8 @@ Every executor commits a unit the same way (:func:`commit_unit`):
 Start-up. A pool costs a process start and the imports of the track's modules per worker (about half a
 second each here), then the unpickling of the task (a tokenizer rebuilds its encoders). The pool can be
 started before the task exists (:meth:`LocalExecutor.prepare`, called by the tracks while they route
-inputs and load the tokenizer); the task then travels once per worker through a temporary file, not once
-per unit. One unit, or one worker, never starts a pool: it runs in this process.
+inputs and load the tokenizer); the task then travels once per worker through a file in the stage's state
+directory, not once per unit. One unit, or one worker, never starts a pool: it runs in this process.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import multiprocessing.connection
 import os
 import pickle
 import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -112,10 +111,9 @@ class LocalExecutor:
             self._pool.submit(os.getpid)
 
     def _run_pool(self, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
-        fd, path = tempfile.mkstemp(prefix="tokenmill-task-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(task, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        handle = (f"{os.getpid()}-{id(self)}-{next(self._tasks)}", path)
+        path = state.root / "task.pkl"  # in the stage's state: a killed run leaves nothing elsewhere
+        atomic_write(path, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
+        handle = (f"{os.getpid()}-{id(self)}-{next(self._tasks)}", str(path))
         results: dict[int, UnitResult] = {}
         try:
             pending = {self._pool.submit(_commit_installed, handle, u, state): u for u in units}
