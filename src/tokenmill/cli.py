@@ -17,7 +17,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl)")
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="where units run: a local process pool (default) or a Ray cluster (needs tokenmill[ray])")
+    p.add_argument("--ray-address", help="join this Ray cluster (default with --engine ray: start a local one)")
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
@@ -117,6 +120,17 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
+def _executor(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
+    """``workers=`` for the local pool, or ``executor=`` a Ray executor (``--engine ray``)."""
+    if args.engine != "ray":
+        if args.ray_address:
+            raise TokenmillError("--ray-address needs --engine ray")
+        return {"workers": cfg.get("workers")}
+    from tokenmill.engine.ray import RayExecutor
+
+    return {"executor": RayExecutor(workers=cfg.get("workers"), address=args.ray_address)}
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from tokenmill.route import inspect, render_table
 
@@ -136,7 +150,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     steps = build_steps(cfg.get("steps"), source=args.config or "config")
     manifest = run_pretrain(
-        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
+        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
@@ -163,7 +177,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(
-        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
+        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **sft,

@@ -12,6 +12,7 @@ each stage last long enough to be killed in.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -30,9 +31,14 @@ def part_values(i: int) -> list[int]:
 @dataclass(frozen=True)
 class Emit:
     sleep: float = 0.0
+    die_once: str = ""  # a flag file: the first attempt at unit 3 creates it and kills its own process
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         time.sleep(self.sleep)
+        if self.die_once and unit.index == 3 and not os.path.exists(self.die_once):
+            (staging / "half-written").write_text("x")
+            Path(self.die_once).touch()
+            os._exit(1)
         path = staging / "_work" / "emit" / f"{unit.name}.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(part_values(unit.index)))
@@ -75,9 +81,9 @@ class Apply:
         return UnitResult(stats=stats, outputs=[f"final-{unit.index}.txt"])
 
 
-def stages(sleep: float) -> list[Stage]:
+def stages(sleep: float, die_once: str = "") -> list[Stage]:
     def plan_emit(ctx):
-        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Emit(sleep), {"parts": PARTS})
+        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Emit(sleep, die_once), {"parts": PARTS})
 
     def plan_group(ctx):
         sources = tuple(r.outputs[0] for r in ctx.results["emit"])
