@@ -34,7 +34,8 @@ def loaded_by(package: str) -> list[str]:
 def test_package_imports_neither_of_the_other_two(package):
     modules = loaded_by(package)
     assert f"tokenmill.{package}" in modules
-    others = [m for m in modules for o in LEAVES if o != package and (m == f"tokenmill.{o}" or m.startswith(f"tokenmill.{o}."))]
+    others = [m for m in modules for o in LEAVES
+              if o != package and (m == f"tokenmill.{o}" or m.startswith(f"tokenmill.{o}."))]
     assert not others, f"tokenmill.{package} imports {others} at module level; move shared names to tokenmill.base"
 
 

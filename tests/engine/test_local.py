@@ -42,7 +42,8 @@ def _stage(n: int, task=None, name: str = "squares") -> Stage:
 
 
 def _run(out: Path, n: int, *, workers: int = 1, task=None, fingerprint: str = "a", **kw) -> list[UnitResult]:
-    res = run_workflow([_stage(n, task)], out=out, fingerprint=fingerprint, executor=LocalExecutor(workers=workers), **kw)
+    ex = LocalExecutor(workers=workers)
+    res = run_workflow([_stage(n, task)], out=out, fingerprint=fingerprint, executor=ex, **kw)
     return res["squares"]
 
 

@@ -2,8 +2,8 @@
 
 The digests were taken from the code as it stood before the engine became a workflow of stages, so a
 refactor of the engine that changes one byte of a shard, a rejects line or the manifest fails here. Every
-output file counts, ``manifest.json`` included, apart from its timings (``run.seconds``, ``run.peak_rss``, ``run.step_seconds``)
-and the absolute input directory (replaced by ``<in>``).
+output file counts, ``manifest.json`` included, apart from its timings (``run.seconds``, ``run.peak_rss``,
+``run.step_seconds``) and the absolute input directory (replaced by ``<in>``).
 
 When an output change is intended (a new shard field, say), regenerate with
 ``TOKENMILL_UPDATE_GOLDEN=1 pytest tests/track/test_track_golden.py`` and say why in the commit.

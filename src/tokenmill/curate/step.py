@@ -59,7 +59,7 @@ def step_params(step: Any) -> dict[str, Any]:
         return {f.name: getattr(step, f.name) for f in dataclasses.fields(step) if not f.name.startswith("_")}
     if isinstance(step, functools.partial):
         return {"args": list(step.args), "keywords": dict(step.keywords)}
-    if hasattr(step, "__dict__") and not callable(getattr(step, "__code__", None)):
+    if hasattr(step, "__dict__") and not hasattr(step, "__code__"):
         return {k: v for k, v in sorted(vars(step).items()) if not k.startswith("_")}
     return {}
 
