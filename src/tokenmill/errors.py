@@ -27,6 +27,9 @@ class ConfigError(TokenmillError):
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid configuration ({len(self.problems)} problem(s)):\n{lines}")
 
+    def __reduce__(self):  # raised in a worker process, it must arrive in the driver as it was
+        return type(self), (self.problems,)
+
 
 class InputError(TokenmillError):
     pass
@@ -38,11 +41,14 @@ class RoutingError(TokenmillError):
 
 class MissingExtraError(TokenmillError):
     def __init__(self, module: str, extra: str, purpose: str = ""):
-        self.module, self.extra = module, extra
+        self.module, self.extra, self.purpose = module, extra, purpose
         why = f" to {purpose}" if purpose else ""
         super().__init__(
             f"the optional dependency {module!r} is needed{why}; install it with: pip install 'tokenmill[{extra}]'"
         )
+
+    def __reduce__(self):
+        return type(self), (self.module, self.extra, self.purpose)
 
 
 class TokenizerError(TokenmillError):

@@ -142,3 +142,15 @@ def test_nested_holds_keep_the_pool_until_the_outermost_ends(tmp_path):
         run_workflow([_stage(3)], out=tmp_path / "b", fingerprint="a", executor=ex)
         assert ex._pool is pool
     assert ex._pool is None
+
+
+@dataclass(frozen=True)
+class Refuse:
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        raise ConfigError(f"unit {unit.name}: refused")
+
+
+def test_an_error_raised_in_a_worker_arrives_with_its_message(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        run_workflow([_stage(2, Refuse())], out=tmp_path, fingerprint="a", executor=LocalExecutor(workers=2))
+    assert caught.value.problems in (["unit unit-000000: refused"], ["unit unit-000001: refused"])
