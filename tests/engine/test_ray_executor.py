@@ -82,3 +82,12 @@ def test_ray_address_without_engine_ray_is_refused(tmp_path, capsys):
 
     assert main(["pretrain", "x.jsonl", "--out", str(tmp_path), "--ray-address", "auto"]) == 2
     assert "--engine ray" in capsys.readouterr().err
+
+
+def test_setup_runs_once_per_actor_not_per_unit(cluster, tmp_path):
+    from test_local import WriteSquares, _stage
+
+    res = run_workflow([_stage(8, WriteSquares())], out=tmp_path, fingerprint="a", executor=RayExecutor(workers=2))
+    results = res["squares"]
+    assert [r.data["value"] for r in results] == [i * i for i in range(8)]
+    assert {r.data["setups"] for r in results} == {1} and len({r.data["pid"] for r in results}) <= 2
