@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+
+    from tokenmill.curate import quality_cli
+
+    quality_cli.add_parser(sub)
     return parser
 
 
@@ -206,6 +210,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quality(args: argparse.Namespace) -> int:
+    from tokenmill.curate.quality_cli import cmd_quality as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -215,7 +225,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
-    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo,
+    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo, "quality": cmd_quality,
 }
 
 

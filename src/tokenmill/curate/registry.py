@@ -47,4 +47,9 @@ def step_class(name: str) -> Any:
 
 
 def is_corpus_step(step: Any) -> bool:
+    """A corpus step has ``stages``; a step that can be either (``quality`` with ``threshold`` or with
+    ``top_fraction``) says which it is through a ``corpus`` attribute."""
+    corpus = getattr(step, "corpus", None)
+    if corpus is not None:
+        return bool(corpus)
     return callable(getattr(step, "stages", None))
