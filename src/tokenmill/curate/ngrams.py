@@ -1,4 +1,4 @@
-"""Word n-gram hashes of a whole batch of texts, vectorised (Arrow for splitting, numpy for hashing).
+r"""Word n-gram hashes of a whole batch of texts, vectorised (Arrow for splitting, numpy for hashing).
 
 Normalisation: lower case; every run of Unicode punctuation or symbols (``\p{P}``, ``\p{S}``) becomes
 one space; words are what whitespace separates. A word's hash is a polynomial hash of its UTF-8 bytes
