@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.curate import quality_cli
 
     quality_cli.add_parser(sub)
+
+    from tokenmill.synth import cli as synth_cli
+
+    synth_cli.add_parser(sub)
     return parser
 
 
@@ -216,6 +220,12 @@ def cmd_quality(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_synth(args: argparse.Namespace) -> int:
+    from tokenmill.synth.cli import cmd_synth as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -226,6 +236,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
     "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo, "quality": cmd_quality,
+    "synth": cmd_synth,
 }
 
 
