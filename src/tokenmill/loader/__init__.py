@@ -11,6 +11,7 @@ from tokenmill.loader.collate import PackedCollator
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.loader import PackedLoader
 from tokenmill.loader.order import epoch_seed, partition, permute
+from tokenmill.loader.schedule import ScheduledBlend
 from tokenmill.loader.stats import render_stats, shard_stats
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "PackedCollator",
     "PackedDataset",
     "PackedLoader",
+    "ScheduledBlend",
     "epoch_seed",
     "partition",
     "permute",
