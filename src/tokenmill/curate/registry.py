@@ -37,6 +37,7 @@ STEP_CLASSES: dict[str, str] = {
     "minhash_dedup": "tokenmill.curate.dedup.minhash:MinHashDedup",
     "quality": "tokenmill.curate.quality:Quality",
     "decontaminate": "tokenmill.curate.decontam:Decontaminate",
+    "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
 }
 
 
