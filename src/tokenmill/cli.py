@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.synth import cli as synth_cli
 
     synth_cli.add_parser(sub)
+
+    from tokenmill.sft import select as sft_select
+
+    sft_select.add_parser(sub)
     return parser
 
 
@@ -226,6 +230,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_sft_select(args: argparse.Namespace) -> int:
+    from tokenmill.sft.select import cmd_select
+
+    return cmd_select(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -236,11 +246,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
     "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo, "quality": cmd_quality,
-    "synth": cmd_synth,
+    "synth": cmd_synth, "sft-select": cmd_sft_select,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
+        argv = ["sft-select", *argv[2:]]
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
