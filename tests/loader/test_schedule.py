@@ -80,3 +80,18 @@ def test_resume_across_the_boundary_with_another_world_size(components):
     assert sorted(served) == sorted(s for b in reference for s in b)  # nothing lost, nothing twice
     assert len(served) == len(reference) * 8
     assert [sorted(a + b) for a, b in got] == [sorted(b) for b in reference[:12]]  # the same steps, step by step
+
+
+def test_mixture_caps_sources_and_repeats_others(write_shards):
+    from tokenmill.loader import mixture
+
+    rng = np.random.default_rng(5)
+    big = PackedDataset(write_shards(pretrain_docs(rng, 600), name="big"), seq_len=16, mode="concat")
+    small16 = PackedDataset(write_shards(sft_docs(rng, 30), name="small16"), seq_len=16)
+    blend = mixture({"big": big, "small": small16}, cap=50, epochs={"small": 2})
+    n_small = len(small16)
+    assert len(big) > 50 and len(blend) == 50 + min(n_small, 50) * 2
+    counts = blend.counts(len(blend))
+    assert counts == [50, min(n_small, 50) * 2]
+    with pytest.raises(ConfigError, match="unknown source"):
+        mixture({"big": big}, caps={"nope": 3})

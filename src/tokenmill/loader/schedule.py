@@ -160,3 +160,39 @@ class ScheduledBlend:
         c, j = self.route(int(k))
         d = self.datasets[c]
         return d[j % len(d)]
+
+
+def mixture(components: Mapping[str, Any], *, cap: int | None = None, caps: Mapping[str, int] | None = None,
+            epochs: Mapping[str, float] | None = None, seq_len: int | None = None, seed: int = 0, tokenizer=None):
+    """A :class:`~tokenmill.loader.blend.BlendedDataset` mixing sources in proportion to their size, each
+    capped (FLAN's examples-per-task cap: ``cap`` for all, ``caps`` per source) and repeated ``epochs``
+    times (Phi-4-style extra epochs for some sources; fractions allowed).
+
+    Source ``i`` contributes ``min(len_i, cap_i) x epochs_i`` samples (rounded, at least one) to a blend of
+    exactly their sum; its weight is that share. A capped source gives a different prefix of its shuffled
+    order every epoch (its dataset re-plans per epoch), so a cap limits how much of a large task one pass
+    sees, not which part.
+    """
+    from tokenmill.loader.blend import BlendedDataset
+
+    problems = []
+    names = list(components)
+    for label, given in (("caps", caps or {}), ("epochs", epochs or {})):
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            problems.append(f"{label}: unknown source(s) {unknown}; known: {names}")
+        bad = [k for k, v in given.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0]
+        if bad:
+            problems.append(f"{label}: values must be positive numbers ({bad})")
+    if cap is not None and (not isinstance(cap, int) or cap < 1):
+        problems.append(f"cap: expected a whole number >= 1, got {cap!r}")
+    if problems:
+        raise ConfigError(problems)
+    datasets = {n: _as_dataset(src, seq_len, seed, tokenizer) for n, src in components.items()}
+    takes = {}
+    for n, d in datasets.items():
+        limit = (caps or {}).get(n, cap)
+        size = min(len(d), limit) if limit else len(d)
+        takes[n] = max(1, round(size * float((epochs or {}).get(n, 1))))
+    return BlendedDataset([(datasets[n], takes[n]) for n in names], seq_len=seq_len, seed=seed,
+                          num_samples=sum(takes.values()), tokenizer=tokenizer)
