@@ -83,6 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+
+    from tokenmill.curate import quality_cli
+
+    quality_cli.add_parser(sub)
+
+    from tokenmill.synth import cli as synth_cli
+
+    synth_cli.add_parser(sub)
+
+    from tokenmill.sft import select as sft_select
+
+    sft_select.add_parser(sub)
     return parser
 
 
@@ -220,6 +232,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quality(args: argparse.Namespace) -> int:
+    from tokenmill.curate.quality_cli import cmd_quality as run
+
+    return run(args)
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from tokenmill.synth.cli import cmd_synth as run
+
+    return run(args)
+
+
+def cmd_sft_select(args: argparse.Namespace) -> int:
+    from tokenmill.sft.select import cmd_select
+
+    return cmd_select(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -229,11 +259,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
-    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo,
+    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo, "quality": cmd_quality,
+    "synth": cmd_synth, "sft-select": cmd_sft_select,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
+        argv = ["sft-select", *argv[2:]]
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -8,7 +8,8 @@
     ├── TokenizerError       a tokenizer that cannot be loaded, or fast/reference mismatch
     ├── TemplateError        a chat template that does not render
     ├── ParityError          written ids differ from the reference chat-template ids
-    └── ShardError           a shard directory that is corrupt or does not match its reader
+    ├── ShardError           a shard directory that is corrupt or does not match its reader
+    └── ServerError          an inference server that cannot be reached, or does not serve the model
 
 Bad *records* never raise: they become rejects (see ``tokenmill.report``).
 Messages say what went wrong, where, and how to fix it.
@@ -71,6 +72,10 @@ class ParityError(TokenmillError):
 
 
 class ShardError(TokenmillError):
+    pass
+
+
+class ServerError(TokenmillError):
     pass
 
 

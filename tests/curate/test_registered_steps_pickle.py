@@ -26,14 +26,30 @@ def _importable(name: str) -> str | None:
     return None
 
 
-def test_every_importable_registered_step_pickles():
+def _required_params(name: str, tmp_path) -> dict:
+    """Parameters a step cannot do without (a model file, eval files), made here."""
+    if name == "decontaminate":
+        f = tmp_path / "eval.jsonl"
+        f.write_text('{"question": "what is the sum of two and two and three and four and five"}\n')
+        return {"eval": [str(f)]}
+    if name == "quality":
+        pytest.importorskip("fasttext")
+        from tokenmill.curate.quality import train_quality
+
+        model = tmp_path / "q.bin"
+        train_quality(["good clean prose about history"] * 20, ["buy cheap now click"] * 20, out=model)
+        return {"model": str(model), "threshold": 0.5}
+    return {}
+
+
+def test_every_importable_registered_step_pickles(tmp_path):
     skipped, checked = [], []
     for name in STEP_CLASSES:
         why = _importable(name)
         if why:
             skipped.append(why)
             continue
-        step = step_class(name)()
+        step = step_class(name)(**_required_params(name, tmp_path))
         back = pickle.loads(pickle.dumps(step))
         assert type(back) is type(step)
         assert step_fingerprint(back) == step_fingerprint(step), f"{name}: identity changed through pickle"

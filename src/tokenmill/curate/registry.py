@@ -37,6 +37,7 @@ STEP_CLASSES: dict[str, str] = {
     "minhash_dedup": "tokenmill.curate.dedup.minhash:MinHashDedup",
     "quality": "tokenmill.curate.quality:Quality",
     "decontaminate": "tokenmill.curate.decontam:Decontaminate",
+    "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
 }
 
 
@@ -47,4 +48,9 @@ def step_class(name: str) -> Any:
 
 
 def is_corpus_step(step: Any) -> bool:
+    """A corpus step has ``stages``; a step that can be either (``quality`` with ``threshold`` or with
+    ``top_fraction``) says which it is through a ``corpus`` attribute."""
+    corpus = getattr(step, "corpus", None)
+    if corpus is not None:
+        return bool(corpus)
     return callable(getattr(step, "stages", None))

@@ -11,6 +11,7 @@ from tokenmill.loader.collate import PackedCollator
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.loader import PackedLoader
 from tokenmill.loader.order import epoch_seed, partition, permute
+from tokenmill.loader.schedule import ScheduledBlend, mixture
 from tokenmill.loader.stats import render_stats, shard_stats
 
 __all__ = [
@@ -18,9 +19,11 @@ __all__ = [
     "PackedCollator",
     "PackedDataset",
     "PackedLoader",
+    "ScheduledBlend",
     "epoch_seed",
     "partition",
     "permute",
+    "mixture",
     "render_stats",
     "shard_stats",
 ]

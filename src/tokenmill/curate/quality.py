@@ -1,0 +1,272 @@
+"""Model-based quality filtering, DCLM style: a fastText classifier of "reference-like" vs raw web text.
+
+Training (:func:`train_quality`): positives are high-quality reference text, negatives raw web text (or
+one labelled set). Each document is normalised the way it will be scored (:func:`normalise`), long
+documents are cut into pieces of at most ``chunk_words`` words so a 40,000-word book does not count as one
+example, the smaller class is repeated until both classes weigh the same, and a held-out split (every
+``holdout``-th example by a stable hash of its text) gives accuracy and AUC. Training runs on one thread
+with a fixed seed, so the same data gives the same model bytes.
+
+The defaults (:data:`DEFAULTS`: word bigrams, 64 dimensions, 25 epochs, learning rate 0.5, a hashed
+n-gram table sized to the data by :func:`auto_bucket`) were chosen on
+the data in ``benchmarks/quality.py``; fastText's own defaults (unigrams, 5 epochs, lr 0.1) are
+markedly worse on DCLM-style labels (see BENCHMARKS.md).
+
+Scoring (:class:`Quality`): the probability of the high-quality class, written to the ledger as
+``quality.score``. With ``threshold`` it is a document step; with ``top_fraction`` it is a corpus step
+(:mod:`tokenmill.curate.quality_top`): the cut is a percentile of the whole corpus's scores, taken from
+the scores every unit wrote, never per unit.
+
+Cost: fastText's ``predict`` is C++ over a batch of strings; normalisation is three ``pyarrow.compute``
+passes. Both are linear in the text length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenmill._extras import require
+from tokenmill.curate.step import Scored
+from tokenmill.errors import ConfigError
+
+LABEL_HQ, LABEL_LQ = "__label__hq", "__label__lq"
+DEFAULTS: dict[str, Any] = {"wordNgrams": 2, "dim": 64, "epoch": 25, "lr": 0.5, "minCount": 2,
+                            "loss": "softmax", "bucket": "auto"}
+MAX_BUCKET = 2_000_000  # fastText's default: the most hashed n-gram rows a model gets
+CARD_SUFFIX = ".card.json"
+
+
+def normalise(texts: pa.Array | Sequence[str]) -> pa.Array:
+    """Lower-cased text with punctuation split off and all whitespace (newlines too) collapsed to one space."""
+    arr = pa.array(texts, type=pa.large_string()) if not isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
+    arr = pc.utf8_lower(pc.fill_null(arr, ""))
+    arr = pc.replace_substring_regex(arr, r"([.,!?;:()\[\]{}\"“”«»])", r" \1 ")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
+
+
+def _fasttext() -> Any:
+    return require("fasttext", "quality", "train or run the quality classifier")
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    model: str
+    card: dict
+
+
+def chunk_words(texts: Sequence[str], *, size: int) -> list[str]:
+    """Each normalised text cut into pieces of at most ``size`` words (short texts stay whole)."""
+    out: list[str] = []
+    for t in texts:
+        words = t.split(" ")
+        out.extend(" ".join(words[i:i + size]) for i in range(0, len(words), size) if words[i])
+    return [t for t in out if t]
+
+
+def _held_out(text: str, holdout: int) -> bool:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") % holdout == 0
+
+
+def _balanced(pos: list[str], neg: list[str]) -> list[str]:
+    """Labelled lines, the smaller class repeated (whole copies, then a prefix) to match the larger one."""
+    big, small = (pos, neg) if len(pos) >= len(neg) else (neg, pos)
+    if small:
+        reps, extra = divmod(len(big), len(small))
+        small = small * reps + small[:extra]
+    lab_big, lab_small = (LABEL_HQ, LABEL_LQ) if big is pos else (LABEL_LQ, LABEL_HQ)
+    lines = [f"{lab_big} {t}" for t in big] + [f"{lab_small} {t}" for t in small]
+    order = sorted(range(len(lines)), key=lambda i: hashlib.blake2b(f"{i}:{lines[i]}".encode(),
+                                                                   digest_size=8).digest())
+    return [lines[i] for i in order]
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve by the rank-sum formula (ties get their average rank)."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    sorted_scores = scores[order]
+    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
+    avg = first + (counts + 1) / 2.0
+    ranks[order] = np.repeat(avg, counts)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def predict_hq(model: Any, texts: pa.Array | Sequence[str]) -> np.ndarray:
+    """Probability of the high-quality class for each text (normalised here)."""
+    lines = normalise(texts).to_pylist()
+    if not lines:
+        return np.zeros(0, dtype=np.float32)
+    labels, probs = model.predict(lines, k=2)
+    out = np.empty(len(lines), dtype=np.float32)
+    for i, (lab, p) in enumerate(zip(labels, probs)):
+        if len(lab) and lab[0] == LABEL_HQ:
+            out[i] = p[0]
+        elif len(lab) > 1 and lab[1] == LABEL_HQ:
+            out[i] = p[1]
+        else:
+            out[i] = 1.0 - (p[0] if len(p) else 0.0)
+    return np.clip(out, 0.0, 1.0)
+
+
+def train_quality(
+    positives: Sequence[str],
+    negatives: Sequence[str],
+    *,
+    out: str | Path,
+    params: Mapping[str, Any] | None = None,
+    chunk: int = 400,
+    holdout: int = 10,
+    seed: int = 0,
+    sources: Mapping[str, Any] | None = None,
+) -> TrainReport:
+    """Train, evaluate on the held-out split, then write ``out`` (the fastText model) and ``out.card.json``."""
+    ft = _fasttext()
+    opts = {**DEFAULTS, **(params or {})}
+    unknown = set(opts) - set(DEFAULTS) - {"minn", "maxn", "neg", "ws", "t", "lrUpdateRate"}
+    if unknown:
+        raise ConfigError(f"quality train: unknown fastText parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    pos = chunk_words(normalise(list(positives)).to_pylist(), size=chunk)
+    neg = chunk_words(normalise(list(negatives)).to_pylist(), size=chunk)
+    if len(pos) < 2 or len(neg) < 2:
+        raise ConfigError(f"quality train needs at least 2 positive and 2 negative examples; got {len(pos)} and "
+                          f"{len(neg)} (after dropping empty texts)")
+    split = {True: ([], []), False: ([], [])}
+    for label, texts in ((True, pos), (False, neg)):
+        for t in texts:
+            split[_held_out(t, holdout)][0 if label else 1].append(t)
+    (tr_pos, tr_neg), (ev_pos, ev_neg) = split[False], split[True]
+    lines = _balanced(tr_pos, tr_neg)
+    if opts["bucket"] == "auto":
+        opts["bucket"] = auto_bucket(lines, opts["wordNgrams"])
+    model = _fit(ft, lines, opts, seed)
+    scores = {"train_examples": {"positive": len(tr_pos), "negative": len(tr_neg)},
+              "heldout_examples": {"positive": len(ev_pos), "negative": len(ev_neg)}}
+    if ev_pos and ev_neg:
+        scores.update(evaluate(model, ev_pos + ev_neg, [True] * len(ev_pos) + [False] * len(ev_neg)))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save_model(str(out))
+    card = {"kind": "tokenmill quality classifier", "format": "fasttext", "labels": [LABEL_HQ, LABEL_LQ],
+            "normalisation": "lowercase, punctuation split, whitespace collapsed (tokenmill.curate.quality.normalise)",
+            "params": opts, "chunk_words": chunk, "holdout_every": holdout, "seed": seed,
+            "data": dict(sources or {}), "scores": scores,
+            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+    Path(str(out) + CARD_SUFFIX).write_text(json.dumps(card, indent=2) + "\n")
+    return TrainReport(str(out), card)
+
+
+def auto_bucket(lines: Sequence[str], word_ngrams: int) -> int:
+    """Hashed n-gram rows for this data: twice its distinct word n-grams, between 16,384 and fastText's 2M.
+
+    A fixed 2M rows of 64 floats is a 512 MB model whatever the data; sizing the table to the data keeps
+    collisions as rare and the model tens of MB for a few MB of training text.
+    """
+    if word_ngrams <= 1:
+        return 0
+    seen: set[str] = set()
+    for line in lines:
+        words = line.split(" ")[1:]
+        for n in range(2, word_ngrams + 1):
+            seen.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+            if 2 * len(seen) >= MAX_BUCKET:
+                return MAX_BUCKET
+    return int(min(MAX_BUCKET, max(1 << 14, 2 * len(seen))))
+
+
+def evaluate(model: Any, texts: Sequence[str], labels: Sequence[bool]) -> dict[str, float]:
+    p = predict_hq(model, texts)
+    y = np.asarray(labels, dtype=bool)
+    return {"accuracy": round(float(((p >= 0.5) == y).mean()), 4), "auc": round(auc(p, y), 4)}
+
+
+def _fit(ft: Any, lines: list[str], opts: Mapping[str, Any], seed: int) -> Any:
+    fd, path = tempfile.mkstemp(prefix="tokenmill-quality-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+        return ft.train_supervised(input=path, thread=1, seed=seed, verbose=0, **opts)
+    finally:
+        os.unlink(path)
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def load_model(path: str) -> Any:
+    """The fastText model at ``path``, loaded once per process."""
+    if path not in _MODELS:
+        if not Path(path).is_file():
+            raise ConfigError(f"quality: model file {path!r} not found; train one with "
+                              "`tokenmill quality train --positive ... --negative ... --out MODEL`")
+        ft = _fasttext()
+        try:
+            _MODELS[path] = ft.load_model(path)
+        except ValueError as exc:
+            raise ConfigError(f"quality: {path!r} is not a fastText model ({exc})") from exc
+    return _MODELS[path]
+
+
+@dataclass(frozen=True)
+class Quality:
+    """Score every document with a trained classifier; keep those at or above ``threshold``, or the top
+    ``top_fraction`` of the corpus (a corpus-wide percentile)."""
+
+    model: str = ""
+    threshold: float | None = None
+    top_fraction: float | None = None
+    column: str = "text"  # the document column scored (``response`` on SFT batches)
+    name: str = "quality"
+    version: int = 1
+    model_sha256: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError("model: give the path of a model written by `tokenmill quality train`")
+        if self.threshold is not None and self.top_fraction is not None:
+            raise ValueError("give threshold or top_fraction, not both")
+        if self.threshold is not None and not (isinstance(self.threshold, (int, float)) and 0 <= self.threshold <= 1):
+            raise ValueError(f"threshold: expected a probability in [0, 1], got {self.threshold!r}")
+        if self.top_fraction is not None and not (isinstance(self.top_fraction, (int, float))
+                                                  and 0 < self.top_fraction <= 1):
+            raise ValueError(f"top_fraction: expected a fraction in (0, 1], got {self.top_fraction!r}")
+        if not Path(self.model).is_file():
+            raise ValueError(f"model: {self.model!r} not found")
+        object.__setattr__(self, "model_sha256", hashlib.sha256(Path(self.model).read_bytes()).hexdigest())
+
+    @property
+    def corpus(self) -> bool:
+        return self.top_fraction is not None
+
+    def setup(self) -> None:
+        load_model(self.model)
+
+    def score(self, batch: pa.RecordBatch) -> Scored:
+        return Scored({"score": predict_hq(load_model(self.model), batch.column(self.column))})
+
+    def decide(self, scores: Mapping[str, np.ndarray], *, cut: float | None = None) -> np.ndarray:
+        """``low_quality`` below the threshold (or below ``cut``, the corpus-wide percentile)."""
+        s = np.asarray(scores["score"], dtype=np.float64)
+        limit = self.threshold if cut is None else cut
+        out = np.full(len(s), None, dtype=object)
+        if limit is not None:
+            out[s < limit] = "low_quality"
+        return out
+
+    def stages(self, upstream: str) -> list:
+        from tokenmill.curate.quality_top import top_fraction_stages
+
+        return top_fraction_stages(self, upstream)
