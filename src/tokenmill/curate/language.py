@@ -1,0 +1,137 @@
+"""``language``: language identification with py3langid's model (shipped inside its PyPI wheel).
+
+Statistics (ledger columns): ``language.label`` (ISO 639-1 where one exists, else the model's ISO 639-3
+code, ``zxx`` for text without linguistic content) and ``language.score`` (the label's probability,
+py3langid's normalised posterior). Rules: ``wrong_language`` (label not in ``languages``),
+``low_score`` (score below ``threshold``). An empty ``languages`` list keeps every language and only
+applies the threshold.
+
+Labels: the model's ``no`` is trained on Bokmål and has a separate ``nn`` (Nynorsk) class, so it is
+reported as ``nb``; asking for ``no`` keeps both ``nb`` and ``nn``. Three-letter codes of languages that
+have a two-letter one are accepted in ``languages`` (``eng`` -> ``en``).
+
+Scoring is per-document Python (the model's byte automaton walks each text): it reads the first
+``max_chars`` characters of each document (newlines become spaces) and is measured in BENCHMARKS.md.
+``candidates`` restricts the model to a set of labels (a scoring parameter: it changes the scores).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenmill.curate.step import Scored
+from tokenmill.errors import MissingExtraError
+
+MODEL_TO_ISO = {"no": "nb"}  # the model's Bokmål class
+ALIASES = {"no": ("nb", "nn"), "nob": ("nb",), "nno": ("nn",)}
+THREE_TO_TWO = {
+    "eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it", "por": "pt",
+    "nld": "nl", "dut": "nl", "rus": "ru", "pol": "pl", "ces": "cs", "cze": "cs", "swe": "sv", "dan": "da",
+    "fin": "fi", "hun": "hu", "tur": "tr", "ell": "el", "gre": "el", "ara": "ar", "arb": "ar", "heb": "he",
+    "hin": "hi", "jpn": "ja", "zho": "zh", "chi": "zh", "cmn": "zh", "kor": "ko", "vie": "vi", "ind": "id",
+    "msa": "ms", "may": "ms", "zsm": "ms", "ukr": "uk", "ron": "ro", "rum": "ro", "bul": "bg", "cat": "ca",
+    "slk": "sk", "slv": "sl", "hrv": "hr", "srp": "sr", "est": "et", "lav": "lv", "lit": "lt", "fas": "fa",
+    "per": "fa", "pes": "fa", "urd": "ur", "ben": "bn", "tam": "ta", "tha": "th", "isl": "is", "gle": "ga",
+    "cym": "cy", "eus": "eu", "glg": "gl", "afr": "af", "swa": "sw", "swh": "sw",
+}
+
+
+def normalise_codes(codes: Any) -> tuple[str, ...]:
+    """User language codes -> the labels this step reports; ``ValueError`` for a non-list."""
+    if codes is None:
+        return ()
+    if isinstance(codes, str):
+        codes = [codes]
+    if not isinstance(codes, (list, tuple)) or not all(isinstance(c, str) and c for c in codes):
+        raise ValueError(f"languages: expected a list of language codes such as [en, de], got {codes!r}")
+    out: list[str] = []
+    for code in codes:
+        c = code.strip().lower().replace("_", "-").split("-")[0]
+        c = THREE_TO_TWO.get(c, c)
+        out.extend(ALIASES.get(c, (c,)))
+    return tuple(dict.fromkeys(out))
+
+
+def _model_codes(labels: tuple[str, ...]) -> list[str]:
+    back = {v: k for k, v in MODEL_TO_ISO.items()}
+    return [back.get(label, label) for label in labels]
+
+
+@dataclass(frozen=True)
+class Language:
+    languages: Any = ("en",)
+    threshold: float = 0.65
+    candidates: Any = None  # restrict the model to these labels (None: all of its 140)
+    max_chars: int = 10_000
+    model: str | None = None  # a py3langid model file (.npz.xz) to use instead of the shipped one
+    _identifier: Any = field(default=None, init=False, repr=False, compare=False)
+
+    name: ClassVar[str] = "language"
+    version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("languages", "threshold")
+    thresholds: ClassVar[dict] = {"score": "threshold"}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "languages", list(normalise_codes(self.languages)))
+        if self.candidates is not None:
+            object.__setattr__(self, "candidates", list(normalise_codes(self.candidates)))
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold: expected a probability between 0 and 1, got {self.threshold!r}")
+        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars <= 0:
+            raise ValueError(f"max_chars: expected a positive whole number, got {self.max_chars!r}")
+        if self.model is not None and not Path(self.model).is_file():
+            raise ValueError(f"model: no language-ID model file at {self.model!r}; give the path of a "
+                             "py3langid model (.npz.xz) or leave 'model' out to use the shipped one")
+        if importlib.util.find_spec("py3langid") is None:
+            raise MissingExtraError("py3langid", "curate", "identify languages")
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_identifier"] = None  # rebuilt by setup() in each worker
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def setup(self) -> None:
+        if self._identifier is not None:
+            return
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        ident = LanguageIdentifier.from_model_file(self.model or MODEL_FILE, norm_probs=True)
+        if self.candidates:
+            known = set(ident.labels)
+            wanted = [c for c in _model_codes(tuple(self.candidates)) if c in known]
+            unknown = sorted(set(_model_codes(tuple(self.candidates))) - known)
+            if unknown:
+                raise ValueError(f"candidates: the model has no label(s) {', '.join(unknown)}")
+            ident.set_languages(wanted)
+        object.__setattr__(self, "_identifier", ident)
+
+    def score(self, batch: pa.RecordBatch) -> Scored:
+        self.setup()
+        text = pc.utf8_slice_codeunits(batch.column("text"), 0, self.max_chars)
+        text = pc.replace_substring(text, "\n", " ")
+        classify = self._identifier.classify
+        labels, scores = [], np.empty(len(text), dtype=np.float64)
+        for i, t in enumerate(text.to_pylist()):
+            label, scores[i] = classify(t)
+            labels.append(MODEL_TO_ISO.get(label, label))
+        return Scored({"label": pa.array(labels, pa.string()), "score": scores})
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        label, score = scores["label"], np.asarray(scores["score"], dtype=np.float64)
+        out = np.full(len(score), None, dtype=object)
+        out[~(score >= self.threshold)] = "low_score"
+        if self.languages:
+            keep = pc.is_in(pa.array(label, pa.string()), value_set=pa.array(self.languages, pa.string()))
+            out[~np.asarray(pc.fill_null(keep, False))] = "wrong_language"
+        return out
