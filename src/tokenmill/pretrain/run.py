@@ -14,6 +14,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.inline import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
@@ -64,6 +66,7 @@ class PretrainTask:
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, unit)
         bos = tok.bos_id if tok.add_bos else None
+        ledger = UnitLedger(Cascade(tuple(self.steps)), staging, unit.name) if is_doc_steps(self.steps) else None
         for raw in read_unit(unit, batch_rows=self.batch_rows, text_mode=self.text_mode):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
@@ -71,7 +74,9 @@ class PretrainTask:
             sink.add(raw.rejects, stats)
             docs, rejects = to_documents(raw, self.schemas.get(unit.file.rel, {}))
             sink.add(rejects, stats)
-            for step in self.steps:
+            if ledger is not None:  # curation steps (tokenmill.curate): ledger beside the shards
+                docs = ledger.apply(docs, raw, rejects, stats)
+            for step in self.steps if ledger is None else ():
                 docs, filtered = step(docs)
                 for reason, count in filtered.items():
                     stats.filter(reason, count)
@@ -85,7 +90,7 @@ class PretrainTask:
             stats.tokens += int(offsets[-1])
         shards = writer.close()
         sink.close()
-        return {"stats": stats.to_dict(), "shards": shards}
+        return {"stats": stats.to_dict(), "shards": shards, "ledger": ledger.close() if ledger else None}
 
 
 def run_pretrain(
@@ -113,7 +118,8 @@ def run_pretrain(
     _check_eos(run.tokenizer)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                         text_mode=text_mode, steps=tuple(steps))
-    return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
+    manifest = finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
+    return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest
 
 
 def _check_eos(tokenizer: Any) -> None:
