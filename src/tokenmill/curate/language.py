@@ -10,9 +10,13 @@ Labels: the model's ``no`` is trained on Bokmål and has a separate ``nn`` (Nyno
 reported as ``nb``; asking for ``no`` keeps both ``nb`` and ``nn``. Three-letter codes of languages that
 have a two-letter one are accepted in ``languages`` (``eng`` -> ``en``).
 
-Scoring is per-document Python (the model's byte automaton walks each text): it reads the first
-``max_chars`` characters of each document (newlines become spaces) and is measured in BENCHMARKS.md.
+Scoring is batched (:mod:`tokenmill.curate.langid_batch`: py3langid's model, its byte automaton run
+with numpy over the whole batch, the same labels as py3langid's own per-byte loop): it reads the first
+``max_chars`` characters of each document (newlines become spaces); measured in BENCHMARKS.md.
 ``candidates`` restricts the model to a set of labels (a scoring parameter: it changes the scores).
+``disambiguate: true`` re-labels documents py3langid calls Indonesian or Malay with lingua's detector
+restricted to those two (the ``lingua`` extra): py3langid confuses them most (see BENCHMARKS.md); the score
+stays py3langid's.
 """
 
 from __future__ import annotations
@@ -71,7 +75,9 @@ class Language:
     candidates: Any = None  # restrict the model to these labels (None: all of its 140)
     max_chars: int = 10_000
     model: str | None = None  # a py3langid model file (.npz.xz) to use instead of the shipped one
+    disambiguate: bool = False  # re-label Indonesian/Malay with lingua (the lingua extra)
     _identifier: Any = field(default=None, init=False, repr=False, compare=False)
+    _pair: Any = field(default=None, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "language"
     version: ClassVar[int] = 1
@@ -92,10 +98,14 @@ class Language:
                              "py3langid model (.npz.xz) or leave 'model' out to use the shipped one")
         if importlib.util.find_spec("py3langid") is None:
             raise MissingExtraError("py3langid", "curate", "identify languages")
+        if not isinstance(self.disambiguate, bool):
+            raise ValueError(f"disambiguate: expected true or false, got {self.disambiguate!r}")
+        if self.disambiguate and importlib.util.find_spec("lingua") is None:
+            raise MissingExtraError("lingua-language-detector", "lingua", "tell Indonesian from Malay")
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_identifier"] = None  # rebuilt by setup() in each worker
+        state["_identifier"] = state["_pair"] = None  # rebuilt by setup() in each worker
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -114,18 +124,33 @@ class Language:
             if unknown:
                 raise ValueError(f"candidates: the model has no label(s) {', '.join(unknown)}")
             ident.set_languages(wanted)
-        object.__setattr__(self, "_identifier", ident)
+        from tokenmill.curate.langid_batch import BatchIdentifier
+
+        object.__setattr__(self, "_identifier", BatchIdentifier(ident))
+        if self.disambiguate:
+            from lingua import Language as L, LanguageDetectorBuilder
+
+            object.__setattr__(self, "_pair", LanguageDetectorBuilder.from_languages(L.INDONESIAN, L.MALAY).build())
 
     def score(self, batch: pa.RecordBatch) -> Scored:
         self.setup()
         text = pc.utf8_slice_codeunits(batch.column("text"), 0, self.max_chars)
         text = pc.replace_substring(text, "\n", " ")
-        classify = self._identifier.classify
-        labels, scores = [], np.empty(len(text), dtype=np.float64)
-        for i, t in enumerate(text.to_pylist()):
-            label, scores[i] = classify(t)
-            labels.append(MODEL_TO_ISO.get(label, label))
+        found, scores = self._identifier.classify(text.to_pylist())
+        labels = [MODEL_TO_ISO.get(label, label) for label in found]
+        if self._pair is not None:
+            self._relabel_pair(text, labels)
         return Scored({"label": pa.array(labels, pa.string()), "score": scores})
+
+    def _relabel_pair(self, text: pa.Array, labels: list[str]) -> None:
+        """Indonesian and Malay share most of their vocabulary; lingua's word models tell them apart."""
+        from lingua import Language as L
+
+        rows = [i for i, label in enumerate(labels) if label in ("id", "ms")]
+        found = self._pair.detect_languages_in_parallel_of([text[i].as_py() for i in rows])
+        for i, lang in zip(rows, found):
+            if lang is not None:
+                labels[i] = "id" if lang == L.INDONESIAN else "ms"
 
     def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         label, score = scores["label"], np.asarray(scores["score"], dtype=np.float64)
