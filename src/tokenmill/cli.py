@@ -169,6 +169,9 @@ def cmd_curate(args: argparse.Namespace) -> int:
     print(f"curate: {c['kept']:,} kept of {c['input']:,} records in {len(manifest['documents'])} file(s) -> {out / 'documents'}")
     print(render_funnel(manifest["funnel"]))
     print(manifest["identity"])
+    changed = {k: v for k, v in c["extra"].items() if not k.startswith("skipped:")}
+    if changed:
+        print("rewritten: " + ", ".join(f"{k} {v:,}" for k, v in sorted(changed.items())))
     if manifest.get("rejects_file"):
         print(f"rejects: {out / manifest['rejects_file']}")
     print(f"ledger: {out / 'ledger'}\nreport: {out / 'report.html'}\nmanifest: {out / 'manifest.json'}")

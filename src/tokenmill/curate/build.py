@@ -48,8 +48,10 @@ def missing_steps(specs: list[dict]) -> list[str]:
     return missing
 
 
-def build_step(spec: dict, *, where: str) -> Any:
-    """One step from its spec; raise ``ConfigError`` with the spec's path on any problem."""
+def build_step(spec: Any, *, where: str) -> Any:
+    """One step from its spec (or a step object, taken as it is); ``ConfigError`` with the spec's path."""
+    if not isinstance(spec, dict) and isinstance(getattr(spec, "name", None), str) and hasattr(spec, "version"):
+        return spec
     if not isinstance(spec, dict) or "name" not in spec:
         raise ConfigError(f"{where}: expected a mapping with a 'name'")
     try:

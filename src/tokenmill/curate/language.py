@@ -33,6 +33,13 @@ import pyarrow.compute as pc
 from tokenmill.curate.step import Scored
 from tokenmill.errors import MissingExtraError
 
+SHIPPED_LABELS = frozenset((
+    "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he hi "
+    "hr ht hu hy id ig is it ja jv ka kk km kn ko ku ky la lg ln lo lt lv mg mk ml mn mr ms my ne nl "
+    "no om or pa pl ps pt qu ro ru sa si sk sl so sq sr sv sw ta te th tl tr ug uk ur uz vi xh yo zh "
+    "zu zxx ace bcl dz ext gcf gom grc gug hbo kik nso pcm rw se sn st an ary crh fo fuv gcr guw kab "
+    "lb lij ltg uzs wa sdh arz ba mt nn oc tg tk tt vec vo wuu yue "
+).split())  # the labels of py3langid 0.4's shipped model
 MODEL_TO_ISO = {"no": "nb"}  # the model's Bokmål class
 ALIASES = {"no": ("nb", "nn"), "nob": ("nb",), "nno": ("nn",)}
 THREE_TO_TWO = {
@@ -68,6 +75,25 @@ def _model_codes(labels: tuple[str, ...]) -> list[str]:
     return [back.get(label, label) for label in labels]
 
 
+_LOADED: dict[tuple, Any] = {}
+
+
+def _load(model: str | None, candidates: list[str] | None) -> Any:
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    from tokenmill.curate.langid_batch import BatchIdentifier
+
+    ident = LanguageIdentifier.from_model_file(model or MODEL_FILE, norm_probs=True)
+    if candidates:
+        known = set(ident.labels)
+        wanted = _model_codes(tuple(candidates))
+        unknown = sorted(set(wanted) - known)
+        if unknown:
+            raise ValueError(f"candidates: the model has no label(s) {', '.join(unknown)}")
+        ident.set_languages(wanted)
+    return BatchIdentifier(ident)
+
+
 @dataclass(frozen=True)
 class Language:
     languages: Any = ("en",)
@@ -98,6 +124,10 @@ class Language:
                              "py3langid model (.npz.xz) or leave 'model' out to use the shipped one")
         if importlib.util.find_spec("py3langid") is None:
             raise MissingExtraError("py3langid", "curate", "identify languages")
+        if self.candidates and self.model is None:
+            unknown = sorted(set(_model_codes(tuple(self.candidates))) - SHIPPED_LABELS)
+            if unknown:
+                raise ValueError(f"candidates: the shipped model has no label(s) {', '.join(unknown)}")
         if not isinstance(self.disambiguate, bool):
             raise ValueError(f"disambiguate: expected true or false, got {self.disambiguate!r}")
         if self.disambiguate and importlib.util.find_spec("lingua") is None:
@@ -114,19 +144,10 @@ class Language:
     def setup(self) -> None:
         if self._identifier is not None:
             return
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        ident = LanguageIdentifier.from_model_file(self.model or MODEL_FILE, norm_probs=True)
-        if self.candidates:
-            known = set(ident.labels)
-            wanted = [c for c in _model_codes(tuple(self.candidates)) if c in known]
-            unknown = sorted(set(_model_codes(tuple(self.candidates))) - known)
-            if unknown:
-                raise ValueError(f"candidates: the model has no label(s) {', '.join(unknown)}")
-            ident.set_languages(wanted)
-        from tokenmill.curate.langid_batch import BatchIdentifier
-
-        object.__setattr__(self, "_identifier", BatchIdentifier(ident))
+        key = (self.model, tuple(self.candidates or ()))
+        if key not in _LOADED:  # one model per process, whatever the number of steps or runs using it
+            _LOADED[key] = _load(self.model, self.candidates)
+        object.__setattr__(self, "_identifier", _LOADED[key])
         if self.disambiguate:
             from lingua import Language as L, LanguageDetectorBuilder
 

@@ -189,7 +189,7 @@ def run_curate(
         shutil.rmtree(out)
     routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas)
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
-    config = {"preset": preset, "steps": specs, "unit_bytes": unit_bytes, "text_mode": text_mode,
+    config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs], "unit_bytes": unit_bytes, "text_mode": text_mode,
               "score_removed": score_removed, "schemas": routed.schemas}
     results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
                            executor=executor or LocalExecutor(workers=workers))
