@@ -68,7 +68,7 @@ def render_funnel(funnel: dict) -> str:
         lines.append(f"  {r['step']:<24} {r['reached']:>10,} {r['removed']:>10,} {r['share_of_input']:>8.1%} "
                      f"{r['share_of_reached']:>10.1%} {r['left']:>10,}")
         for rule, n in sorted(r["rules"].items(), key=lambda kv: -kv[1]):
-            lines.append(f"      {rule.split(':', 1)[-1]:<20} {'':>10} {n:>10,}")
+            lines.append(f"      {rule.split(':', 1)[-1]:<24} {'':>6} {n:>10,}")
     share = funnel["kept"] / funnel["input"] if funnel["input"] else 0.0
     lines.append(f"  {'kept':<24} {'':>10} {'':>10} {'':>9} {'':>11} {funnel['kept']:>10,}  ({share:.1%} of the input)")
     if funnel.get("unscored"):
