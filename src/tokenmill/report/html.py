@@ -22,11 +22,12 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}th{background:#f4f4f4}
 td.l,th.l{text-align:left}svg text{font:12px system-ui,sans-serif}.hists{display:flex;flex-wrap:wrap;gap:12px}
-figure{margin:0;border:1px solid #eee;padding:6px}figcaption{font-size:12px;color:#555}
+figure{margin:0;border:1px solid #eee;padding:6px;width:262px}figcaption{font-size:12px;color:#555}
 pre{white-space:pre-wrap;background:#f8f8f8;border-left:3px solid #c33;padding:6px;max-height:14em;overflow:auto}
 .muted{color:#777}
 """
-W = 900
+W = 1000
+BAR = 480
 
 
 def _e(s: Any) -> str:
@@ -40,16 +41,16 @@ def funnel_svg(funnel: dict) -> str:
     parts = [f'<svg class="chart funnel" width="{W}" height="{h}" role="img" aria-label="funnel">']
     for i, r in enumerate(rows):
         y = 5 + 26 * i
-        kept_w = 560 * r["left"] / total
-        gone_w = 560 * r["removed"] / total
+        kept_w = BAR * r["left"] / total
+        gone_w = BAR * r["removed"] / total
         parts.append(f'<text x="0" y="{y + 15}">{_e(r["step"])}</text>'
                      f'<rect class="left" x="220" y="{y}" width="{kept_w:.1f}" height="20" fill="#4a7"/>'
                      f'<rect class="removed" x="{220 + kept_w:.1f}" y="{y}" width="{gone_w:.1f}" height="20" fill="#d55"/>'
-                     f'<text x="{790}" y="{y + 15}">-{r["removed"]:,} ({r["share_of_input"]:.1%} / {r["share_of_reached"]:.1%})</text>')
+                     f'<text x="{230 + BAR}" y="{y + 15}">-{r["removed"]:,} ({r["share_of_input"]:.1%} / {r["share_of_reached"]:.1%})</text>')
     y = 5 + 26 * len(rows)
     parts.append(f'<text x="0" y="{y + 15}">kept</text><rect class="left" x="220" y="{y}" '
-                 f'width="{560 * funnel["kept"] / total:.1f}" height="20" fill="#4a7"/>'
-                 f'<text x="790" y="{y + 15}">{funnel["kept"]:,} ({funnel["kept"] / total:.1%})</text></svg>')
+                 f'width="{BAR * funnel["kept"] / total:.1f}" height="20" fill="#4a7"/>'
+                 f'<text x="{230 + BAR}" y="{y + 15}">{funnel["kept"]:,} ({funnel["kept"] / total:.1%})</text></svg>')
     return "".join(parts)
 
 
@@ -68,7 +69,7 @@ def rules_svg(funnel: dict) -> str:
     return "".join(parts)
 
 
-def thresholds_of(entry: dict) -> dict[str, float]:
+def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, float]:
     """Statistic -> threshold value of one step entry of the manifest."""
     from tokenmill.curate.build import resolve
 
@@ -82,6 +83,8 @@ def thresholds_of(entry: dict) -> dict[str, float]:
         if isinstance(params.get(param), (int, float)) and not isinstance(params.get(param), bool):
             out[stat] = float(params[param])
     for p, v in params.items():
+        if p in stats and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.setdefault(p, float(v))  # datatrove's naming: the parameter is named after the statistic
         for prefix in ("min_", "max_"):
             if p.startswith(prefix) and isinstance(v, (int, float)) and not isinstance(v, bool):
                 out.setdefault(p[len(prefix):], float(v))
@@ -92,12 +95,13 @@ def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
     values = values[np.isfinite(values)]
     if len(values) == 0:
         return ""
-    lo, hi = float(values.min()), float(values.max())
+    lo, hi = float(values.min()), float(np.percentile(values, 99))  # the last bar holds the top 1%
     if threshold is not None:
         lo, hi = min(lo, threshold), max(hi, threshold)
+    clipped = hi < float(values.max())
     if hi <= lo:
         hi = lo + 1.0
-    counts, edges = np.histogram(values, bins=24, range=(lo, hi))
+    counts, edges = np.histogram(np.minimum(values, hi), bins=24, range=(lo, hi))
     top = max(int(counts.max()), 1)
     w, h, pad = 260, 130, 20
     bw = w / len(counts)
@@ -109,8 +113,9 @@ def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
         x = w * (threshold - lo) / (hi - lo)
         parts.append(f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{h}" stroke="#c00" '
                      f'stroke-width="2" stroke-dasharray="4 2"/>')
-    parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text><text x="{w - 40}" y="{h + 14}">{_fmt(hi)}</text></svg>')
+    parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text><text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></svg>')
     mark = f", threshold {_fmt(threshold)}" if threshold is not None else ""
+    mark += f", top 1% in the last bar (max {_fmt(float(values.max()))})" if clipped else ""
     parts.append(f"<figcaption>{_e(column)} ({len(values):,} documents{_e(mark)})</figcaption></figure>")
     return "".join(parts)
 
@@ -128,7 +133,8 @@ def histograms(directory: Path, manifest: dict) -> str:
         if table is None:
             continue
         for entry in [e for e in manifest["steps"] if e["stage"] == stage]:
-            marks = thresholds_of(entry)
+            stats = tuple(c.split(".", 1)[1] for c in table.column_names if c.startswith(entry["name"] + "."))
+            marks = thresholds_of(entry, stats)
             for name in table.column_names:
                 if not name.startswith(entry["name"] + "."):
                     continue
