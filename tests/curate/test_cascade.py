@@ -118,3 +118,20 @@ def test_decide_sees_numpy_like_the_funnel():
 
     assert as_numpy(pa.array(["a", None])).tolist() == ["a", None]
     assert as_numpy(np.array([1, 2])).dtype.kind == "i"
+
+
+def test_curate_resumes_and_refuses_other_settings(tmp_path):
+    from tokenmill.errors import ConfigError
+
+    for i in range(2):
+        write_corpus(tmp_path / "in" / f"f{i}.jsonl")
+    steps = [{"name": "pii"}]
+    first = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
+    marker = tmp_path / "out" / "_state" / "curate_v1" / "done" / "unit-000001.json"
+    marker.unlink()  # as if the run had been killed before its last unit committed
+    before = (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns
+    again = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
+    assert again["counts"] == first["counts"] and marker.exists()
+    assert (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns == before  # unit 0 was not redone
+    with pytest.raises(ConfigError, match="other inputs or settings"):
+        run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=[{"name": "pii", "email": False}], workers=1)
