@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--score-survivors-only", action="store_true",
                    help="later steps score only the documents earlier steps kept (faster; funnel --set can then only tighten exactly)")
 
@@ -163,6 +164,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
+        progress=False if args.no_progress else None,
     )
     out = Path(cfg["out"])
     c = manifest["counts"]

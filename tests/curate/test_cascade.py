@@ -9,17 +9,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from curatekit import ENGLISH, write_corpus
 
+from tokenmill.curate.build import build_step
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.pii import Pii
 from tokenmill.curate.run import run_curate
-from tokenmill.curate.build import build_step
 from tokenmill.records import DOCUMENT
 
-from curatekit import ENGLISH, write_corpus
 
-
-def LengthFilter(**params):  # noqa: N802  (the registry's length step, whichever module provides it)
+def LengthFilter(**params):
     return build_step({"name": "length", **params}, where="test")
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from curatekit import write_corpus
 
 from tokenmill.cli import main
 from tokenmill.curate.build import missing_steps
 from tokenmill.curate.funnel import parse_sets, recompute
 from tokenmill.curate.run import run_curate
 from tokenmill.errors import ConfigError
-
-from curatekit import write_corpus
 
 STEPS = [{"name": "url", "block_domains": ["blocked.test"]},
          {"name": "language", "languages": ["en"], "threshold": 0.9},

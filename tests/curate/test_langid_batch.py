@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from curatekit import ENGLISH, OTHER
 
 EDGE = ["", "   ", "12345 678", "ALL CAPS ENGLISH TEXT ABOUT THE WEATHER", "日本語の文章です。今日は晴れです。",

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+from curatekit import write_corpus
 
 from tokenmill.cli import main
 from tokenmill.curate.funnel import recompute
 from tokenmill.curate.run import run_curate
-
-from curatekit import write_corpus
 
 
 def test_pretrain_steps_write_a_ledger_and_match_curate(tmp_path, capsys):

@@ -8,10 +8,9 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from curatekit import write_corpus
 
 from tokenmill.curate.run import run_curate
-
-from curatekit import write_corpus
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

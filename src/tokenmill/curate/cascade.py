@@ -111,7 +111,7 @@ class Cascade:
         filtered, counts, seconds = Counter(), Counter(), Counter()
         for step in self.steps:
             started = time.perf_counter()
-            positions = None if self.score_removed else np.flatnonzero(reasons == None)  # noqa: E711
+            positions = None if self.score_removed else np.flatnonzero(reasons == None)
             batch = docs if positions is None else docs.take(pa.array(positions))
             scored = step.score(batch)
             m = batch.num_rows
@@ -122,13 +122,13 @@ class Cascade:
                 docs = _replace_text(docs, _arrow(scored.text, m, f"{step_id(step)} text"), positions)
             rules = decisions(step, scored.scores, m)
             rows = np.arange(n) if positions is None else positions
-            fresh = np.array([r is not None for r in rules], dtype=bool) & (reasons[rows] == None)  # noqa: E711
+            fresh = np.array([r is not None for r in rules], dtype=bool) & (reasons[rows] == None)
             for i, rule in zip(rows[fresh], rules[fresh]):
                 reasons[i] = reason(step, str(rule))
             filtered.update(reasons[rows[fresh]].tolist())
             counts.update(scored.counts)
             seconds[step_id(step)] += time.perf_counter() - started
-        keep = reasons == None  # noqa: E711
+        keep = reasons == None
         ledger = ledger_batch(docs, locs, columns, keep, reasons)
         return CascadeResult(docs.filter(pa.array(keep)), ledger, filtered, counts, seconds)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
@@ -172,7 +171,7 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
     unscored = 0
     for k, (entry, step) in enumerate(zip(entries, steps)):
         scored = np.ones(n, dtype=bool) if score_removed else old_at >= k
-        todo = alive & (new == None)  # noqa: E711
+        todo = alive & (new == None)
         unscored += int(np.sum(todo & ~scored))
         rows = np.flatnonzero(todo & scored)
         if len(rows) == 0:

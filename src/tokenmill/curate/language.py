@@ -149,7 +149,8 @@ class Language:
             _LOADED[key] = _load(self.model, self.candidates)
         object.__setattr__(self, "_identifier", _LOADED[key])
         if self.disambiguate:
-            from lingua import Language as L, LanguageDetectorBuilder
+            from lingua import Language as L
+            from lingua import LanguageDetectorBuilder
 
             object.__setattr__(self, "_pair", LanguageDetectorBuilder.from_languages(L.INDONESIAN, L.MALAY).build())
 

@@ -171,6 +171,7 @@ def run_curate(
     schemas: dict[str, dict] | None = None,
     score_removed: bool = True,
     report: bool = True,
+    progress: bool | None = None,
 ) -> dict:
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
@@ -192,12 +193,32 @@ def run_curate(
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs], "unit_bytes": unit_bytes, "text_mode": text_mode,
               "score_removed": score_removed, "schemas": routed.schemas}
     results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
-                           executor=executor or LocalExecutor(workers=workers))
+                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     _finish(out, manifest, results, report=report)
     return manifest
+
+
+class _StageBar:
+    """The engine's progress line for one stage, fed with unit results."""
+
+    def __init__(self, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None):
+        from tokenmill.engine.progress import Progress
+
+        self.bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
+        self.bar.skip(len(done), [{"stats": r.stats.to_dict()} for r in done.values()])
+
+    def update(self, result: UnitResult) -> None:
+        self.bar.update({"stats": result.stats.to_dict()})
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _bar(enabled: bool | None):
+    return lambda key, units, done: _StageBar(units, done, enabled)
 
 
 def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,

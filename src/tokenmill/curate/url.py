@@ -59,7 +59,7 @@ def read_list(path: str | Path) -> list[str]:
         for line in fh:
             entry = line.split("#", 1)[0].strip().lower()
             if entry:
-                out.append(entry[4:] if entry.startswith("www.") else entry)
+                out.append(entry.removeprefix("www."))
     return out
 
 
@@ -200,7 +200,7 @@ class _Lists:
     subwords: str | None  # one alternation for the regex engine, or None
 
     @classmethod
-    def load(cls, step: UrlFilter) -> "_Lists":
+    def load(cls, step: UrlFilter) -> _Lists:
         domains: dict[str, str] = {}
         urls: dict[str, str] = {}
         for d in step.block_domains:
@@ -231,7 +231,7 @@ class _Lists:
 
 def _clean(host: str) -> str:
     h = host.strip().lower()
-    return h[4:] if h.startswith("www.") else h
+    return h.removeprefix("www.")
 
 
 def _keys_values(d: dict[str, str]) -> tuple[pa.Array, pa.Array]:

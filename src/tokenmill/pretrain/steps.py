@@ -57,9 +57,9 @@ class LengthFilter:
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
         rules = self.decide(self.score(batch).scores)
         counts: dict[str, int] = {}
-        for r in rules[rules != None]:  # noqa: E711
+        for r in rules[rules != None]:
             counts[f"length_v1:{r}"] = counts.get(f"length_v1:{r}", 0) + 1
-        return batch.filter(pa.array(rules == None)), counts  # noqa: E711
+        return batch.filter(pa.array(rules == None)), counts
 
 
 STEPS = {"length": LengthFilter}

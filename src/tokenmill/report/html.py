@@ -101,7 +101,7 @@ def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
     clipped = hi < float(values.max())
     if hi <= lo:
         hi = lo + 1.0
-    counts, edges = np.histogram(np.minimum(values, hi), bins=24, range=(lo, hi))
+    counts, _ = np.histogram(np.minimum(values, hi), bins=24, range=(lo, hi))
     top = max(int(counts.max()), 1)
     w, h, pad = 260, 130, 20
     bw = w / len(counts)
