@@ -150,9 +150,10 @@ def read_stage_ledger(directory: Path, files: list[str]) -> pa.Table | None:
 
 
 def _keys(table: pa.Table) -> list[str]:
-    src = table.column("source").to_pylist()
-    loc = table.column("loc").to_pylist() if "loc" in table.column_names else table.column("id").to_pylist()
-    return [f"{s}\0{l}" for s, l in zip(src, loc)]
+    """A document's identity across stages: its file and line (its id where a stage kept no line)."""
+    src, ids = table.column("source").to_pylist(), table.column("id").to_pylist()
+    locs = table.column("loc").to_pylist() if "loc" in table.column_names else [None] * len(ids)
+    return [f"{s}\0{loc}" if loc is not None else f"{s}\0id\0{i}" for s, loc, i in zip(src, locs, ids)]
 
 
 def _stat_columns(table: pa.Table, step: Any, rows: np.ndarray) -> dict[str, Any]:

@@ -86,6 +86,14 @@ def _with_loc(docs: pa.RecordBatch, locs: np.ndarray) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(list(docs.columns) + [pa.array(locs, pa.int64())], schema=DOCS_SCHEMA)
 
 
+def _as_docs(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An upstream documents batch in ``DOCS_SCHEMA`` (a stage that wrote no ``loc`` or ``meta`` gets nulls)."""
+    names = batch.schema.names
+    cols = [batch.column(f.name).cast(f.type) if f.name in names else pa.nulls(batch.num_rows, f.type)
+            for f in DOCS_SCHEMA]
+    return pa.RecordBatch.from_arrays(cols, schema=DOCS_SCHEMA)
+
+
 def _count(stats: Stats, result: CascadeResult) -> None:
     stats.kept += result.kept.num_rows
     for reason, n in result.filtered.items():
@@ -154,7 +162,7 @@ class DocsTask:
         writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet")
         source = Path(self.out) / unit.payload
         for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
-            docs = pa.RecordBatch.from_arrays([batch.column(n) for n in DOCS_SCHEMA.names], schema=DOCS_SCHEMA)
+            docs = _as_docs(batch)
             stats.input += docs.num_rows
             result = self.cascade(docs, docs.column("loc").to_numpy())
             seconds.update(result.seconds)
