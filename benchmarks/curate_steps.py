@@ -40,8 +40,15 @@ def web_batch(shared: Path) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({"text": pa.array(texts, pa.large_string()), "url": urls})
 
 
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:")) / 1024
+
+
 def rate(step, batch) -> tuple[float, float]:
+    before = rss_mb()
     step.setup()
+    print(f"<!-- {step.name}: setup adds {rss_mb() - before:.0f} MB RSS -->")
     started = time.perf_counter()
     step.score(batch)
     s = time.perf_counter() - started
