@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tokenmill.curate.cascade import Cascade
-from tokenmill.curate.inline import UnitLedger, add_funnel, is_doc_steps
+from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
