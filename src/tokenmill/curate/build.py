@@ -62,7 +62,8 @@ def build_step(spec: Any, *, where: str) -> Any:
     try:
         return factory(**options)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        message = str(exc).removeprefix(f"{spec['name']}.")  # the path already names the step
+        raise ConfigError(f"{where}: {message}") from None
     except TokenmillError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
