@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"],
                    help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
+    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, none")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
@@ -56,6 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
     p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template (0 = off)")
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
+
+    p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
+    p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
+    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
+    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
+    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
+    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--score-survivors-only", action="store_true",
+                   help="later steps score only the documents earlier steps kept (faster; funnel --set can then only tighten exactly)")
+
+    p = sub.add_parser("funnel", help="recompute a run's funnel from its ledger, optionally with other thresholds")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="STEP.PARAM=VALUE",
+                   help="change one step parameter (repeatable), e.g. gopher_quality.min_stop_words=3")
+    p.add_argument("--json", action="store_true", help="print the funnel as JSON")
 
     p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
     p.add_argument("directory", metavar="DIR")
@@ -110,9 +131,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
     cfg: dict[str, Any] = load_config(args.config) if args.config else {}
     flags = {
-        "inputs": args.inputs or None, "out": args.out, "tokenizer": args.tokenizer, "workers": args.workers,
-        "force": args.force, "overwrite": args.overwrite, "shard_tokens": args.shard_tokens,
-        "text_mode": getattr(args, "text_mode", None),
+        "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
+        "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
+        "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
+        "preset": getattr(args, "preset", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
     }
     cfg.update({k: v for k, v in flags.items() if v is not None})
@@ -120,6 +142,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     problems = []
     if cfg.get("track") not in (None, args.command):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
+    if args.command == "sft" and cfg.get("preset"):
+        problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
+    if args.command == "curate" and (cfg.get("sft") or cfg.get("tokenizer")):
+        problems.append("sft/tokenizer: `tokenmill curate` writes documents, not tokens; remove them")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if problems:
@@ -154,22 +180,61 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_curate(args: argparse.Namespace) -> int:
+    from tokenmill.curate.funnel import render_funnel
+    from tokenmill.curate.run import run_curate
+
+    cfg = _settings(args)
+    manifest = run_curate(
+        cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), workers=cfg.get("workers"),
+        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
+        unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
+        schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
+        progress=False if args.no_progress else None,
+    )
+    out = Path(cfg["out"])
+    c = manifest["counts"]
+    print(f"curate: {c['kept']:,} kept of {c['input']:,} records in {len(manifest['documents'])} file(s) -> {out / 'documents'}")
+    print(render_funnel(manifest["funnel"]))
+    print(manifest["identity"])
+    changed = {k: v for k, v in c["extra"].items() if not k.startswith("skipped:")}
+    if changed:
+        print("rewritten: " + ", ".join(f"{k} {v:,}" for k, v in sorted(changed.items())))
+    if manifest.get("rejects_file"):
+        print(f"rejects: {out / manifest['rejects_file']}")
+    print(f"ledger: {out / 'ledger'}\nreport: {out / 'report.html'}\nmanifest: {out / 'manifest.json'}")
+    return 0
+
+
+def cmd_funnel(args: argparse.Namespace) -> int:
+    from tokenmill.curate.funnel import parse_sets, recompute, render_funnel
+
+    funnel = recompute(args.directory, parse_sets(args.sets))
+    print(json.dumps(funnel, indent=2) if args.json else render_funnel(funnel))
+    return 0
+
+
 def cmd_pretrain(args: argparse.Namespace) -> int:
+    from tokenmill.curate.build import build_steps, step_specs
     from tokenmill.pretrain import run_pretrain
-    from tokenmill.pretrain.steps import build_steps
     from tokenmill.track import print_summary
 
     cfg = _settings(args)
-    steps = build_steps(cfg.get("steps"), source=args.config or "config")
+    specs = step_specs(cfg.get("preset"), cfg.get("steps"))
+    steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
-        config={"steps": cfg.get("steps") or [], "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
+        config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
     )
     print_summary(manifest, Path(cfg["out"]))
+    if manifest.get("funnel"):
+        from tokenmill.curate.funnel import render_funnel
+
+        print(render_funnel(manifest["funnel"]))
     return 0
 
 
@@ -258,9 +323,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "inspect": cmd_inspect, "pretrain": cmd_pretrain, "sft": cmd_sft, "export": cmd_export,
-    "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo, "quality": cmd_quality,
-    "synth": cmd_synth, "sft-select": cmd_sft_select,
+    "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
+    "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo,
+    "quality": cmd_quality, "synth": cmd_synth, "sft-select": cmd_sft_select,
 }
 
 

@@ -10,7 +10,8 @@ Example::
     unit_bytes: 64MiB
     shard_tokens: 268435456
     text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
-    steps:                     # curation steps, in order (SFT: over each conversation's flat text)
+    preset: fineweb            # curation steps of a published pipeline (tokenmill curate / pretrain)
+    steps:                     # curation steps, in order, after the preset's (SFT: over each conversation)
       - {name: length, min_chars: 200, max_chars: 1000000}
     schema:                    # optional explicit field mappings, by input path (or "*")
       "*": {record: Document, text: body, id: doc_id}
@@ -90,7 +91,8 @@ def _positive_size(v: Any) -> int:
 
 
 TOP: dict[str, Callable[[Any], Any]] = {
-    "track": _choice("pretrain", "sft"),
+    "track": _choice("pretrain", "sft", "curate"),
+    "preset": _typed(str),
     "inputs": _paths,
     "out": _typed(str),
     "tokenizer": _typed(str),
@@ -149,7 +151,7 @@ def validate(data: Any, *, source: str = "config") -> dict:
 
 def _step_problems(steps: list) -> list[str]:
     """Every problem of the ``steps:`` list (shape, names, options), in the same pass as the rest."""
-    from tokenmill.pretrain.steps import build_steps
+    from tokenmill.curate.build import build_steps
 
     problems = [f"steps[{i}]: expected a mapping with a 'name'" for i, step in enumerate(steps)
                 if not isinstance(step, dict) or "name" not in step]

@@ -30,7 +30,7 @@ class ResponseMentions:
         return Scored({"hit": pc.match_substring(batch.column("response"), self.word).to_numpy(zero_copy_only=False)})
 
     def decide(self, scores):
-        return np.where(scores["hit"], f"{self.name}_v{self.version}:{self.word}", None)
+        return np.where(scores["hit"], self.word, None)  # the rule; the engine names it <step>_v<version>:<rule>
 
 
 def short_prompts(batch):

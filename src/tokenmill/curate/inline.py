@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.curate.step import step_name
+from tokenmill.curate.step import reason, step_name
 from tokenmill.errors import ConfigError
 
 ROW = "__tokenmill_row"  # original position of each row, carried through plain steps when asked for
@@ -69,7 +69,7 @@ def _doc_step(step: Any, out: Applied, *, rewrite: bool) -> None:
     keep = np.array([r is None for r in verdict], dtype=bool)
     for r in verdict:
         if r is not None:
-            out.filtered[r] += 1
+            out.filtered[reason(step, r)] += 1  # <step>_v<version>:<rule>, as the cascade counts it
     out.counts.update(scored.counts)
     batch = out.batch
     if scored.text is not None:

@@ -13,6 +13,10 @@ A step is a small frozen dataclass (its fields are its parameters) with:
               from the statistics only (a mapping stat -> numpy array), the rule that removes each document
               (a ``str``) or ``None`` to keep it, using the step's threshold fields.
 
+Optional class attributes: ``decision_params`` (the fields ``decide`` uses; ``tokenmill funnel --set``
+refuses to change any other, since the ledger cannot replay a change of the scores) and ``thresholds``
+(``{stat: field}``, where ``report.html`` marks each statistic's threshold).
+
 Ledger columns are ``<name>.<stat>``; reasons are ``<name>_v<version>:<rule>``. Every step must survive
 ``pickle``; heavy state is built in ``setup`` and kept out of the pickled fields.
 """

@@ -104,7 +104,14 @@ def _plain_columns(table: pa.RecordBatch, schema: dict) -> bool:
 def _column_strings(table: pa.RecordBatch, name: str | None, keep: pa.Array) -> pa.Array:
     if not name or name not in table.schema.names:
         return pa.nulls(pc.sum(keep).as_py() or 0, pa.string())
-    return pc.cast(table.column(name).filter(keep), pa.string())
+    column = table.column(name).filter(keep)
+    try:
+        return pc.cast(column, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # nested values, or bytes that are not UTF-8: their JSON text (a URL step then calls it invalid)
+        return pa.array([_str_or_none(v if not isinstance(v, bytes) else v.decode("utf-8", "replace"))
+                         if not isinstance(v, (dict, list)) else orjson.dumps(v, default=str).decode()
+                         for v in column.to_pylist()], pa.string())
 
 
 def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:

@@ -20,8 +20,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tokenmill.base.accounting import Stats
+from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.inline import apply_steps, setup_steps
 from tokenmill.curate.step import step_identity
+from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
@@ -74,6 +76,9 @@ class PretrainTask:
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, work)
         bos = tok.bos_id if tok.add_bos else None
+        # curation steps (tokenmill.curate) run as a cascade that writes the ledger beside the shards;
+        # plain callables (``step(batch) -> (kept, counts)``) run as they are
+        ledger = UnitLedger(Cascade(tuple(self.steps)), staging, unit.name) if is_doc_steps(self.steps) else None
         for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
@@ -81,7 +86,11 @@ class PretrainTask:
             sink.add(raw.rejects, stats)
             docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
             sink.add(rejects, stats)
-            if self.steps:
+            if ledger is not None:
+                started = time.perf_counter()
+                docs = ledger.apply(docs, raw, rejects, stats)
+                seconds["steps"] += time.perf_counter() - started
+            elif self.steps:
                 applied = apply_steps(self.steps, docs)
                 docs = applied.batch
                 for reason, count in applied.filtered.items():
@@ -100,7 +109,8 @@ class PretrainTask:
             stats.tokens += int(offsets[-1])
         shards = writer.close()
         sink.close()
-        return UnitResult(stats=stats, outputs=staged_files(staging), data={"shards": shards},
+        ledger_file = ledger.close() if ledger else None
+        return UnitResult(stats=stats, outputs=staged_files(staging), data={"shards": shards, "ledger": ledger_file},
                           step_seconds=seconds)
 
 
@@ -135,7 +145,8 @@ def run_pretrain(
         _check_eos(run.tokenizer)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                             text_mode=text_mode, steps=tuple(steps))
-        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress)
+        manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress)
+    return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest
 
 
 def _check_eos(tokenizer: Any) -> None:

@@ -1,15 +1,17 @@
-"""Curation steps: plain picklable callables over a ``Document`` record batch.
+"""The first curation step, kept for installations without the heuristics package.
 
-A step returns ``(kept_batch, {reason: n_filtered})``; the reason becomes a counted line of the run's
-accounting. Scores are computed with ``pyarrow.compute``, never per-token Python loops. Step names carry
-a version (``length_v1``) so a changed rule never hides behind an old name.
+``LengthFilter`` follows the document-step contract (:mod:`tokenmill.curate.step`: ``score`` then
+``decide``; statistic ``length.chars``, rules ``too_short`` / ``too_long``) and can still be called on a
+batch directly (``(kept_batch, {reason: n})``). ``tokenmill.curate.build`` uses it for ``length`` when the
+registry's heuristics module is absent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,7 +24,11 @@ class LengthFilter:
 
     min_chars: int = 0
     max_chars: int | None = None
-    name: str = "length_v1"
+
+    name: ClassVar[str] = "length"
+    version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("min_chars", "max_chars")
+    thresholds: ClassVar[dict] = {"chars": "min_chars"}
 
     def __post_init__(self) -> None:
         for key in ("min_chars", "max_chars"):
@@ -32,14 +38,28 @@ class LengthFilter:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
 
+    def setup(self) -> None:
+        pass
+
+    def score(self, batch: pa.RecordBatch) -> Any:
+        from tokenmill.curate.step import Scored
+
+        return Scored({"chars": pc.utf8_length(batch.column("text")).to_numpy().astype(np.int64)})
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        n = np.asarray(scores["chars"])
+        out = np.full(len(n), None, dtype=object)
+        if self.max_chars is not None:
+            out[n > self.max_chars] = "too_long"
+        out[n < self.min_chars] = "too_short"
+        return out
+
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
-        n = pc.utf8_length(batch.column("text"))
-        short = pc.less(n, self.min_chars)
-        long_ = pc.greater(n, self.max_chars) if self.max_chars is not None else pc.equal(n, -1)
-        keep = pc.invert(pc.or_(short, long_))
-        counts = {f"{self.name}:too_short": pc.sum(short).as_py() or 0,
-                  f"{self.name}:too_long": pc.sum(long_).as_py() or 0}
-        return batch.filter(keep), {k: v for k, v in counts.items() if v}
+        rules = self.decide(self.score(batch).scores)
+        counts: dict[str, int] = {}
+        for r in rules[rules != None]:
+            counts[f"length_v1:{r}"] = counts.get(f"length_v1:{r}", 0) + 1
+        return batch.filter(pa.array(rules == None)), counts
 
 
 STEPS = {"length": LengthFilter}

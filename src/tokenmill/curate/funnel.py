@@ -1,0 +1,218 @@
+"""The funnel: how many documents each step removed, of the input and of what reached it.
+
+DCLM's Figure 4 in numbers: for every step in order, the documents that reached it, those it removed
+(each document counted once, at the first rule that removed it), that as a share of the input records
+and of what reached the step, and what was left. Read errors (rejects) come first, as their own line.
+
+``recompute`` rebuilds the funnel from the ledger for other parameters (``--set gopher_quality.
+min_stop_words=3``) without reading any text: each step's ``decide`` runs again over its stored
+statistics. With every step scoring every document (the default, see :mod:`tokenmill.curate.cascade`),
+the result equals a full rerun with those parameters; otherwise documents a loosened threshold lets
+through to a step that never scored them are counted as ``unscored`` and kept, and the funnel says so.
+A step may name its decision parameters (``decision_params``); changing any other parameter of such a
+step changes its scores, and is refused (rerun instead).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from tokenmill.curate.cascade import decisions
+from tokenmill.curate.step import reason
+from tokenmill.errors import ConfigError, InputError
+
+
+def build_funnel(records: int, rejected: Counter, steps: list[dict], filtered: Counter) -> dict:
+    """The funnel of ``records`` input records, given the rejects and the removals by reason."""
+    rows = []
+    left = records
+    if rejected:
+        n = sum(rejected.values())
+        rows.append(_row("rejected", records, n, records, dict(rejected)))
+        left -= n
+    for entry in steps:
+        prefix = entry["id"] + ":"
+        rules = {k: v for k, v in sorted(filtered.items()) if k.startswith(prefix)}
+        removed = sum(rules.values())
+        rows.append(_row(entry["id"], left, removed, records, rules))
+        left -= removed
+    return {"input": records, "rows": rows, "kept": left}
+
+
+def _row(name: str, reached: int, removed: int, records: int, rules: dict) -> dict:
+    return {"step": name, "reached": reached, "removed": removed, "left": reached - removed,
+            "share_of_input": removed / records if records else 0.0,
+            "share_of_reached": removed / reached if reached else 0.0, "rules": rules}
+
+
+def funnel_from_ledger(out: Path, manifest: dict) -> dict:
+    """The recorded funnel of a run (from its counts, which the ledger's ``reason`` column matches)."""
+    c = manifest["counts"]
+    return build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+
+
+def render_funnel(funnel: dict) -> str:
+    """The funnel as a text table, as every run prints it."""
+    lines = ["funnel: share removed of the input and of what reached each step",
+             f"  {'step':<24} {'reached':>10} {'removed':>10} {'of input':>9} {'of reached':>11} {'left':>10}"]
+    for r in funnel["rows"]:
+        lines.append(f"  {r['step']:<24} {r['reached']:>10,} {r['removed']:>10,} {r['share_of_input']:>8.1%} "
+                     f"{r['share_of_reached']:>10.1%} {r['left']:>10,}")
+        for rule, n in sorted(r["rules"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"      {rule.split(':', 1)[-1]:<24} {'':>6} {n:>10,}")
+    share = funnel["kept"] / funnel["input"] if funnel["input"] else 0.0
+    lines.append(f"  {'kept':<24} {'':>10} {'':>10} {'':>9} {'':>11} {funnel['kept']:>10,}  ({share:.1%} of the input)")
+    if funnel.get("unscored"):
+        lines.append(f"  note: {funnel['unscored']:,} document(s) reached a step that never scored them "
+                     "(kept there); rerun for exact counts")
+    return "\n".join(lines)
+
+
+# --- recomputation -------------------------------------------------------------------------------------
+
+def read_manifest(directory: str | Path) -> dict:
+    path = Path(directory) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError:
+        raise InputError(f"{directory}: no manifest.json; give the output directory of `tokenmill curate` "
+                         "(or of `tokenmill pretrain` with steps)") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if "steps" not in manifest or not isinstance(manifest.get("ledger"), dict):
+        raise InputError(f"{path}: this run recorded no decision ledger (it ran no curation steps)")
+    return manifest
+
+
+def parse_sets(items: list[str]) -> dict[tuple[str, str], Any]:
+    """``["gopher_quality.min_stop_words=3"]`` -> ``{("gopher_quality", "min_stop_words"): 3}`` (YAML values)."""
+    out, problems = {}, []
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        step, dot, param = key.strip().partition(".")
+        if not eq or not dot or not step or not param:
+            problems.append(f"--set {item!r}: expected STEP.PARAM=VALUE, e.g. gopher_quality.min_stop_words=3")
+            continue
+        try:
+            out[(step, param)] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            problems.append(f"--set {item!r}: the value is not valid YAML ({exc})")
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]:
+    from tokenmill.curate.build import build_step
+
+    names = {e["name"] for e in entries}
+    problems = [f"--set {s}.{p}: no step {s!r} in this run (its steps: {', '.join(e['name'] for e in entries)})"
+                for s, p in sets if s not in names]
+    steps = []
+    for i, e in enumerate(entries):
+        if e["kind"] != "document":
+            steps.append(None)
+            continue
+        changes = {p: v for (s, p), v in sets.items() if s == e["name"]}
+        unknown = [p for p in changes if p not in e["params"]]
+        problems += [f"--set {e['name']}.{p}: {e['name']} has no parameter {p!r}; its parameters: "
+                     f"{', '.join(e['params'])}" for p in unknown]
+        try:
+            step = build_step({"name": e["name"], **e["params"], **changes}, where=f"--set {e['name']}")
+        except ConfigError as exc:
+            problems += exc.problems
+            steps.append(None)
+            continue
+        allowed = getattr(step, "decision_params", None)
+        if allowed is not None:
+            problems += [f"--set {e['name']}.{p}: changes how {e['name']} scores documents, which the ledger cannot "
+                         f"replay; rerun `tokenmill curate` (decision parameters: {', '.join(allowed)})"
+                         for p in changes if p not in allowed and p in e["params"]]
+        steps.append(step)
+    if problems:
+        raise ConfigError(problems)
+    return steps
+
+
+def read_stage_ledger(directory: Path, files: list[str]) -> pa.Table | None:
+    tables = [pq.read_table(directory / f) for f in files if (directory / f).exists()]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _keys(table: pa.Table) -> list[str]:
+    """A document's identity across stages: its file and line (its id where a stage kept no line)."""
+    src, ids = table.column("source").to_pylist(), table.column("id").to_pylist()
+    locs = table.column("loc").to_pylist() if "loc" in table.column_names else [None] * len(ids)
+    return [f"{s}\0{loc}" if loc is not None else f"{s}\0id\0{i}" for s, loc, i in zip(src, locs, ids)]
+
+
+def _stat_columns(table: pa.Table, step: Any, rows: np.ndarray) -> dict[str, Any]:
+    prefix = step.name + "."
+    return {c[len(prefix):]: table.column(c).take(pa.array(rows)) for c in table.column_names if c.startswith(prefix)}
+
+
+def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive: np.ndarray,
+                  score_removed: bool) -> tuple[np.ndarray, int]:
+    """New reasons for the rows of one map stage's ledger (``alive``: rows that now reach the stage)."""
+    n = table.num_rows
+    new = np.full(n, None, dtype=object)
+    old = np.array(table.column("reason").to_pylist(), dtype=object)
+    order = {e["id"]: k for k, e in enumerate(entries)}
+    old_at = np.array([order.get(r.split(":", 1)[0], len(entries)) if r else len(entries) for r in old])
+    unscored = 0
+    for k, (entry, step) in enumerate(zip(entries, steps)):
+        scored = np.ones(n, dtype=bool) if score_removed else old_at >= k
+        todo = alive & (new == None)
+        unscored += int(np.sum(todo & ~scored))
+        rows = np.flatnonzero(todo & scored)
+        if len(rows) == 0:
+            continue
+        rules = decisions(step, _stat_columns(table, step, rows), len(rows))
+        hit = np.array([r is not None for r in rules], dtype=bool)
+        new[rows[hit]] = [reason(step, str(r)) for r in rules[hit]]
+    return new, unscored
+
+
+def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
+    """The funnel of run ``directory`` with the parameters changed by ``sets``, from its ledger alone."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    entries = manifest["steps"]
+    steps = _rebuild(entries, sets)
+    score_removed = bool(manifest.get("config", {}).get("score_removed", True))
+    filtered: Counter = Counter()
+    unscored = 0
+    alive_keys: set[str] | None = None
+    for stage in dict.fromkeys(e["stage"] for e in entries):
+        table = read_stage_ledger(directory, manifest["ledger"].get(stage, []))
+        idx = [k for k, e in enumerate(entries) if e["stage"] == stage]
+        if table is None:
+            continue
+        keys = _keys(table)
+        alive = np.ones(len(keys), dtype=bool) if alive_keys is None else np.array([k in alive_keys for k in keys])
+        if alive_keys is not None:
+            unscored += len(alive_keys - set(keys))
+        if entries[idx[0]]["kind"] == "corpus":
+            reasons = np.array(table.column("reason").to_pylist(), dtype=object)
+            reasons[~alive] = None
+        else:
+            reasons, missed = _replay_stage(table, [entries[k] for k in idx], [steps[k] for k in idx], alive,
+                                            score_removed)
+            unscored += missed
+        filtered.update(r for r in reasons[alive] if r is not None)
+        alive_keys = {k for k, a, r in zip(keys, alive, reasons) if a and r is None}
+    c = manifest["counts"]
+    funnel = build_funnel(c["input"], Counter(c["rejected"]), entries, filtered)
+    funnel["unscored"] = unscored
+    funnel["set"] = {f"{s}.{p}": v for (s, p), v in sets.items()}
+    return funnel

@@ -1,0 +1,87 @@
+"""``license``: keep documents whose licence is on an allow-list; a stated policy for unknown licences.
+
+The licence string of each document (the ``license`` field the router mapped, e.g. ``license`` or
+``meta.license``) is normalised to an SPDX-like id: lowercased, spaces and underscores to ``-``, a
+trailing ``license``/``licence`` dropped, common spellings folded (``CC BY 4.0`` -> ``cc-by-4.0``,
+``Apache License 2.0`` -> ``apache-2.0``, ``MIT License`` -> ``mit``, ``CC0`` -> ``cc0-1.0``,
+``Public Domain`` -> ``public-domain``). A missing, empty or placeholder value (``unknown``, ``none``,
+``n/a``, ``other``) is *unknown*.
+
+Statistics: ``license.label`` (the normalised id, null when unknown). Rules: ``not_allowed`` (a known
+licence outside ``allow``), ``unknown_license`` (only when ``unknown: remove``, the default: a licence
+filter keeps what it can vouch for). The source file and line of every document are in the ledger's
+``source`` and ``loc`` columns whatever the steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tokenmill.curate.step import Scored
+
+PERMISSIVE = ("cc0-1.0", "public-domain", "cc-by-4.0", "cc-by-3.0", "cc-by-sa-4.0", "cc-by-sa-3.0", "mit",
+              "apache-2.0", "bsd-2-clause", "bsd-3-clause", "isc", "odc-by", "pddl")
+PLACEHOLDERS = ("unknown", "none", "n/a", "na", "other", "null", "unspecified", "-")
+FOLDS = {"cc0": "cc0-1.0", "cc-zero": "cc0-1.0", "pd": "public-domain", "public-domain-mark": "public-domain",
+         "apache": "apache-2.0", "apache-2": "apache-2.0", "apache-v2": "apache-2.0", "apache-v2.0": "apache-2.0",
+         "bsd-3": "bsd-3-clause", "bsd-2": "bsd-2-clause", "bsd": "bsd-3-clause", "gpl-3": "gpl-3.0",
+         "gpl-2": "gpl-2.0", "gplv3": "gpl-3.0", "gplv2": "gpl-2.0", "mit-license": "mit"}
+
+
+def normalise_license(value: str | None) -> str | None:
+    """``'CC BY-SA 4.0'`` -> ``'cc-by-sa-4.0'``; None for a missing or placeholder licence."""
+    if value is None:
+        return None
+    s = re.sub(r"[\s_]+", "-", value.strip().lower())
+    s = re.sub(r"-?(?:license|licence)$", "", s).strip("-")
+    s = re.sub(r"^(?:the-)?(.*?)-(?:license|licence)-", r"\1-", s)
+    s = re.sub(r"^creative-commons-", "cc-", s)
+    s = re.sub(r"^(cc(?:-by|-nc|-sa|-nd)*)-?v?(\d\.\d)$", r"\1-\2", s)
+    s = re.sub(r"^(apache|gpl|lgpl|agpl|mpl)-?v?(\d(?:\.\d)?)$", r"\1-\2", s)
+    s = FOLDS.get(s, s)
+    if re.fullmatch(r"(apache|gpl|lgpl|agpl|mpl)-\d", s):
+        s += ".0"
+    return None if not s or s in PLACEHOLDERS else s
+
+
+@dataclass(frozen=True)
+class License:
+    allow: Any = PERMISSIVE
+    unknown: str = "remove"
+
+    name: ClassVar[str] = "license"
+    version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("allow", "unknown")
+
+    def __post_init__(self) -> None:
+        allow = [self.allow] if isinstance(self.allow, str) else self.allow
+        if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
+            raise ValueError(f"allow: expected a list of licence ids such as [cc-by-4.0, mit], got {self.allow!r}")
+        object.__setattr__(self, "allow", sorted({normalise_license(a) for a in allow} - {None}))
+        if self.unknown not in ("keep", "remove"):
+            raise ValueError(f"unknown: expected keep or remove, got {self.unknown!r}")
+
+    def setup(self) -> None:
+        pass
+
+    def score(self, batch: pa.RecordBatch) -> Scored:
+        raw = pc.cast(batch.column("license"), pa.string())
+        distinct = pc.unique(raw)  # licences repeat: normalise each spelling once
+        labels = pa.array([normalise_license(v) for v in distinct.to_pylist()], pa.string())
+        return Scored({"label": pc.take(labels, pc.index_in(raw, value_set=distinct, skip_nulls=False))})
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        label = pa.array(scores["label"], pa.string())
+        out = np.full(len(label), None, dtype=object)
+        allowed = np.asarray(pc.fill_null(pc.is_in(label, value_set=pa.array(self.allow, pa.string())), False))
+        known = np.asarray(label.is_valid())
+        out[known & ~allowed] = "not_allowed"
+        if self.unknown == "remove":
+            out[~known] = "unknown_license"
+        return out

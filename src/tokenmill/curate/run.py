@@ -1,0 +1,267 @@
+"""``tokenmill curate``: documents in, curated documents + decision ledger + funnel + report out.
+
+The steps become a workflow (:mod:`tokenmill.engine.workflow`): consecutive document steps share one map
+stage (one pass over the text); a corpus step (``registry.is_corpus_step``) contributes its own stages,
+which read the documents stage before it and end in a documents stage of their own. The first map stage
+reads the input work units (same readers, router refusal, rejects and accounting as ``tokenmill
+pretrain``); the last stage is always a map stage writing ``documents/`` (with no steps when the list
+ends with a corpus step), so the kept documents are in one place whatever the steps.
+
+Output directory: ``documents/<unit>.parquet`` (id, text, source, url, license, meta, loc),
+``ledger/<stage>-<unit>.parquet``, ``manifest.json`` (steps, counts, identity, funnel), ``rejects.jsonl``,
+``report.html``; the intermediate documents of earlier stages stay under ``_work/<stage>/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tokenmill.curate.build import build_steps, step_specs
+from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.registry import is_corpus_step
+from tokenmill.curate.step import step_id, step_params
+from tokenmill.curate.tasks import DocsTask, ReadTask
+from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
+from tokenmill.errors import ConfigError
+from tokenmill.report.accounting import Stats
+
+FIRST = "curate"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    files: list
+    routes: list
+    schemas: dict[str, dict]
+    units: list  # io WorkUnits
+
+
+def route_inputs(inputs: Sequence[str], *, force: bool, unit_bytes: int, text_mode: str,
+                 schemas: dict[str, dict] | None) -> Inputs:
+    """Resolve, route and split the inputs like the pretraining track (refusing SFT data unless forced)."""
+    from tokenmill.io import expand_inputs, plan_units
+    from tokenmill.route import inspect_file
+    from tokenmill.track import refuse_misrouted
+
+    files = expand_inputs(list(inputs), text_mode=text_mode)
+    routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    given = schemas or {}
+    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
+    refuse_misrouted("pretrain", unmapped, force=force)
+    picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
+    return Inputs(files, routes, picked, plan_units(files, unit_bytes=unit_bytes))
+
+
+def group_steps(steps: Sequence[Any]) -> list[list[Any] | Any]:
+    """``[doc, doc, corpus, doc]`` -> ``[[doc, doc], corpus, [doc]]``; always ends with a list."""
+    groups: list[Any] = [[]]
+    for step in steps:
+        if is_corpus_step(step):
+            groups.append(step)
+            groups.append([])
+        else:
+            groups[-1].append(step)
+    _check_names(groups)
+    return groups
+
+
+def _check_names(groups: list) -> None:
+    for group in groups:
+        if isinstance(group, list):
+            names = [s.name for s in group]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ConfigError(f"steps: {', '.join(twice)} appear(s) twice in a row; their ledger columns "
+                                  "would collide (merge the two into one step)")
+
+
+def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inputs: Inputs, out: Path,
+               text_mode: str, score_removed: bool) -> Stage:
+    docs_dir = "documents" if final else f"_work/{name}/documents"
+    cascade = Cascade(tuple(steps), score_removed=score_removed)
+    params = {"steps": [{"id": step_id(s), "params": step_params(s)} for s in steps], "docs": docs_dir,
+              "score_removed": score_removed}
+
+    def plan(ctx: StageContext) -> StagePlan:
+        if upstream is None:
+            units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
+            return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode), params)
+        prior = ctx.results[upstream]
+        units = [Unit(i, f"unit-{i:06d}", 0, payload=r.data["docs"]) for i, r in enumerate(prior)]
+        return StagePlan(units, DocsTask(cascade, name, docs_dir, str(out)), params)
+
+    return Stage(name, 1, plan)
+
+
+def _unit_size(u: Any) -> int:
+    return (u.stop - u.start) if u.stop >= 0 and u.file.format == "jsonl" and not u.file.compression else u.file.size
+
+
+def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
+            score_removed: bool) -> tuple[list[Stage], list[dict]]:
+    """The workflow's stages and, per step, the stage it runs in (for the manifest and the funnel)."""
+    groups = group_steps(steps)
+    stages: list[Stage] = []
+    placed: list[dict] = []
+    upstream: str | None = None
+    for k, group in enumerate(groups):
+        if isinstance(group, list):
+            if k > 0 and not group and k != len(groups) - 1:
+                continue
+            name = FIRST if upstream is None else f"{FIRST}_{len(stages)}"
+            stages.append(_map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs,
+                                     out=out, text_mode=text_mode, score_removed=score_removed))
+            placed += [_step_entry(s, name, "document") for s in group]
+            upstream = name
+        else:
+            corpus = list(group.stages(upstream))
+            stages += corpus
+            placed.append(_step_entry(group, corpus[-1].name, "corpus"))
+            upstream = corpus[-1].name
+    return stages, placed
+
+
+def _step_entry(step: Any, stage: str, kind: str) -> dict:
+    return {"name": step.name, "version": step.version, "id": step_id(step), "kind": kind, "stage": stage,
+            "params": step_params(step)}
+
+
+def fingerprint(inputs: Inputs, config: dict) -> str:
+    h = hashlib.sha256(b"curate")
+    for f in inputs.files:
+        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode())
+    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def total_stats(stages: list[Stage], results: dict[str, list[UnitResult]]) -> Stats:
+    """The run's counts: the first stage's input and rejects, every stage's filtered, the last one's kept."""
+    acc = Stats()
+    for k, stage in enumerate(stages):
+        s = Stats()
+        for r in results[stage.name]:
+            s = s + r.stats
+        if k == 0:
+            acc = s
+        else:
+            acc.filtered.update(s.filtered)
+            acc.extra.update(s.extra)
+            acc.kept = s.kept
+    return acc
+
+
+def run_curate(
+    inputs: Sequence[str],
+    *,
+    out: str | Path,
+    steps: Sequence[dict] | None = None,
+    preset: str | None = None,
+    workers: int | None = None,
+    executor: Any = None,
+    force: bool = False,
+    overwrite: bool = False,
+    unit_bytes: int = 64 << 20,
+    text_mode: str = "auto",
+    schemas: dict[str, dict] | None = None,
+    score_removed: bool = True,
+    report: bool = True,
+    progress: bool | None = None,
+) -> dict:
+    """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
+
+    ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s. ``executor`` is any
+    :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``).
+    """
+    from tokenmill.engine.local import LocalExecutor
+    from tokenmill.engine.workflow import run_workflow
+    from tokenmill.report.rejects import merge_rejects
+
+    started = time.monotonic()
+    specs = step_specs(preset, steps)
+    built = build_steps(specs, source="steps")
+    out = Path(out)
+    if overwrite and out.exists():
+        shutil.rmtree(out)
+    routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas)
+    stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
+    config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs], "unit_bytes": unit_bytes, "text_mode": text_mode,
+              "score_removed": score_removed, "schemas": routed.schemas}
+    results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
+                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress))
+    n_rejects = merge_rejects(out, [u.name for u in routed.units])
+    manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    _finish(out, manifest, results, report=report)
+    return manifest
+
+
+class _StageBar:
+    """The engine's progress line for one stage, fed with unit results."""
+
+    def __init__(self, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None):
+        from tokenmill.engine.progress import Progress
+
+        self.bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
+        self.bar.skip(len(done), list(done.values()))
+
+    def update(self, result: UnitResult) -> None:
+        self.bar.update(result)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _bar(enabled: bool | None):
+    return lambda key, units, done: _StageBar(units, done, enabled)
+
+
+def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,
+                    *, seconds: float) -> dict:
+    from tokenmill import __version__
+    from tokenmill.engine.local import process_peak_rss_mb
+
+    stats = total_stats(stages, results)
+    last = results[stages[-1].name]
+    every = [r for s in stages for r in results[s.name]]
+    step_seconds: dict[str, float] = {}
+    for r in every:
+        for k, v in r.step_seconds.items():
+            step_seconds[k] = round(step_seconds.get(k, 0.0) + v, 3)
+    return {
+        "tokenmill": __version__,
+        "track": "curate",
+        "inputs": [{**r.to_dict(), "schema_used": routed.schemas[f.rel]} for f, r in zip(routed.files, routed.routes)],
+        "config": config,
+        "steps": placed,
+        "stages": [s.key for s in stages],
+        "counts": stats.to_dict(),
+        "identity": stats.identity_line(),
+        "documents": [r.data["docs"] for r in last],
+        "ledger": {s.name: [r.data["ledger"] for r in results[s.name] if r.data.get("ledger")] for s in stages},
+        "run": {"seconds": round(seconds, 3), "step_seconds": step_seconds, "units": len(routed.units),
+                "peak_rss": {"main_mb": process_peak_rss_mb(),
+                             "largest_worker_mb": max((r.peak_rss_mb for r in every), default=0.0)}},
+    }
+
+
+def _finish(out: Path, manifest: dict, results: dict, *, report: bool) -> None:
+    from tokenmill.curate.funnel import funnel_from_ledger
+    from tokenmill.report.manifest import write_manifest
+
+    manifest["funnel"] = funnel_from_ledger(out, manifest)
+    write_manifest(out, manifest)
+    if report:
+        from tokenmill.report.html import write_report
+
+        samples: dict[str, list] = {}
+        for rs in results.values():
+            for r in rs:
+                for reason, docs in (r.data.get("samples") or {}).items():
+                    samples.setdefault(reason, []).extend(docs)
+        write_report(out, manifest, samples)

@@ -1,0 +1,173 @@
+"""The per-unit tasks of curation's map stages (documents stages, in the registry's sense).
+
+``ReadTask`` reads one input work unit exactly as ``tokenmill pretrain`` does (same readers, same
+``Document`` mapping, same rejects), runs the cascade and writes the unit's kept documents and its ledger
+part. ``DocsTask`` does the same over the documents file an upstream stage wrote for that unit. Both
+return a :class:`~tokenmill.engine.stage.UnitResult` whose ``data`` holds ``docs`` and ``ledger`` (paths
+relative to the output directory) and ``samples`` (a few removed documents per reason, truncated, for
+the report).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.curate.cascade import Cascade, CascadeResult
+from tokenmill.engine.stage import Unit, UnitResult
+from tokenmill.records import DOCUMENT
+from tokenmill.report.accounting import Stats
+
+DOCS_SCHEMA = DOCUMENT.append(pa.field("loc", pa.int64()))  # the documents files: provenance travels along
+SAMPLES_PER_REASON = 3
+SAMPLE_CHARS = 600
+
+
+def kept_locs(raw: Any, rejects: list) -> np.ndarray:
+    """The line/row of each document ``to_documents`` kept (its rejects are gone from the batch)."""
+    gone = {r.loc for r in rejects}
+    return np.array([loc for loc in raw.locs if loc not in gone], dtype=np.int64)
+
+
+class _Writer:
+    """Accumulates a unit's documents and ledger batches; writes two Parquet files at the end."""
+
+    def __init__(self, staging: Path, docs_rel: str, ledger_rel: str):
+        self.staging, self.docs_rel, self.ledger_rel = staging, docs_rel, ledger_rel
+        self.docs: list[pa.RecordBatch] = []
+        self.ledger: list[pa.RecordBatch] = []
+        self.samples: dict[str, list[dict]] = {}
+
+    def add(self, result: CascadeResult, docs_in: pa.RecordBatch) -> None:
+        if result.kept.num_rows:
+            self.docs.append(result.kept)
+        self.ledger.append(result.ledger)
+        self._sample(result.ledger, docs_in)
+
+    def _sample(self, ledger: pa.RecordBatch, docs_in: pa.RecordBatch) -> None:
+        reasons = ledger.column("reason").to_pylist()
+        for i, r in enumerate(reasons):
+            if r is None or len(self.samples.setdefault(r, [])) >= SAMPLES_PER_REASON:
+                continue
+            text = docs_in.column("text")[i].as_py()
+            self.samples[r].append({"id": ledger.column("id")[i].as_py(), "source": ledger.column("source")[i].as_py(),
+                                    "loc": ledger.column("loc")[i].as_py(), "text": text[:SAMPLE_CHARS],
+                                    "truncated": len(text) > SAMPLE_CHARS})
+
+    def close(self) -> dict[str, Any]:
+        docs = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA) if self.docs else DOCS_SCHEMA.empty_table()
+        _write(self.staging / self.docs_rel, docs)
+        ledger = _concat_ledger(self.ledger)
+        if ledger is not None:
+            _write(self.staging / self.ledger_rel, ledger)
+        return {"docs": self.docs_rel, "ledger": self.ledger_rel if ledger is not None else None,
+                "samples": self.samples}
+
+
+def _concat_ledger(batches: list[pa.RecordBatch]) -> pa.Table | None:
+    if not batches:
+        return None
+    return pa.Table.from_batches(batches).combine_chunks() if len({b.schema for b in batches}) == 1 else \
+        pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
+
+
+def _write(path: Path, table: pa.Table) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="zstd")
+
+
+def _with_loc(docs: pa.RecordBatch, locs: np.ndarray) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(list(docs.columns) + [pa.array(locs, pa.int64())], schema=DOCS_SCHEMA)
+
+
+def _as_docs(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An upstream documents batch in ``DOCS_SCHEMA`` (a stage that wrote no ``loc`` or ``meta`` gets nulls)."""
+    names = batch.schema.names
+    cols = [batch.column(f.name).cast(f.type) if f.name in names else pa.nulls(batch.num_rows, f.type)
+            for f in DOCS_SCHEMA]
+    return pa.RecordBatch.from_arrays(cols, schema=DOCS_SCHEMA)
+
+
+def _count(stats: Stats, result: CascadeResult) -> None:
+    stats.kept += result.kept.num_rows
+    for reason, n in result.filtered.items():
+        stats.filter(reason, n)
+    stats.extra.update(result.counts)
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    """Input work unit -> documents + ledger part. Picklable; ``setup()`` loads the steps' models once."""
+
+    cascade: Cascade
+    schemas: dict[str, dict]
+    stage: str
+    docs_dir: str  # relative to the output directory: "documents" for the last stage
+    text_mode: str = "auto"
+    batch_rows: int = 1024
+
+    def setup(self) -> None:
+        self.cascade.setup()
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        from tokenmill.io import read_unit
+        from tokenmill.pretrain.documents import to_documents
+        from tokenmill.report.rejects import RejectSink
+
+        work, stats, seconds = unit.payload, Stats(), Counter()
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet")
+        sink = RejectSink(staging, work)
+        for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode):
+            stats.input += len(raw) + len(raw.rejects)
+            stats.bytes_in += raw.nbytes
+            stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
+            sink.add(raw.rejects, stats)
+            docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
+            sink.add(rejects, stats)
+            if docs.num_rows == 0:
+                continue
+            docs = _with_loc(docs, kept_locs(raw, rejects))
+            result = self.cascade(docs, docs.column("loc").to_numpy())
+            seconds.update(result.seconds)
+            writer.add(result, docs)
+            _count(stats, result)
+        sink.close()
+        data = writer.close()
+        return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
+                          data=data, step_seconds=seconds)
+
+
+@dataclass(frozen=True)
+class DocsTask:
+    """An upstream stage's documents for one unit -> documents + ledger part of this stage."""
+
+    cascade: Cascade
+    stage: str
+    docs_dir: str
+    out: str  # the run's output directory (the upstream files are read from there)
+    batch_rows: int = 1024
+    sources: dict[int, str] = field(default_factory=dict)  # unit index -> upstream docs file (relative)
+
+    def setup(self) -> None:
+        self.cascade.setup()
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        stats, seconds = Stats(), Counter()
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet")
+        source = Path(self.out) / unit.payload
+        for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
+            docs = _as_docs(batch)
+            stats.input += docs.num_rows
+            result = self.cascade(docs, docs.column("loc").to_numpy())
+            seconds.update(result.seconds)
+            writer.add(result, docs)
+            _count(stats, result)
+        data = writer.close()
+        return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
+                          data=data, step_seconds=seconds)

@@ -1,0 +1,63 @@
+"""Curation steps inside another track's pass (``tokenmill pretrain --preset``, or ``steps:``).
+
+The pretraining task calls :meth:`UnitLedger.apply` on every ``Document`` batch before tokenizing: the
+cascade runs, filtered documents are counted by reason in the unit's stats, and the unit's ledger part is
+written beside the shards (``ledger/<unit>.parquet``). :func:`add_funnel` then records the steps, the
+ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads a pretraining run too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.tasks import _concat_ledger, _write, kept_locs
+
+STAGE = "pretrain"
+
+
+class UnitLedger:
+    def __init__(self, cascade: Cascade, staging: Path, unit_name: str):
+        self.cascade, self.staging, self.rel = cascade, staging, f"ledger/{unit_name}.parquet"
+        self.parts: list[pa.RecordBatch] = []
+        cascade.setup()
+
+    def apply(self, docs: pa.RecordBatch, raw: Any, rejects: list, stats: Any) -> pa.RecordBatch:
+        """The documents no step removed (text as the modifiers left it); counts go into ``stats``."""
+        if docs.num_rows == 0:
+            return docs
+        result = self.cascade(docs, kept_locs(raw, rejects))
+        self.parts.append(result.ledger)
+        for reason, n in result.filtered.items():
+            stats.filter(reason, n)
+        stats.extra.update(result.counts)
+        return result.kept
+
+    def close(self) -> str | None:
+        table = _concat_ledger(self.parts)
+        if table is None:
+            return None
+        _write(self.staging / self.rel, table)
+        return self.rel
+
+
+def is_doc_steps(steps: Sequence[Any]) -> bool:
+    return bool(steps) and all(callable(getattr(s, "score", None)) and callable(getattr(s, "decide", None))
+                               for s in steps)
+
+
+def add_funnel(out: Path, manifest: dict, steps: Sequence[Any]) -> dict:
+    """Record steps, ledger files and funnel in a pretraining manifest (and rewrite it)."""
+    from tokenmill.curate.funnel import funnel_from_ledger
+    from tokenmill.curate.run import _step_entry
+    from tokenmill.report.manifest import write_manifest
+
+    manifest["steps"] = [_step_entry(s, STAGE, "document") for s in steps]
+    manifest["ledger"] = {STAGE: sorted(str(p.relative_to(out)) for p in (Path(out) / "ledger").glob("*.parquet"))}
+    manifest["config"].setdefault("score_removed", True)
+    manifest["funnel"] = funnel_from_ledger(Path(out), manifest)
+    write_manifest(Path(out), manifest)
+    return manifest

@@ -1,0 +1,181 @@
+"""``report.html``: one self-contained page (inline SVG and CSS, no script, no external asset) per run.
+
+Sections: the funnel (a bar per step: what reached it, the part it removed), removals per rule, a
+histogram of every numeric ledger statistic with its step's threshold marked, and a few removed documents
+per reason (truncated, HTML-escaped). Thresholds come from a step's ``thresholds`` mapping
+(``{stat: parameter}``) when it has one, else from parameters named ``min_<stat>`` / ``max_<stat>``.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tokenmill.engine.local import atomic_write
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}th{background:#f4f4f4}
+td.l,th.l{text-align:left}svg text{font:12px system-ui,sans-serif}.hists{display:flex;flex-wrap:wrap;gap:12px}
+figure{margin:0;border:1px solid #eee;padding:6px;width:262px}figcaption{font-size:12px;color:#555}
+pre{white-space:pre-wrap;background:#f8f8f8;border-left:3px solid #c33;padding:6px;max-height:14em;overflow:auto}
+.muted{color:#777}
+"""
+W = 1000
+BAR = 480
+
+
+def _e(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def funnel_svg(funnel: dict) -> str:
+    rows = funnel["rows"]
+    total = max(funnel["input"], 1)
+    h = 26 * (len(rows) + 1) + 10
+    parts = [f'<svg class="chart funnel" width="{W}" height="{h}" role="img" aria-label="funnel">']
+    for i, r in enumerate(rows):
+        y = 5 + 26 * i
+        kept_w = BAR * r["left"] / total
+        gone_w = BAR * r["removed"] / total
+        parts.append(f'<text x="0" y="{y + 15}">{_e(r["step"])}</text>'
+                     f'<rect class="left" x="220" y="{y}" width="{kept_w:.1f}" height="20" fill="#4a7"/>'
+                     f'<rect class="removed" x="{220 + kept_w:.1f}" y="{y}" width="{gone_w:.1f}" height="20" fill="#d55"/>'
+                     f'<text x="{230 + BAR}" y="{y + 15}">-{r["removed"]:,} ({r["share_of_input"]:.1%} / {r["share_of_reached"]:.1%})</text>')
+    y = 5 + 26 * len(rows)
+    parts.append(f'<text x="0" y="{y + 15}">kept</text><rect class="left" x="220" y="{y}" '
+                 f'width="{BAR * funnel["kept"] / total:.1f}" height="20" fill="#4a7"/>'
+                 f'<text x="{230 + BAR}" y="{y + 15}">{funnel["kept"]:,} ({funnel["kept"] / total:.1%})</text></svg>')
+    return "".join(parts)
+
+
+def rules_svg(funnel: dict) -> str:
+    rules = [(k, v) for r in funnel["rows"] for k, v in r["rules"].items()]
+    if not rules:
+        return '<p class="muted">no document was removed</p>'
+    top = max(v for _, v in rules) or 1
+    h = 22 * len(rules) + 10
+    parts = [f'<svg class="chart rules" width="{W}" height="{h}" role="img" aria-label="removals per rule">']
+    for i, (k, v) in enumerate(rules):
+        y = 5 + 22 * i
+        parts.append(f'<text x="0" y="{y + 14}">{_e(k)}</text><rect x="330" y="{y}" width="{480 * v / top:.1f}" '
+                     f'height="16" fill="#d55"/><text x="{335 + 480 * v / top:.1f}" y="{y + 14}">{v:,}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, float]:
+    """Statistic -> threshold value of one step entry of the manifest."""
+    from tokenmill.curate.build import resolve
+
+    params = entry.get("params", {})
+    try:
+        named = dict(getattr(resolve(entry["name"]), "thresholds", {}) or {})
+    except (LookupError, ImportError):
+        named = {}
+    out: dict[str, float] = {}
+    for stat, param in named.items():
+        if isinstance(params.get(param), (int, float)) and not isinstance(params.get(param), bool):
+            out[stat] = float(params[param])
+    for p, v in params.items():
+        if p in stats and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.setdefault(p, float(v))  # datatrove's naming: the parameter is named after the statistic
+        for prefix in ("min_", "max_"):
+            if p.startswith(prefix) and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.setdefault(p[len(prefix):], float(v))
+    return out
+
+
+def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return ""
+    lo, hi = float(values.min()), float(np.percentile(values, 99))  # the last bar holds the top 1%
+    if threshold is not None:
+        lo, hi = min(lo, threshold), max(hi, threshold)
+    clipped = hi < float(values.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    counts, _ = np.histogram(np.minimum(values, hi), bins=24, range=(lo, hi))
+    top = max(int(counts.max()), 1)
+    w, h, pad = 260, 130, 20
+    bw = w / len(counts)
+    parts = [f'<figure><svg class="chart hist" data-column="{_e(column)}" width="{w}" height="{h + pad}" role="img">']
+    for i, c in enumerate(counts):
+        bh = (h - 10) * c / top
+        parts.append(f'<rect x="{i * bw:.1f}" y="{h - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#58a"/>')
+    if threshold is not None:
+        x = w * (threshold - lo) / (hi - lo)
+        parts.append(f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{h}" stroke="#c00" '
+                     f'stroke-width="2" stroke-dasharray="4 2"/>')
+    parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text><text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></svg>')
+    mark = f", threshold {_fmt(threshold)}" if threshold is not None else ""
+    mark += f", top 1% in the last bar (max {_fmt(float(values.max()))})" if clipped else ""
+    parts.append(f"<figcaption>{_e(column)} ({len(values):,} documents{_e(mark)})</figcaption></figure>")
+    return "".join(parts)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def histograms(directory: Path, manifest: dict) -> str:
+    from tokenmill.curate.funnel import read_stage_ledger
+
+    figs = []
+    for stage, files in manifest.get("ledger", {}).items():
+        table = read_stage_ledger(directory, files)
+        if table is None:
+            continue
+        for entry in [e for e in manifest["steps"] if e["stage"] == stage]:
+            stats = tuple(c.split(".", 1)[1] for c in table.column_names if c.startswith(entry["name"] + "."))
+            marks = thresholds_of(entry, stats)
+            for name in table.column_names:
+                if not name.startswith(entry["name"] + "."):
+                    continue
+                t = table.schema.field(name).type
+                if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                    continue
+                values = table.column(name).to_numpy().astype(np.float64)
+                figs.append(hist_svg(name, values, marks.get(name.split(".", 1)[1])))
+    return f'<div class="hists">{"".join(f for f in figs if f)}</div>' if figs else '<p class="muted">no numeric statistic</p>'
+
+
+def samples_html(samples: dict[str, list[dict]], per_reason: int = 3) -> str:
+    if not samples:
+        return '<p class="muted">no document was removed</p>'
+    parts = []
+    for reason in sorted(samples):
+        parts.append(f'<h3 class="reason">{_e(reason)}</h3>')
+        for s in samples[reason][:per_reason]:
+            more = " …" if s.get("truncated") else ""
+            parts.append(f'<p class="muted">{_e(s["source"])}:{_e(s["loc"])} ({_e(s["id"])})</p>'
+                         f'<pre class="sample">{_e(s["text"])}{more}</pre>')
+    return "".join(parts)
+
+
+def render_report(directory: Path, manifest: dict, samples: dict[str, list[dict]]) -> str:
+    funnel = manifest["funnel"]
+    inputs = "".join(f'<tr><td class="l">{_e(i.get("path"))}</td><td class="l">{_e(i.get("format"))}</td>'
+                     f'<td class="l">{_e(i.get("kind"))}</td></tr>' for i in manifest.get("inputs", []))
+    steps = ", ".join(_e(e["id"]) for e in manifest["steps"]) or "none"
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tokenmill curate report</title>'
+            f"<style>{CSS}</style></head><body><h1>Curation report</h1>"
+            f'<p>{_e(manifest["identity"])}</p><p>steps: {steps}; preset: {_e(manifest["config"].get("preset"))}</p>'
+            f'<table><tr><th class="l">input</th><th class="l">format</th><th class="l">kind</th></tr>{inputs}</table>'
+            f'<h2 id="funnel">Funnel</h2><p class="muted">bar: documents left after each step (green) and removed '
+            f'by it (red); labels: removed, share of the input / of what reached the step</p>{funnel_svg(funnel)}'
+            f'<h2 id="rules">Removals per rule</h2>{rules_svg(funnel)}'
+            f'<h2 id="histograms">Statistics</h2>{histograms(directory, manifest)}'
+            f'<h2 id="samples">Removed documents</h2>{samples_html(samples)}</body></html>')
+
+
+def write_report(directory: Path, manifest: dict, samples: dict[str, list[dict]]) -> Path:
+    path = Path(directory) / "report.html"
+    atomic_write(path, render_report(Path(directory), manifest, samples).encode("utf-8"))
+    return path

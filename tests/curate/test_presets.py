@@ -1,0 +1,72 @@
+"""Presets: each published pipeline's steps in its order; the real-data tier runs `--preset fineweb`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from curatekit import write_corpus
+
+from tokenmill.cli import main
+from tokenmill.curate.build import build_steps, missing_steps
+from tokenmill.curate.presets import PRESETS, preset_specs
+from tokenmill.curate.run import run_curate
+from tokenmill.errors import ConfigError
+
+
+def test_fineweb_order_and_known_presets():
+    assert [s["name"] for s in preset_specs("fineweb")] == ["url", "language", "gopher_repetition", "gopher_quality",
+                                                           "c4", "fineweb"]
+    assert set(PRESETS) == {"gopher", "c4", "fineweb", "refinedweb", "none"}
+    with pytest.raises(ConfigError, match="known: gopher"):
+        preset_specs("fineweeb")
+    with pytest.raises(ConfigError, match="dedup"):
+        preset_specs("dclm")
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_runs(name, tmp_path):
+    specs = preset_specs(name)
+    missing = missing_steps(specs)
+    if missing:
+        pytest.skip(f"preset {name}: steps not in this installation yet: {', '.join(missing)}")
+    build_steps(specs)  # every preset parameter is a real parameter of its step
+    src = write_corpus(tmp_path / "web.jsonl")
+    m = run_curate([str(src)], out=tmp_path / "out", preset=name, workers=1, report=False)
+    ids = {s["id"] for s in m["steps"]}
+    assert m["counts"]["balanced"] and all(k.split(":")[0] in ids for k in m["counts"]["filtered"])
+
+
+def test_curate_cli_prints_the_funnel(tmp_path, capsys):
+    src = write_corpus(tmp_path / "web.jsonl")
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text("steps:\n  - {name: language, languages: [en]}\n  - {name: pii}\n")
+    assert main(["curate", str(src), "--out", str(tmp_path / "out"), "--config", str(cfg), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "funnel:" in out and "language_v1" in out and "rewritten: pii:" in out and "input 13 = kept" in out
+    for name in ("manifest.json", "rejects.jsonl", "report.html"):
+        assert (tmp_path / "out" / name).is_file()
+    assert main(["curate", str(src), "--out", str(tmp_path / "o2"), "--preset", "nope"]) == 2
+    assert "unknown preset" in capsys.readouterr().err
+    cfg.write_text("steps:\n  - {name: language, threshold: high}\n  - {name: url, domain_files: [nope.txt]}\n")
+    assert main(["curate", str(src), "--out", str(tmp_path / "o3"), "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "steps[0]: threshold" in err and "steps[1]: domain_files: no file 'nope.txt'" in err
+
+
+def test_real_data_with_the_steps_available(shared_data, tmp_path):
+    specs = [{"name": "url"}, {"name": "language", "languages": ["en"]}, {"name": "pii"}]
+    m = run_curate([str(shared_data / "pretrain")], out=tmp_path / "out", steps=specs, workers=2)
+    assert m["counts"]["balanced"] and m["counts"]["input"] > 500 and 0 < m["counts"]["kept"] <= m["counts"]["input"]
+    assert (tmp_path / "out" / "report.html").stat().st_size > 1000
+
+
+def test_real_data_fineweb_preset(shared_data, tmp_path, capsys):
+    missing = missing_steps(preset_specs("fineweb"))
+    if missing:
+        pytest.skip(f"preset fineweb: steps not in this installation yet: {', '.join(missing)}")
+    assert main(["curate", str(shared_data / "pretrain"), "--preset", "fineweb", "--out", str(tmp_path / "out")]) == 0
+    assert "funnel:" in capsys.readouterr().out
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert m["counts"]["balanced"] and list((tmp_path / "out" / "ledger").glob("*.parquet"))
+    assert main(["funnel", str(tmp_path / "out"), "--set", "gopher_quality.min_stop_words=3"]) == 0
