@@ -61,7 +61,7 @@ class CountingLength:
         return Scored({"words": words}, counts=Counter({f"setups_seen:{self._state.get('setups', 0)}": 1}))
 
     def decide(self, scores):
-        return np.where(scores["words"] < self.min_words, f"{self.name}_v{self.version}:too_few_words", None)
+        return np.where(scores["words"] < self.min_words, "too_few_words", None)  # named <step>_v<version>:<rule>
 
 
 @pytest.fixture(scope="module")
@@ -106,4 +106,4 @@ def test_setup_runs_once_per_worker_and_score_decide_steps_filter(corpus, tmp_pa
     texts = {json.loads(line)["id"]: json.loads(line)["text"] for line in corpus.read_text().splitlines()}
     kept = [shards[i]["id"] for i in range(len(shards))]
     assert len(kept) == m["counts"]["kept"] and all(len(texts[k].split()) >= 12 for k in kept)
-    assert "counting_length" in m["run"]["step_seconds"] and "tokenize" in m["run"]["step_seconds"]
+    assert "counting_length_v1" in m["run"]["step_seconds"] and "tokenize" in m["run"]["step_seconds"]

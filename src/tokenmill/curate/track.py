@@ -8,6 +8,8 @@ ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,8 +24,8 @@ STAGE = "pretrain"
 class UnitLedger:
     def __init__(self, cascade: Cascade, staging: Path, unit_name: str):
         self.cascade, self.staging, self.rel = cascade, staging, f"ledger/{unit_name}.parquet"
-        self.parts: list[pa.RecordBatch] = []
-        cascade.setup()
+        self.parts: list[pa.RecordBatch] = []  # the task's setup() set the steps up, once per worker
+        self.seconds: Counter = Counter()  # time per step, for the unit's result
 
     def apply(self, docs: pa.RecordBatch, raw: Any, rejects: list, stats: Any) -> pa.RecordBatch:
         """The documents no step removed (text as the modifiers left it); counts go into ``stats``."""
@@ -34,6 +36,7 @@ class UnitLedger:
         for reason, n in result.filtered.items():
             stats.filter(reason, n)
         stats.extra.update(result.counts)
+        self.seconds.update(result.seconds)
         return result.kept
 
     def close(self) -> str | None:

@@ -87,9 +87,7 @@ class PretrainTask:
             docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
             sink.add(rejects, stats)
             if ledger is not None:
-                started = time.perf_counter()
                 docs = ledger.apply(docs, raw, rejects, stats)
-                seconds["steps"] += time.perf_counter() - started
             elif self.steps:
                 applied = apply_steps(self.steps, docs)
                 docs = applied.batch
@@ -110,6 +108,7 @@ class PretrainTask:
         shards = writer.close()
         sink.close()
         ledger_file = ledger.close() if ledger else None
+        seconds.update(ledger.seconds if ledger else {})
         return UnitResult(stats=stats, outputs=staged_files(staging), data={"shards": shards, "ledger": ledger_file},
                           step_seconds=seconds)
 
