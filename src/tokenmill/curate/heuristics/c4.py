@@ -26,14 +26,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.rules import check_number, first_rule
-from tokenmill.curate.heuristics.text import STERM, WS, Pieces, from_lists, splitlines, strip, text_column
+from tokenmill.curate.heuristics.text import (ABBREVIATIONS, STERM, WS, Pieces, from_lists, splitlines, strip,
+                                              text_column)
 from tokenmill.curate.step import Scored
 
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 POLICY = r"(?i)terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies"
-# a sentence ends at a run of sentence terminals followed (after closing punctuation) by whitespace and a
-# character that is not punctuation: "Stop. Then" has two, "3.5 m" and "end." one
-SENTENCE_BREAK = rf"[{STERM}]+\pP*[{WS}]+\pP*[^\pP{WS}]"
+# A sentence ends at sentence terminals followed (after closing punctuation) by whitespace and a character
+# that is not punctuation, or at a period between a lower-case and an upper-case letter: "Stop. Then" and
+# "stop.Then" have two, "3.5 m" and "end." one. Runs of periods and "…" end no sentence, nor does the period
+# of an abbreviation (a single capital "E.", letters with periods "J.C.", or a listed title "Dr.").
+SENTENCE_BREAK = rf"[{STERM}]+\pP*[{WS}]+\pP*[^\pP{WS}]|\p{{Ll}}\.\p{{Lu}}"
+_NOT_AN_END = (r"\.\.+|…", "\ue002")
+_ABBREVIATION_PERIOD = (rf"(^|[{WS}\pP])(\p{{Lu}}|\pL(?:\.\pL)+|" + "|".join(ABBREVIATIONS) + r")\.",
+                        "\\1\\2\ue002")
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class C4:
         rules = self._line_rules(lines, line, words)
         kept = Pieces(line, lines.parents, lines.counts).where(rules["kept"])
         counts = Counter({f"line_{k}": int(v.sum()) for k, v in rules.items() if k != "kept" and v.any()})
-        sentences = kept.per_row(np.asarray(pc.count_substring_regex(kept.values, SENTENCE_BREAK)) + 1)
+        sentences = kept.per_row(_sentences(kept.values))
         return Scored({
             "lines": lines.counts,
             "kept_lines": kept.counts,
@@ -116,6 +122,13 @@ class C4:
             ("curly_bracket", s["curly_bracket_lines"] > 0),
             ("too_few_sentences", few),
         ])
+
+
+def _sentences(lines: pa.Array) -> np.ndarray:
+    """Sentences per line: one plus its sentence breaks."""
+    for pattern, repl in (_NOT_AN_END, _ABBREVIATION_PERIOD):
+        lines = pc.replace_substring_regex(lines, pattern, repl)
+    return np.asarray(pc.count_substring_regex(lines, SENTENCE_BREAK), dtype=np.int64) + 1
 
 
 def _join(kept: Pieces) -> pa.Array:

@@ -148,10 +148,11 @@ class GopherRepetition:
             "dup_line_char_frac": ratio(line_dup_chars, chars),
         }
         w = words(text)
+        grams = ngrams.repeated_grams(w, [n for n, _ in self.top_n_grams + self.dup_n_grams])
         for n, _ in self.top_n_grams:
-            scores[f"top_{n}_gram_char_frac"] = ratio(ngrams.top_chars(w, n), chars)
+            scores[f"top_{n}_gram_char_frac"] = ratio(ngrams.top_chars(w, grams[n]), chars)
         for n, _ in self.dup_n_grams:
-            scores[f"dup_{n}_gram_char_frac"] = ratio(ngrams.duplicate_chars(w, n), chars)
+            scores[f"dup_{n}_gram_char_frac"] = ratio(ngrams.duplicate_chars(w, grams[n]), chars)
         return Scored(scores)
 
     def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -3,7 +3,8 @@
 An n-gram is the tuple of ids of ``n`` consecutive words of one document (:class:`.text.Words`; equal ids
 are equal strings). Its key is a polynomial hash of the ids mixed with the document's row, so equal keys
 mean the same n-gram in the same document (a collision needs two different n-grams of one batch to agree
-on 64 bits). Grouping equal keys is one ``np.unique``: O(W log W) for W words in the batch.
+on 64 bits). Grouping equal keys is a sort: O(W log W) for the W words of the batch at n = 1, then only
+over the positions whose shorter n-gram repeats.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ _ROW = np.uint64(0x9E3779B97F4A7C15)
 
 @dataclass
 class Grams:
+    """The n-grams of a batch that may repeat (every other n-gram occurs once in its document)."""
+
+    n: int
     start: np.ndarray  # position of the n-gram's first word in the batch's word sequence
     row: np.ndarray  # its document
     group: np.ndarray  # equal n-grams of one document share a group
@@ -28,24 +32,49 @@ class Grams:
     size: np.ndarray  # per group: occurrences
 
 
-def grams(w: Words, n: int) -> Grams:
+def repeated_grams(w: Words, sizes: list[int]):
+    """``{n: Grams}`` for each n in ``sizes``, computed for increasing n from the positions whose (n-1)-gram
+    repeats (an n-gram can repeat only where its first n-1 words do): the first sort is over every word of the
+    batch, later ones over the few positions that still repeat."""
+    out: dict[int, Grams] = {}
     total = len(w.ids)
     row_start = np.cumsum(w.counts) - w.counts
-    if total < n:
-        empty = np.zeros(0, dtype=np.int64)
-        return Grams(empty, empty, empty, empty, empty)
-    pos = np.arange(total - n + 1)
-    valid = (pos - row_start[w.parents[pos]]) + n <= w.counts[w.parents[pos]]
     ids = w.ids.astype(np.uint64) + np.uint64(1)
-    with np.errstate(over="ignore"):
-        h = ids[: total - n + 1].copy()
-        for j in range(1, n):
-            h = h * _P + ids[j: total - n + 1 + j]
-        start = pos[valid]
-        row = w.parents[start]
-        key = h[valid] ^ (row.astype(np.uint64) * _ROW)
-    _, first, group, size = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    return Grams(start, row, group.reshape(-1), first, size)
+    cand = np.arange(total)
+    h = ids.copy()
+    for n in range(1, max(sizes, default=0) + 1):
+        if n > 1:
+            valid = cand + n - 1 < total
+            cand, h = cand[valid], h[valid]
+            with np.errstate(over="ignore"):
+                h = h * _P + ids[cand + n - 1]
+        row = w.parents[cand]
+        ok = (cand - row_start[row]) + n <= w.counts[row]
+        cand, h, row = cand[ok], h[ok], row[ok]
+        with np.errstate(over="ignore"):
+            key = h ^ (row.astype(np.uint64) * _ROW)
+        grams = _group(n, cand, row, key)
+        if n in sizes:
+            out[n] = grams
+        keep = grams.size[grams.group] > 1
+        cand, h = cand[keep], h[keep]
+    return out
+
+
+def _group(n: int, start: np.ndarray, row: np.ndarray, key: np.ndarray) -> Grams:
+    """Group equal keys: an unstable sort, then the first occurrence of each group as its smallest index."""
+    if len(key) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Grams(n, start, row, empty, empty, empty)
+    order = np.argsort(key)
+    sorted_key = key[order]
+    head = np.concatenate([[True], sorted_key[1:] != sorted_key[:-1]])
+    bounds = np.flatnonzero(head)
+    group = np.empty(len(key), dtype=np.int64)
+    group[order] = np.cumsum(head) - 1
+    first = np.minimum.reduceat(order, bounds)
+    size = np.diff(np.concatenate([bounds, [len(key)]]))
+    return Grams(n, start, row, group, first, size)
 
 
 def _span_chars(w: Words, start: np.ndarray, n: int) -> np.ndarray:
@@ -54,23 +83,29 @@ def _span_chars(w: Words, start: np.ndarray, n: int) -> np.ndarray:
     return cum[start + n] - cum[start]
 
 
-def top_chars(w: Words, n: int) -> np.ndarray:
+def top_chars(w: Words, g: Grams) -> np.ndarray:
     """Per document: characters of its most frequent n-gram, words joined by one space, times its count.
-    Ties go to the n-gram that occurs first. 0 for a document with fewer than ``n`` words."""
+    Ties go to the n-gram that occurs first; with no repeat, that is the document's first n-gram, once.
+    0 for a document with fewer than ``n`` words."""
+    n = g.n
     out = np.zeros(len(w.counts), dtype=np.int64)
-    g = grams(w, n)
-    if len(g.start) == 0:
+    has = w.counts >= n
+    row_start = (np.cumsum(w.counts) - w.counts)[has]
+    out[has] = _span_chars(w, row_start, n) + (n - 1)
+    repeat = g.size > 1
+    if not repeat.any():
         return out
     group_row = g.row[g.first]
     group_pos = g.start[g.first]
     order = np.lexsort((group_pos, -g.size, group_row))
+    order = order[repeat[order]]
     best = order[np.concatenate([[True], group_row[order][1:] != group_row[order][:-1]])]
     length = _span_chars(w, group_pos[best], n) + (n - 1)
     out[group_row[best]] = length * g.size[best]
     return out
 
 
-def duplicate_chars(w: Words, n: int) -> np.ndarray:
+def duplicate_chars(w: Words, g: Grams) -> np.ndarray:
     """Per document: characters (words joined without separator) of the n-grams that repeat an earlier one,
     scanning left to right and jumping past each counted n-gram, as Gopher's reference implementation does.
 
@@ -78,8 +113,8 @@ def duplicate_chars(w: Words, n: int) -> np.ndarray:
     not visited. Python visits only the positions whose n-gram occurred before (their number is printed by
     the benchmark); every other position is settled by the vectorised grouping.
     """
+    n = g.n
     out = np.zeros(len(w.counts), dtype=np.int64)
-    g = grams(w, n)
     if len(g.start) == 0:
         return out
     repeat = np.ones(len(g.start), dtype=bool)

@@ -166,7 +166,7 @@ def _chars(*categories: str) -> str:
 # their context rules): punctuation marks and brackets, quotes, currency and other symbols (So), § % = + – —.
 _EDGE_ASCII = "…,:;!?¿؟¡()[]{}<>_#*&。？！，、；：～·।،۔؛٪'\"”“`‘´’‚„»«「」『』（）〔〕【】《》〈〉§%=+–—"
 EDGE_CHARS = "".join(dict.fromkeys(_EDGE_ASCII + _chars("Sc", "So")))
-_ABBREVIATIONS = (
+ABBREVIATIONS = (
     "Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Inc", "Corp", "Ltd", "Co", "vs", "Mt", "Gov", "Gen", "Rep",
     "Sen", "Prof", "Rev", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
     "Ala", "Ariz", "Ark", "Calif", "Colo", "Conn", "Del", "Fla", "Ga", "Ill", "Ind", "Kan", "Ky", "La", "Md",
@@ -174,7 +174,7 @@ _ABBREVIATIONS = (
 )
 # a core that keeps a following period: a single capital at its end ("E", "U.S"), a single letter, a
 # period inside ("a.m", "e.g"), or a listed abbreviation
-_KEEPS_PERIOD = r"(?:^|[^\p{Lu}])\p{Lu}$|^\pL$|\.\pL$|^(?:" + "|".join(_ABBREVIATIONS) + ")$"
+_KEEPS_PERIOD = r"(?:^|[^\p{Lu}])\p{Lu}$|^\pL$|\.\pL$|^(?:" + "|".join(ABBREVIATIONS) + ")$"
 # clitics split off a core's end: n't 's 're 've 'll 'd 'm (either apostrophe), and the apostrophe-less
 # forms spaCy splits (dont -> do|nt, cannot -> can|not, im -> i|m, gonna -> gon|na), any case
 CLITIC = (r"(?i)^(?P<stem>.+?)(?P<clitic>n['’]t|['’](?:s|re|ve|ll|d|m))$"
@@ -190,13 +190,38 @@ INFIXES = (
     (r"([\pL\pN])([:<>=/])(\pL)", "\\1\ue001\\2\ue001\\3"),
     (r"(\.\.+|…)", "\ue001\\1\ue001"),
 )
-_INFIX_CANDIDATE = r"[+\-*^.,:<>=/~–—…]"
+# a core holding any infix context (one pass over every core; the replacements run on those only)
+_INFIX_CANDIDATE = (rf"\pN[+\-*^][\pN-]|[\p{{Ll}}'\"”“]\.[\p{{Lu}}'\"”“]|\pL,\pL|[\pL\pN](?:{_HYPHENS})\pL"
+                    r"|[\pL\pN][:<>=/]\pL|\.\.|…")
 _URL = r"://|^www\."
 _MARK = "\ue001"
-_SYMBOL_WORD = rf"^[{SYM}]+$"
+SYMBOL_CHARS = _chars("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Cc").translate(
+    {ord(c): None for c in " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85"})
+
+
+_CACHE: list = []  # [(text, Words)]: the last batch's words, shared by the steps that score it in turn
 
 
 def words(text: pa.Array) -> Words:
+    """:func:`split_words` of ``text``, remembered for the next call on the very same array (several steps
+    score one batch in turn; the cached array is held, so its buffers cannot be reused by another)."""
+    if _CACHE and _same(_CACHE[0][0], text):
+        return _CACHE[0][1]
+    result = split_words(text)
+    _CACHE[:] = [(text, result)]
+    return result
+
+
+def _same(a: pa.Array, b: pa.Array) -> bool:
+    if a is b:
+        return True
+    if a.type != b.type or len(a) != len(b) or a.offset != b.offset:
+        return False
+    return all((x is None and y is None) or (x is not None and y is not None and x.address == y.address
+                                              and x.size == y.size) for x, y in zip(a.buffers(), b.buffers()))
+
+
+def split_words(text: pa.Array) -> Words:
     """tokenmill's word splitting (``docs/curation.md``, "Words"), for every row at once.
 
     Each whitespace-separated chunk becomes: its leading edge characters (one word each; a run of periods
@@ -214,7 +239,8 @@ def words(text: pa.Array) -> Words:
     pre_b = nbytes - np.asarray(pc.binary_length(left), dtype=np.int64)
     core_b = np.asarray(pc.binary_length(core), dtype=np.int64)
     suf_b = nbytes - pre_b - core_b
-    take_period = (suf_b > 0) & _match(core, _KEEPS_PERIOD) & _period_first(values, start + pre_b + core_b, suf_b)
+    take_period = _period_first(values, start + pre_b + core_b, suf_b)
+    take_period[take_period] = _match(core.filter(pa.array(take_period)), _KEEPS_PERIOD)
     core_b, suf_b = core_b + take_period, suf_b - take_period
     data = _data(values)
     core = _slice(data, start + pre_b, core_b)
@@ -242,7 +268,8 @@ def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
     values = pa.concat_arrays([p.values.cast(pa.large_string()) for p in parts]).take(pa.array(inverse))
     parents = np.repeat(chunks.parents, k)
     ids = np.asarray(pc.dictionary_encode(values).indices, dtype=np.int64)
-    return Words(values, ids, np.asarray(pc.utf8_length(values), dtype=np.int64), _match(values, _SYMBOL_WORD),
+    symbol = np.asarray(pc.binary_length(pc.utf8_ltrim(values, characters=SYMBOL_CHARS)), dtype=np.int64) == 0
+    return Words(values, ids, np.asarray(pc.utf8_length(values), dtype=np.int64), symbol,
                  parents, np.bincount(parents, minlength=chunks.n_rows))
 
 
@@ -281,7 +308,7 @@ def _period_first(values: pa.Array, at: np.ndarray, n: np.ndarray) -> np.ndarray
 def _clitic_split(core: Pieces, core_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Byte lengths of each core's stem and clitic (0 when it has none)."""
     stem_b, clitic_b = core_b.copy(), np.zeros(len(core_b), dtype=np.int64)
-    candidate = np.flatnonzero(_match(core.values, r"(?i)['’]|nt$|^(?:cannot|im|youre|were|theyre|gonna|wanna|gotta)$"))
+    candidate = np.flatnonzero(_match(core.values, r"['’]|[nN][tT]$|^(?i:cannot|im|youre|theyre|gonna|wanna|gotta)$"))
     if len(candidate) == 0:
         return stem_b, clitic_b
     parts = pc.extract_regex(core.values.take(pa.array(candidate)), CLITIC)
@@ -296,31 +323,38 @@ def _nonempty(pieces: Pieces) -> Pieces:
     return pieces.where(np.asarray(pc.binary_length(pieces.values), dtype=np.int64) > 0)
 
 
+def _grouped(parts: list[Pieces], n_rows: int) -> Pieces:
+    """Several ``Pieces`` of the same rows as one, ordered by row (stable: order within a row kept)."""
+    parents = np.concatenate([p.parents for p in parts])
+    order = np.argsort(parents, kind="stable")
+    values = pa.concat_arrays([p.values.cast(pa.large_string()) for p in parts]).take(pa.array(order))
+    return Pieces(values, parents[order], np.bincount(parents, minlength=n_rows))
+
+
 def _infix_split(cores: Pieces) -> Pieces:
     """Cores split at infixes into one or more words; empty cores give none."""
-    values = cores.values
-    todo = np.flatnonzero(_match(values, _INFIX_CANDIDATE) & ~_match(values, _URL))
-    if len(todo):
-        sub = values.take(pa.array(todo))
-        for pattern, repl in INFIXES:
-            for _ in range(2):  # a second pass catches overlapping neighbours (a-b-c)
-                sub = pc.replace_substring_regex(sub, pattern, repl)
-        mask = np.zeros(len(values), dtype=bool)
-        mask[todo] = True
-        values = pc.replace_with_mask(values, pa.array(mask), sub)
-    pieces = from_lists(pc.split_pattern(values, _MARK))
-    pieces = Pieces(pieces.values, cores.parents[pieces.parents], np.bincount(cores.parents[pieces.parents],
-                                                                               minlength=cores.n_rows))
-    return _nonempty(pieces)
+    cores = _nonempty(cores)
+    todo = _match(cores.values, _INFIX_CANDIDATE)
+    todo[todo] = ~_match(cores.values.filter(pa.array(todo)), _URL)
+    if not todo.any():
+        return cores
+    sub = cores.values.filter(pa.array(todo))
+    for pattern, repl in INFIXES:
+        for _ in range(2):  # a second pass catches overlapping neighbours (a-b-c)
+            sub = pc.replace_substring_regex(sub, pattern, repl)
+    pieces = from_lists(pc.split_pattern(sub, _MARK))
+    split_parents = cores.parents[todo][pieces.parents]
+    split = _nonempty(Pieces(pieces.values, split_parents, np.bincount(split_parents, minlength=cores.n_rows)))
+    return _grouped([cores.where(~todo), split], cores.n_rows)
 
 
 def _symbol_tokens(runs: Pieces) -> Pieces:
     """Edge runs split into words: one per character, a run of periods whole."""
+    runs = _nonempty(runs)
     marked = pc.replace_substring_regex(runs.values, r"(\.+|[^.])", _MARK + r"\1")
     pieces = from_lists(pc.split_pattern(marked, _MARK))
-    pieces = Pieces(pieces.values, runs.parents[pieces.parents], np.bincount(runs.parents[pieces.parents],
-                                                                             minlength=runs.n_rows))
-    return _nonempty(pieces)
+    parents = runs.parents[pieces.parents]
+    return _nonempty(Pieces(pieces.values, parents, np.bincount(parents, minlength=runs.n_rows)))
 
 
 def _positions(start: np.ndarray, counts: np.ndarray) -> np.ndarray:
