@@ -7,18 +7,23 @@ a version (``length_v1``) so a changed rule never hides behind an old name.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokenmill.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class LengthFilter:
-    """Keep documents whose text has between ``min_chars`` and ``max_chars`` characters."""
+    """Keep documents whose text has between ``min_chars`` and ``max_chars`` characters.
+
+    A thin adapter over :class:`tokenmill.curate.heuristics.length.Length` (score, then decide) for the
+    pretraining track's ``(kept_batch, counts)`` step shape.
+    """
 
     min_chars: int = 0
     max_chars: int | None = None
@@ -33,13 +38,13 @@ class LengthFilter:
                 raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
 
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
-        n = pc.utf8_length(batch.column("text"))
-        short = pc.less(n, self.min_chars)
-        long_ = pc.greater(n, self.max_chars) if self.max_chars is not None else pc.equal(n, -1)
-        keep = pc.invert(pc.or_(short, long_))
-        counts = {f"{self.name}:too_short": pc.sum(short).as_py() or 0,
-                  f"{self.name}:too_long": pc.sum(long_).as_py() or 0}
-        return batch.filter(keep), {k: v for k, v in counts.items() if v}
+        from tokenmill.curate.heuristics.length import Length
+
+        step = Length(min_chars=self.min_chars, max_chars=self.max_chars)
+        rules = step.decide(step.score(batch).scores)
+        removed = np.array([r is not None for r in rules], dtype=bool)
+        counts = Counter(f"{self.name}:{r}" for r in rules if r is not None)
+        return batch.filter(pa.array(~removed)), dict(counts)
 
 
 STEPS = {"length": LengthFilter}

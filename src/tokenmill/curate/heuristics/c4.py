@@ -18,16 +18,26 @@ All line rules are statistic parameters (they decide the text the document rules
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.heuristics.rules import check_number, first_rule
-from tokenmill.curate.heuristics.text import (ABBREVIATIONS, STERM, WS, Pieces, from_lists, splitlines, strip,
-                                              text_column)
+from tokenmill.curate.heuristics.rules import check_bool, check_number, first_rule
+from tokenmill.curate.heuristics.text import (
+    ABBREVIATIONS,
+    STERM,
+    WS,
+    Pieces,
+    from_lists,
+    join_lines,
+    splitlines,
+    strip,
+    text_column,
+)
 from tokenmill.curate.step import Scored
 
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
@@ -61,10 +71,8 @@ class C4:
             if getattr(self, key) == -1:  # datatrove's spelling of "disabled"
                 object.__setattr__(self, key, None)
             check_number(self, key, low=0, whole=True)
-        for key in ("remove_citations", "filter_no_terminal_punct", "filter_lorem_ipsum", "filter_javascript",
-                    "filter_curly_bracket", "filter_policy"):
-            if not isinstance(getattr(self, key), bool):
-                raise ValueError(f"{self.name}.{key}: expected true or false, got {getattr(self, key)!r}")
+        check_bool(self, "remove_citations", "filter_no_terminal_punct", "filter_lorem_ipsum", "filter_javascript",
+                   "filter_curly_bracket", "filter_policy")
 
     def setup(self) -> None:
         pass
@@ -85,7 +93,7 @@ class C4:
             "lorem_ipsum_lines": lines.per_row(rules["lorem_ipsum"]).astype(np.int64),
             "curly_bracket_lines": lines.per_row(rules["curly_bracket"]).astype(np.int64),
             "sentences": sentences.astype(np.int64),
-        }, text=_join(kept), counts=counts)
+        }, text=join_lines(kept), counts=counts)
 
     def _line_rules(self, lines: Pieces, line: pa.Array, words: Pieces) -> dict[str, np.ndarray]:
         n = len(lines.parents)
@@ -129,11 +137,3 @@ def _sentences(lines: pa.Array) -> np.ndarray:
     for pattern, repl in (_NOT_AN_END, _ABBREVIATION_PERIOD):
         lines = pc.replace_substring_regex(lines, pattern, repl)
     return np.asarray(pc.count_substring_regex(lines, SENTENCE_BREAK), dtype=np.int64) + 1
-
-
-def _join(kept: Pieces) -> pa.Array:
-    """Each document's kept lines joined by ``\\n`` and stripped (empty when none is kept)."""
-    offsets = np.concatenate([[0], np.cumsum(kept.counts)]).astype(np.int64)
-    values = kept.values.cast(pa.large_string())
-    lists = pa.LargeListArray.from_arrays(pa.array(offsets), values)
-    return strip(pc.binary_join(lists, pa.scalar("\n", pa.large_string())))

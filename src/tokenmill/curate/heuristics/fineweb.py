@@ -4,14 +4,15 @@ of datatrove's ``FineWebQualityFilter``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.heuristics.rules import above, check_number, first_rule
+from tokenmill.curate.heuristics.rules import above, check_bool, check_number, first_rule
 from tokenmill.curate.heuristics.text import STERM, count, duplicates, ratio, split, strip, text_column, words
 from tokenmill.curate.step import Scored
 
@@ -40,8 +41,7 @@ class FineWeb:
             check_number(self, key, low=0, high=1)
         check_number(self, "new_line_ratio", low=0)
         check_number(self, "short_line_length", low=0, whole=True, optional=False)
-        if not isinstance(self.line_punct_exclude_zero, bool):
-            raise ValueError(f"{self.name}.line_punct_exclude_zero: expected true or false")
+        check_bool(self, "line_punct_exclude_zero")
         if self.stop_chars is not None:
             if isinstance(self.stop_chars, str) or not all(isinstance(c, str) and c for c in self.stop_chars):
                 raise ValueError(f"{self.name}.stop_chars: expected a list of non-empty strings")

@@ -8,8 +8,9 @@ that repeat an earlier one (none in most documents).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa

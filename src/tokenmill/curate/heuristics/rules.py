@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,3 +42,10 @@ def below(values: Any, threshold: float | None) -> np.ndarray | None:
 
 def above(values: Any, threshold: float | None) -> np.ndarray | None:
     return None if threshold is None else np.asarray(values) > threshold
+
+
+def check_bool(step: Any, *names: str) -> None:
+    """``TypeError`` naming the first parameter of ``names`` that is not true or false."""
+    for name in names:
+        if not isinstance(getattr(step, name), bool):
+            raise TypeError(f"{step.name}.{name}: expected true or false, got {getattr(step, name)!r}")

@@ -64,7 +64,7 @@ class Pieces:
         """A bool per piece: ``pattern`` (RE2) found in it."""
         return np.asarray(pc.match_substring_regex(self.values, pattern), dtype=bool)
 
-    def where(self, keep: np.ndarray) -> "Pieces":
+    def where(self, keep: np.ndarray) -> Pieces:
         idx = np.flatnonzero(keep)
         parents = self.parents[idx]
         return Pieces(self.values.take(pa.array(idx)), parents, np.bincount(parents, minlength=self.n_rows))
@@ -106,6 +106,13 @@ def splitlines(text: pa.Array) -> Pieces:
 def strip(values: pa.Array) -> pa.Array:
     """Python's ``str.strip()`` (Arrow's whitespace is Python's)."""
     return pc.utf8_trim_whitespace(values)
+
+
+def join_lines(kept: Pieces) -> pa.Array:
+    """Each row's pieces joined by ``\\n`` and stripped (empty for a row without pieces)."""
+    offsets = np.concatenate([[0], np.cumsum(kept.counts)]).astype(np.int64)
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets), kept.values.cast(pa.large_string()))
+    return strip(pc.binary_join(lists, pa.scalar("\n", pa.large_string())))
 
 
 def count(text: pa.Array, needle: str) -> np.ndarray:
