@@ -48,7 +48,7 @@ POLICY = r"(?i)terms of use|privacy policy|cookie policy|uses cookies|use of coo
 # of an abbreviation (a single capital "E.", letters with periods "J.C.", or a listed title "Dr.").
 SENTENCE_BREAK = rf"[{STERM}]+\pP*[{WS}]+\pP*[^\pP{WS}]|\p{{Ll}}\.\p{{Lu}}"
 _NOT_AN_END = (r"\.\.+|…", "\ue002")
-_ABBREVIATION_PERIOD = (rf"(^|[{WS}\pP])(\p{{Lu}}|\pL(?:\.\pL)+|" + "|".join(ABBREVIATIONS) + r")\.",
+_ABBREVIATION_PERIOD = (rf"(^|[{WS}\pP])(\pL(?:\.\pL)+|\p{{Lu}}|" + "|".join(ABBREVIATIONS) + r")\.",
                         "\\1\\2\ue002")
 
 
@@ -122,14 +122,19 @@ class C4:
             return np.zeros(len(line), dtype=bool)
         return np.asarray(pc.match_substring_regex(line, pattern), dtype=bool)
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         s = {k: np.asarray(v) for k, v in scores.items()}
         few = None if self.min_num_sentences is None else s["sentences"] < self.min_num_sentences
-        return first_rule(len(s["lines"]), [
+        return [
             ("lorem_ipsum", s["lorem_ipsum_lines"] > 0),
             ("curly_bracket", s["curly_bracket_lines"] > 0),
             ("too_few_sentences", few),
-        ])
+        ]
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))
+
 
 
 def _sentences(lines: pa.Array) -> np.ndarray:

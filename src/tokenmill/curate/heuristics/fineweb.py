@@ -70,17 +70,21 @@ class FineWeb:
             "newline_ratio": ratio(newlines, words(text).counts),
         })
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         s = {k: np.asarray(v) for k, v in scores.items()}
         punct = None
         if self.line_punct_thr is not None:
             punct = s["line_punct_ratio"] < self.line_punct_thr
             if self.line_punct_exclude_zero:
                 punct &= s["line_punct_ratio"] != 0
-        return first_rule(len(s["lines"]), [
+        return [
             ("empty", s["lines"] == 0),
             ("line_punct_ratio", punct),
             ("short_line_ratio", above(s["short_line_ratio"], self.short_line_thr)),
             ("char_dup_ratio", above(s["char_dup_ratio"], self.char_duplicates_ratio)),
             ("list_ratio", above(s["newline_ratio"], self.new_line_ratio)),
-        ])
+        ]
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))

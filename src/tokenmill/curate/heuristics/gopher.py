@@ -89,9 +89,10 @@ class GopherQuality:
         key = named.parents[hit] * len(self.stop_words) + np.asarray(idx.filter(pa.array(hit)), dtype=np.int64)
         return np.bincount(np.unique(key) // len(self.stop_words), minlength=named.n_rows).astype(np.int64)
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         s = {k: np.asarray(v) for k, v in scores.items()}
-        return first_rule(len(s["words"]), [
+        return [
             ("short_doc", below(s["non_symbol_words"], self.min_doc_words)),
             ("long_doc", above(s["non_symbol_words"], self.max_doc_words)),
             ("below_avg_word_length", below(s["avg_word_length"], self.min_avg_word_length)),
@@ -102,7 +103,11 @@ class GopherQuality:
             ("too_many_end_ellipsis", above(s["ellipsis_lines_ratio"], self.max_ellipsis_lines_ratio)),
             ("below_alpha_words", below(s["alpha_words_ratio"], self.min_alpha_words_ratio)),
             ("few_stop_words", below(s["stop_words"], self.min_stop_words)),
-        ])
+        ]
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))
+
 
 
 TOP_N_GRAMS = ((2, 0.2), (3, 0.18), (4, 0.16))
@@ -156,7 +161,8 @@ class GopherRepetition:
             scores[f"dup_{n}_gram_char_frac"] = ratio(ngrams.duplicate_chars(w, grams[n]), chars)
         return Scored(scores)
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         s = {k: np.asarray(v) for k, v in scores.items()}
         checks = [
             ("empty", s["chars"] == 0),
@@ -167,7 +173,11 @@ class GopherRepetition:
         ]
         checks += [(f"top_{n}_gram", above(s[f"top_{n}_gram_char_frac"], frac)) for n, frac in self.top_n_grams]
         checks += [(f"duplicated_{n}_n_grams", above(s[f"dup_{n}_gram_char_frac"], frac)) for n, frac in self.dup_n_grams]
-        return first_rule(len(s["chars"]), checks)
+        return checks
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))
+
 
 
 def _pairs(step, key: str) -> tuple[tuple[int, float], ...]:

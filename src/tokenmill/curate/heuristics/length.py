@@ -35,7 +35,10 @@ class Length:
     def score(self, batch: pa.RecordBatch) -> Scored:
         return Scored({"chars": np.asarray(pc.utf8_length(text_column(batch)), dtype=np.int64)})
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         chars = np.asarray(scores["chars"])
-        return first_rule(len(chars), [("too_short", below(chars, self.min_chars)),
-                                       ("too_long", above(chars, self.max_chars))])
+        return [("too_short", below(chars, self.min_chars)), ("too_long", above(chars, self.max_chars))]
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))

@@ -99,12 +99,17 @@ class RefinedWeb:
             values, drop = _substrings(values, drop, counts)
         return values, drop, +counts
 
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+    def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
+        """Every rule with its mask (``None``: disabled), in decision order."""
         s = {k: np.asarray(v) for k, v in scores.items()}
-        return first_rule(len(s["words_before"]), [
+        return [
             ("empty", (s["words_before"] == 0) | (s["chars_after"] == 0)),
             ("word_removal_ratio", above(s["word_removal_ratio"], self.max_removed_ratio)),
-        ])
+        ]
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
+        return first_rule(len(next(iter(scores.values()))), self.checks(scores))
+
 
 
 def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter) -> tuple[pa.Array, np.ndarray]:
