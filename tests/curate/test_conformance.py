@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import collections
+import json
 import math
 
 import pytest
-
-import json
 
 from tokenmill.curate.conformance import score_case, score_cases, vectors
 

@@ -17,7 +17,10 @@ from tokenmill.curate.step import reason, step_fingerprint
 NAMES = ["length", "gopher_quality", "gopher_repetition", "c4", "fineweb", "refinedweb"]
 
 
-def batch(texts, typ=pa.large_string()) -> pa.RecordBatch:
+LARGE = pa.large_string()
+
+
+def batch(texts, typ=LARGE) -> pa.RecordBatch:
     return pa.record_batch({"id": pa.array([str(i) for i in range(len(texts))]), "text": pa.array(texts, typ)})
 
 
