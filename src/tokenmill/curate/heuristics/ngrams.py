@@ -110,8 +110,10 @@ def duplicate_chars(w: Words, g: Grams) -> np.ndarray:
     scanning left to right and jumping past each counted n-gram, as Gopher's reference implementation does.
 
     An n-gram is counted when an earlier, visited occurrence exists; positions inside a counted n-gram are
-    not visited. Python visits only the positions whose n-gram occurred before (their number is printed by
-    the benchmark); every other position is settled by the vectorised grouping.
+    not visited. This scan is the one per-position Python loop of the heuristic steps: it visits only the
+    positions whose n-gram occurred before in the document (none in most documents), every other position
+    being settled by the vectorised grouping; its cost is inside ``gopher_repetition``'s time in
+    BENCHMARKS.md.
     """
     n = g.n
     out = np.zeros(len(w.counts), dtype=np.int64)
