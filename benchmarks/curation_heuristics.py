@@ -16,7 +16,7 @@
    datatrove takes minutes per thousand documents here, so it gets a smaller sample of the same corpus and
    both are compared per document.
 4. Documents per second per core from CPU seconds (user + system) of the timed part, wall seconds beside;
-   peak RSS of each process from outside (psutil, every 50 ms); the share of the datatrove sample on which
+   peak RSS of each process from outside (psutil, every 200 ms); the share of the datatrove sample on which
    both keep or both remove.
 
 Prints the table and rewrites the section of BENCHMARKS.md (``--no-write`` to skip).
@@ -128,11 +128,13 @@ def run_datatrove(corpus: str, n: int) -> dict:
 
 
 def measure(which: str, corpus: str, n: int) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--run", which, "--corpus", corpus, "--n", str(n)]
-    done = run_measured(cmd, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    out = Path(corpus).with_name(f"result_{which}.json")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run", which, "--corpus", corpus, "--n", str(n),
+           "--out", str(out)]
+    done = run_measured(cmd, poll_s=0.2, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     if done["rc"] != 0:
         raise SystemExit(f"{which} failed:\n{done['stderr'][-3000:]}")
-    result = json.loads(done["stdout"].strip().splitlines()[-1])
+    result = json.loads(out.read_text())
     result["peak_rss_mb"] = done["peak_rss_mb"]
     return result
 
@@ -183,10 +185,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--run", choices=["tokenmill", "datatrove"], help=argparse.SUPPRESS)
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run:
         result = run_tokenmill(args.corpus) if args.run == "tokenmill" else run_datatrove(args.corpus, args.n)
-        print(json.dumps(result))
+        Path(args.out).write_text(json.dumps(result))
         return 0
     load = os.getloadavg()[0]
     corpus = build_corpus(args.shared, args.work, mb=args.mb, seed=0)

@@ -248,14 +248,18 @@ def split_words(text: pa.Array) -> Words:
     suf_b = nbytes - pre_b - core_b
     take_period = _period_first(values, start + pre_b + core_b, suf_b)
     take_period[take_period] = _match(core.filter(pa.array(take_period)), _KEEPS_PERIOD)
+    if take_period.any():
+        dot = pa.scalar(".", core.type)
+        with_period = pc.binary_join_element_wise(core.filter(pa.array(take_period)), dot, pa.scalar("", core.type))
+        core = pc.replace_with_mask(core, pa.array(take_period), with_period)
     core_b, suf_b = core_b + take_period, suf_b - take_period
     data = _data(values)
-    core = _slice(data, start + pre_b, core_b)
-    stem_b, clitic_b = _clitic_split(core, core_b)
+    stem, clitic = _clitic_split(core)
+    rows = np.arange(len(nbytes))
     parts = [
         _symbol_tokens(_slice(data, start, pre_b)),
-        _infix_split(_slice(data, start + pre_b, stem_b)),
-        _nonempty(_slice(data, start + pre_b + stem_b, clitic_b)),
+        _infix_split(Pieces(stem, rows, np.ones(len(rows), dtype=np.int64))),
+        clitic,
         _symbol_tokens(_slice(data, start + pre_b + core_b, suf_b)),
     ]
     return _assemble(parts, chunks)
@@ -312,18 +316,24 @@ def _period_first(values: pa.Array, at: np.ndarray, n: np.ndarray) -> np.ndarray
     return out
 
 
-def _clitic_split(core: Pieces, core_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Byte lengths of each core's stem and clitic (0 when it has none)."""
-    stem_b, clitic_b = core_b.copy(), np.zeros(len(core_b), dtype=np.int64)
-    candidate = np.flatnonzero(_match(core.values, r"['’]|[nN][tT]$|^(?i:cannot|im|youre|theyre|gonna|wanna|gotta)$"))
-    if len(candidate) == 0:
-        return stem_b, clitic_b
-    parts = pc.extract_regex(core.values.take(pa.array(candidate)), CLITIC)
-    n = sum(np.asarray(pc.binary_length(pc.struct_field(parts, f)).fill_null(0), dtype=np.int64)
-            for f in ("clitic", "clitic2", "clitic3"))
-    stem_b[candidate] -= n
-    clitic_b[candidate] = n
-    return stem_b, clitic_b
+def _clitic_split(core: pa.Array) -> tuple[pa.Array, Pieces]:
+    """Each core without its clitic, and the clitics (``Pieces`` whose parents are core indices)."""
+    rows = np.arange(len(core))
+    candidate = np.flatnonzero(_match(core, r"['’]|[nN][tT]$|^(?i:cannot|im|youre|theyre|gonna|wanna|gotta)$"))
+    parts = pc.extract_regex(core.take(pa.array(candidate)), CLITIC) if len(candidate) else None
+    if parts is None or parts.null_count == len(parts):
+        return core, Pieces(pa.array([], pa.large_string()), rows[:0], np.zeros(len(core), dtype=np.int64))
+    valid = np.asarray(pc.is_valid(parts), dtype=bool)
+    parts = parts.filter(pa.array(valid))
+    idx = candidate[valid]
+    empty = pa.scalar("", parts.type.field(0).type)
+    stems = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in ("stem", "stem2", "stem3")), empty)
+    clitics = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in ("clitic", "clitic2", "clitic3")),
+                                          empty)
+    mask = np.zeros(len(core), dtype=bool)
+    mask[idx] = True
+    core = pc.replace_with_mask(core, pa.array(mask), stems.cast(core.type))
+    return core, Pieces(clitics.cast(pa.large_string()), idx, np.bincount(idx, minlength=len(core)))
 
 
 def _nonempty(pieces: Pieces) -> Pieces:
