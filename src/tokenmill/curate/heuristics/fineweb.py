@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.rules import above, check_bool, check_number, first_rule
-from tokenmill.curate.heuristics.text import STERM, count, duplicates, ratio, split, strip, text_column, words
+from tokenmill.curate.heuristics.text import STERM, count, count_words, duplicates, ratio, split, strip, text_column
 from tokenmill.curate.step import Scored
 
 
@@ -67,7 +67,7 @@ class FineWeb:
             "line_punct_ratio": ratio(lines.per_row(lines.match(self._ends_with_stop())), lines.counts),
             "short_line_ratio": ratio(lines.per_row(lines.lengths() <= self.short_line_length), lines.counts),
             "char_dup_ratio": ratio(dup_chars, chars - newlines),
-            "newline_ratio": ratio(newlines, words(text).counts),
+            "newline_ratio": ratio(newlines, count_words(text)),
         })
 
     def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:

@@ -43,6 +43,8 @@ def repeated_grams(w: Words, sizes: list[int]):
     cand = np.arange(total)
     h = ids.copy()
     for n in range(1, max(sizes, default=0) + 1):
+        if n == 1 and 1 not in sizes:
+            continue  # every position stays a candidate for n = 2
         if n > 1:
             valid = cand + n - 1 < total
             cand, h = cand[valid], h[valid]

@@ -228,7 +228,15 @@ def _same(a: pa.Array, b: pa.Array) -> bool:
                                               and x.size == y.size) for x, y in zip(a.buffers(), b.buffers()))
 
 
-def split_words(text: pa.Array) -> Words:
+def count_words(text: pa.Array) -> np.ndarray:
+    """Words per row, as ``words(text).counts`` (from the cache when it holds ``text``, else without
+    assembling the words)."""
+    if _CACHE and _same(_CACHE[0][0], text):
+        return _CACHE[0][1].counts
+    return split_words(text, counts_only=True)
+
+
+def split_words(text: pa.Array, *, counts_only: bool = False):
     """tokenmill's word splitting (``docs/curation.md``, "Words"), for every row at once.
 
     Each whitespace-separated chunk becomes: its leading edge characters (one word each; a run of periods
@@ -262,6 +270,9 @@ def split_words(text: pa.Array) -> Words:
         clitic,
         _symbol_tokens(_slice(data, start + pre_b + core_b, suf_b)),
     ]
+    if counts_only:
+        per_chunk = sum(p.counts for p in parts)
+        return np.bincount(chunks.parents, weights=per_chunk, minlength=chunks.n_rows).astype(np.int64)
     return _assemble(parts, chunks)
 
 
