@@ -115,3 +115,14 @@ def test_pretrain_length_filter_adapter():
     kept, counts = LengthFilter(min_chars=2, max_chars=3)(batch(["a", "ab", "abcd", "abc"]))
     assert kept.column("text").to_pylist() == ["ab", "abc"]
     assert counts == {"length_v1:too_short": 1, "length_v1:too_long": 1}
+
+
+def test_word_counts_without_assembly_match_the_words():
+    from tokenmill.curate.heuristics.text import count_words, split_words, text_column
+
+    text = text_column(batch(TEXTS + ["don't stop-gap U.S. (e.g. this)... #tag 3.5%"]))
+    words = split_words(text)
+    np.testing.assert_array_equal(split_words(text, counts_only=True), words.counts)
+    np.testing.assert_array_equal(count_words(text), words.counts)
+    last = words.values.to_pylist()[-int(words.counts[-1]):]
+    assert last == ["do", "n't", "stop", "-", "gap", "U.S.", "(", "e.g.", "this", ")", "...", "#", "tag", "3.5", "%"]
