@@ -23,9 +23,8 @@ import dataclasses
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 import pyarrow as pa
