@@ -1,34 +1,33 @@
-"""The first curation step, kept for installations without the heuristics package.
+"""Curation steps: plain picklable callables over a ``Document`` record batch.
 
-``LengthFilter`` follows the document-step contract (:mod:`tokenmill.curate.step`: ``score`` then
-``decide``; statistic ``length.chars``, rules ``too_short`` / ``too_long``) and can still be called on a
-batch directly (``(kept_batch, {reason: n})``). ``tokenmill.curate.build`` uses it for ``length`` when the
-registry's heuristics module is absent.
+A step returns ``(kept_batch, {reason: n_filtered})``; the reason becomes a counted line of the run's
+accounting. Scores are computed with ``pyarrow.compute``, never per-token Python loops. Step names carry
+a version (``length_v1``) so a changed rule never hides behind an old name.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokenmill.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class LengthFilter:
-    """Keep documents whose text has between ``min_chars`` and ``max_chars`` characters."""
+    """Keep documents whose text has between ``min_chars`` and ``max_chars`` characters.
+
+    A thin adapter over :class:`tokenmill.curate.heuristics.length.Length` (score, then decide) for the
+    pretraining track's ``(kept_batch, counts)`` step shape.
+    """
 
     min_chars: int = 0
     max_chars: int | None = None
-
-    name: ClassVar[str] = "length"
-    version: ClassVar[int] = 1
-    decision_params: ClassVar[tuple] = ("min_chars", "max_chars")
-    thresholds: ClassVar[dict] = {"chars": "min_chars"}
+    name: str = "length_v1"
 
     def __post_init__(self) -> None:
         for key in ("min_chars", "max_chars"):
@@ -38,28 +37,14 @@ class LengthFilter:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
 
-    def setup(self) -> None:
-        pass
-
-    def score(self, batch: pa.RecordBatch) -> Any:
-        from tokenmill.curate.step import Scored
-
-        return Scored({"chars": pc.utf8_length(batch.column("text")).to_numpy().astype(np.int64)})
-
-    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
-        n = np.asarray(scores["chars"])
-        out = np.full(len(n), None, dtype=object)
-        if self.max_chars is not None:
-            out[n > self.max_chars] = "too_long"
-        out[n < self.min_chars] = "too_short"
-        return out
-
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
-        rules = self.decide(self.score(batch).scores)
-        counts: dict[str, int] = {}
-        for r in rules[rules != None]:
-            counts[f"length_v1:{r}"] = counts.get(f"length_v1:{r}", 0) + 1
-        return batch.filter(pa.array(rules == None)), counts
+        from tokenmill.curate.heuristics.length import Length
+
+        step = Length(min_chars=self.min_chars, max_chars=self.max_chars)
+        rules = step.decide(step.score(batch).scores)
+        removed = np.array([r is not None for r in rules], dtype=bool)
+        counts = Counter(f"{self.name}:{r}" for r in rules if r is not None)
+        return batch.filter(pa.array(~removed)), dict(counts)
 
 
 STEPS = {"length": LengthFilter}
