@@ -97,3 +97,35 @@ def edited(rng: random.Random, text: str, rate: float) -> str:
             words[i] = rng.choice(WORDS) + "x"
     out = " ".join(words)
     return out.upper() if rng.random() < 0.3 else out.replace(" ", "  ", 3)
+
+
+def planted_corpus(seed: int, n_base: int, n_words: int = 200) -> tuple[list[str], list[tuple[int, int]]]:
+    """Random documents plus edited copies of some (exact with case/space changes, word substitutions at
+    1-3%, a boilerplate line added, a line deleted); returns the texts and the planted (copy, original)."""
+    rng = random.Random(seed)
+    texts = [random_text(rng, n_words) for _ in range(n_base)]
+    planted = []
+    for i in range(0, n_base, 2):
+        kind = (i // 2) % 5
+        src = texts[i]
+        if kind == 0:
+            copy = src.upper().replace(" ", "\t", 5)
+        elif kind in (1, 2):
+            copy = edited(rng, src, 0.01 * kind)
+        elif kind == 3:
+            copy = src + "\nSubscribe to our newsletter for more stories like this one."
+        else:
+            lines = src.split("\n")
+            del lines[len(lines) // 2]
+            copy = "\n".join(lines)
+        planted.append((len(texts), i))
+        texts.append(copy)
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    where = {old: new for new, old in enumerate(order)}
+    return [texts[o] for o in order], [(where[a], where[b]) for a, b in planted]
+
+
+def split_units(texts: list[str], n: int) -> list[list[str]]:
+    size = -(-len(texts) // n)
+    return [texts[i:i + size] for i in range(0, len(texts), size)]
