@@ -148,21 +148,27 @@ run_workflow([source_stage(split_units(texts, 3)), *step.stages("source")], out=
 '''
 
 
-@pytest.mark.parametrize("stage", ["signatures", "buckets", "verify", "components", "minhash_dedup"])
-def test_killed_in_any_stage_resumes_to_the_same_bytes(tmp_path, stage):
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
     texts, _ = planted_corpus(4, 30)
-    units = split_units(texts, 3)
+    run_step(MinHashDedup(partition_edges=400), split_units(texts, 3), out)
+    return tree(out)
+
+
+@pytest.mark.parametrize("stage", ["signatures", "buckets", "verify", "components", "minhash_dedup"])
+def test_killed_in_any_stage_resumes_to_the_same_bytes(tmp_path, stage, clean_run):
+    texts, _ = planted_corpus(4, 30)
     step = MinHashDedup(partition_edges=400)
-    run_step(step, units, tmp_path / "clean")
     name = stage if stage == "minhash_dedup" else f"minhash_dedup.{stage}"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(HERE), str(tmp_path / "killed"), name], env=env,
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(HERE), str(tmp_path), name], env=env,
                           capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    done = tmp_path / "killed" / "_state" / f"{step.name}_v1" / "done"
+    done = tmp_path / "_state" / f"{step.name}_v1" / "done"
     assert len(list(done.glob("*.json"))) < 3 if done.exists() else True  # the run did not finish
-    run_step(step, units, tmp_path / "killed")
-    assert tree(tmp_path / "killed") == tree(tmp_path / "clean")
+    run_step(step, split_units(texts, 3), tmp_path)
+    assert tree(tmp_path) == clean_run
 
 
 def test_step_is_registered_picklable_and_checks_options(tmp_path):
