@@ -163,7 +163,7 @@ def normalize_array(texts: pa.Array, normalize: Sequence[str]) -> pa.Array:
     import pyarrow.compute as pc
 
     if "nfkc" in normalize:
-        texts = pc.utf8_normalize(texts, form="NFKC")
+        texts = _nfkc(texts)
     if "lower" in normalize:
         texts = pc.utf8_lower(texts)
     if "punctuation" in normalize:
@@ -173,6 +173,16 @@ def normalize_array(texts: pa.Array, normalize: Sequence[str]) -> pa.Array:
     if "whitespace" in normalize:
         texts = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"[\s\p{Z}]+", " "))
     return texts
+
+
+def _nfkc(texts: pa.Array) -> pa.Array:
+    """NFKC of the non-ASCII strings only (ASCII text is already in NFKC)."""
+    import pyarrow.compute as pc
+
+    other = pc.invert(pc.string_is_ascii(texts))
+    if not pc.any(other).as_py():
+        return texts
+    return pc.replace_with_mask(texts, other, pc.utf8_normalize(texts.filter(other), form="NFKC"))
 
 
 # --- shuffles -------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Shingles. Text is normalised (:func:`~tokenmill.curate.dedup.common.normalize_array`), then cut into
 tokens: words (Arrow's whitespace split) or characters (Unicode code points). Every token gets a 64-bit
-value (words: :func:`~tokenmill.curate.dedup.common.hash_strings`; characters: the code point), and the
+value (words: :func:`~tokenmill.curate.dedup.common.hash_strings` of each distinct word of the batch;
+characters: the code point), and the
 shingle starting at token ``i`` is ``mix64(sum_k t[i+k] * C_k)`` over ``k < n`` (mod 2**64): ``n`` numpy
 passes over the token array of the whole batch. A document with fewer than ``n`` tokens has one shingle
 of all its tokens; a document without tokens has none (and no signature: it is never a near-duplicate).
@@ -32,6 +33,8 @@ _C = mix64(np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | 
 
 def tokens(texts: pa.Array, *, kind: str, normalize: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token values (uint64) of every document, and the number of tokens of each document."""
+    if kind == "word":  # the split below collapses whitespace itself
+        normalize = [n for n in normalize if n != "whitespace"]
     texts = normalize_array(texts, normalize)
     if kind == "char":
         arrays = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32) for t in texts.to_pylist()]
@@ -42,7 +45,8 @@ def tokens(texts: pa.Array, *, kind: str, normalize: Sequence[str]) -> tuple[np.
     flat = pc.list_flatten(words)
     parents = pc.list_parent_indices(words).to_numpy()
     nonempty = pc.greater(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
-    values = hash_strings(flat.filter(pa.array(nonempty)))
+    words = pc.dictionary_encode(flat.filter(pa.array(nonempty)))  # hash each distinct word once
+    values = hash_strings(words.dictionary)[words.indices.to_numpy()]
     counts = np.bincount(parents[nonempty], minlength=len(texts)).astype(np.int64)
     return values, counts
 
