@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from common import machine, run_measured, update_section  # noqa: E402
+from common import machine, run_measured, update_section
 
 FILES = 8
 BOILER = "Copyright 2024 All rights reserved. Subscribe to our newsletter for updates."
@@ -152,7 +152,7 @@ def truth_pairs(corpus: Path, low: float = 0.5) -> tuple[list[str], dict[tuple[i
 def quality(ids: list[str], truth: dict, removed: set[str], cluster: dict[str, object]) -> dict:
     pos = {i: n for n, i in enumerate(ids)}
     positives = [p for p, s in truth.items() if s >= 0.8]
-    same = lambda a, b: cluster.get(ids[a]) is not None and cluster.get(ids[a]) == cluster.get(ids[b])  # noqa: E731
+    same = lambda a, b: cluster.get(ids[a]) is not None and cluster.get(ids[a]) == cluster.get(ids[b])
     found = sum(1 for a, b in positives if same(a, b))
     best: dict[int, float] = {}
     for (a, b), s in truth.items():
@@ -177,8 +177,8 @@ def run_tokenmill(args: argparse.Namespace) -> dict:
     from dataclasses import dataclass  # noqa: F401
 
     import pyarrow.parquet as pq
-
     from bench_dedup_source import jsonl_source_stage
+
     from tokenmill.curate.dedup.minhash import MinHashDedup
     from tokenmill.engine import LocalExecutor, run_workflow
 
@@ -206,8 +206,12 @@ def run_tokenmill(args: argparse.Namespace) -> dict:
 
 def run_datatrove(args: argparse.Namespace) -> dict:
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, \
-        MinhashDedupSignature
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers.jsonl import JsonlWriter
@@ -257,7 +261,9 @@ def measured(which: str, corpus: Path, work: Path, *, workers: int = 2, params: 
     if m["rc"] != 0:
         raise RuntimeError(f"{which} failed:\n{m['stderr'][-3000:]}")
     out = json.loads(result.read_text())
-    out.update(wall_s=m["wall_s"], peak_rss_mb=m["peak_rss_mb"], peak_pss_mb=m["peak_pss_mb"])
+    measure = {"wall_s": m["wall_s"], "peak_rss_mb": m["peak_rss_mb"], "peak_pss_mb": m["peak_pss_mb"]}
+    work.with_name(work.name + ".measure.json").write_text(json.dumps(measure))
+    out.update(measure)
     return out
 
 
@@ -271,12 +277,15 @@ def main() -> None:
     ap.add_argument("--scale-mb", type=float, nargs=2, default=[15.0, 60.0])
     ap.add_argument("--partition-edges", type=int, default=20_000)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="rebuild the section from --workdir's results")
     args = ap.parse_args()
     shared = Path(args.shared)
     if not (shared / "pretrain").is_dir():
         shared = Path("/work/shared/data")
     root = Path(args.workdir or tempfile.mkdtemp(prefix="tokenmill-dedup-bench-"))
     corpus = root / "corpus"
+    if args.report_only:
+        return _report_only(root, corpus, shared, args)
     info = build_corpus(shared, corpus, target_mb=None)
     ids, truth = truth_pairs(corpus)
     runs = {
@@ -294,10 +303,32 @@ def main() -> None:
     for mb in args.scale_mb:
         c = root / f"corpus-{int(mb)}"
         meta = build_corpus(shared, c, target_mb=mb, seed=1, files=max(1, round(mb / 2)))  # units of ~2 MB
+        c.with_name(c.name + ".meta.json").write_text(json.dumps(meta))
         r = measured("tokenmill", c, root / f"scale-{int(mb)}", params={"partition_edges": args.partition_edges})
         scale.append((mb, meta, r))
         print("scale", mb, meta["docs"], r["wall_s"], r["peak_pss_mb"], r["stage_peak_rss_mb"], r["components"],
               flush=True)
+    body = report(info, results, scale, args.partition_edges)
+    print(body)
+    if not args.no_write:
+        update_section("Fuzzy dedup vs datatrove", body)
+
+
+def _report_only(root: Path, corpus: Path, shared: Path, args: argparse.Namespace) -> None:
+    info = build_corpus(shared, root / "corpus-check", target_mb=None)  # same seed: same corpus, same counts
+    ids, truth = truth_pairs(corpus)
+    results = {}
+    for name in ("tokenmill_default", "tokenmill_equal", "datatrove"):
+        r = json.loads((root / f"{name}.json").read_text())
+        r.update(json.loads((root / f"{name}.measure.json").read_text()))
+        r["quality"] = quality(ids, truth, set(r["removed"]), r["cluster"])
+        results[name] = r
+    scale = []
+    for mb in args.scale_mb:
+        meta = json.loads((root / f"corpus-{int(mb)}.meta.json").read_text())
+        r = json.loads((root / f"scale-{int(mb)}.json").read_text())
+        r.update(json.loads((root / f"scale-{int(mb)}.measure.json").read_text()))
+        scale.append((mb, meta, r))
     body = report(info, results, scale, args.partition_edges)
     print(body)
     if not args.no_write:
@@ -315,29 +346,26 @@ def report(info: dict, results: dict, scale: list, bound: int) -> str:
                     f"{q['removed']:,} | {q['clusters']:,} | {q['orphans']} | {r['wall_s']:.1f} | "
                     f"{info['docs'] / r['wall_s']:,.0f} | {r['peak_pss_mb']:.0f} |")
     dt = results["datatrove"]["wall_s"]
-    lines = [
-        f"Corpus: {info['docs']:,} documents, {info['mb']:.1f} MB: the real documents of shared/data (pretrain, "
-        f"curation/cc_text, curation/neardup) and {len(info['planted']):,} planted near-duplicates of a third of "
-        f"them ({', '.join(EDITS)}). Truth: exact Jaccard of word 5-grams; "
-        f"{results['datatrove']['quality']['pairs_08']:,} pairs at >= 0.8. Machine: {machine()}; 2 workers each.",
-        "",
-        "| pipeline | recall (J >= 0.8) | precision (J >= 0.8) | precision (J >= 0.5) | removed | clusters | "
-        "clusters without survivor | seconds | docs/s | peak PSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        *rows,
-        "",
-        f"Speed, raw JSONL to removal ids: tokenmill at equal parameters "
-        f"{dt / results['tokenmill_equal']['wall_s']:.2f}x datatrove; tokenmill at its defaults (more hashes and "
-        f"an exact-Jaccard check of every candidate) {dt / results['tokenmill_default']['wall_s']:.2f}x (target >= 3x).",
-        "",
-        f"Memory bound: tokenmill defaults with `partition_edges={bound:,}`, the same documents resampled with "
-        "fresh edits to two sizes, in input files (work units) of about 2 MB (sizes kept modest: the machine "
-        "has 2 cores shared with other jobs). A stage's worker peak stays flat when the input grows 4x:",
-        "",
-        "| input MB | documents | seconds | docs/s | peak PSS MB (tree) | peak RSS MB per stage worker: signatures / "
-        "buckets / verify / components / apply | components: partitions, rounds, most rows held |",
-        "|---:|---:|---:|---:|---:|---|---|",
-    ]
+    q8 = results["datatrove"]["quality"]["pairs_08"]
+    corpus = (f"Corpus: {info['docs']:,} documents, {info['mb']:.1f} MB: the real documents of shared/data "
+              f"(pretrain, curation/cc_text, curation/neardup) and {len(info['planted']):,} planted near-duplicates "
+              f"of a third of them ({', '.join(EDITS)}). Truth: exact Jaccard of word 5-grams; {q8:,} pairs at "
+              f">= 0.8. Machine: {machine()}; 2 workers each.")
+    header = ("| pipeline | recall (J >= 0.8) | precision (J >= 0.8) | precision (J >= 0.5) | removed | clusters | "
+              "clusters without survivor | seconds | docs/s | peak PSS MB |")
+    speed = (f"Speed, raw JSONL to removal ids: tokenmill at equal parameters "
+             f"{dt / results['tokenmill_equal']['wall_s']:.2f}x datatrove; tokenmill at its defaults (more hashes "
+             f"and an exact-Jaccard check of every candidate) {dt / results['tokenmill_default']['wall_s']:.2f}x "
+             "(target >= 3x).")
+    bound_line = (f"Memory bound: tokenmill defaults with `partition_edges={bound:,}`, the same documents resampled "
+                  "with fresh edits to two sizes, in input files (work units) of about 2 MB (sizes kept modest: the "
+                  "machine has 2 cores shared with other jobs). A stage's worker peak stays flat when the input "
+                  "grows 4x:")
+    scale_header = ("| input MB | documents | seconds | docs/s | peak PSS MB (tree) | peak RSS MB per stage worker: "
+                    "signatures / buckets / verify / components / apply | components: partitions, rounds, most rows "
+                    "held |")
+    lines = [corpus, "", header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "", speed, "",
+             bound_line, "", scale_header, "|---:|---:|---:|---:|---:|---|---|"]
     for mb, meta, r in scale:
         p = r["stage_peak_rss_mb"]
         stages = " / ".join(f"{p.get(k, 0):.0f}" for k in ("minhash_dedup.signatures", "minhash_dedup.buckets",

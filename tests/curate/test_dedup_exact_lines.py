@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import pickle
-import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from dedupkit import ledger, run_step, survivors, tree
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dedupkit import ledger, run_step, survivors, tree  # noqa: E402
-
-from tokenmill.curate.dedup.exact import ExactDedup  # noqa: E402
-from tokenmill.curate.dedup.lines import LineDedup  # noqa: E402
-from tokenmill.curate.registry import step_class  # noqa: E402
-from tokenmill.errors import ConfigError  # noqa: E402
+from tokenmill.curate.dedup.exact import ExactDedup
+from tokenmill.curate.dedup.lines import LineDedup
+from tokenmill.curate.registry import step_class
+from tokenmill.errors import ConfigError
 
 
 def test_exact_dedup_keeps_the_earliest_of_each_normalised_group(tmp_path):
@@ -85,7 +81,7 @@ def test_line_dedup_counts_in_many_partitions(tmp_path):
     assert sum(r.stats.extra["line_dedup_segments_removed"] for r in res["line_dedup"]) == 60 - 5
     one = run_step(LineDedup(), units, tmp_path / "b")
     assert len(one["line_dedup.groups"]) == 1
-    steps = lambda root: {k: v for k, v in tree(root).items() if k.startswith("steps/")}  # noqa: E731
+    steps = lambda root: {k: v for k, v in tree(root).items() if k.startswith("steps/")}
     assert steps(tmp_path / "a") == steps(tmp_path / "b")
 
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from dedupkit import ledger, run_step
 
-sys.path.insert(0, str(Path(__file__).parent))
-from dedupkit import ledger, run_step  # noqa: E402
-
-from tokenmill.curate.dedup.exact import ExactDedup  # noqa: E402
-from tokenmill.curate.dedup.lines import LineDedup  # noqa: E402
+from tokenmill.curate.dedup.exact import ExactDedup
+from tokenmill.curate.dedup.lines import LineDedup
 
 pytestmark = pytest.mark.realdata
 

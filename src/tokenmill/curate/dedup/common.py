@@ -16,10 +16,10 @@ to ``steps/<step>/docs/<unit>.parquet`` and the ledger part (``id``, ``source``,
 
 from __future__ import annotations
 
-import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

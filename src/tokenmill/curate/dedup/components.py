@@ -29,9 +29,9 @@ of the input files: the label of a node is a function of its component alone.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -121,7 +121,7 @@ class GroupTask:
         doc, survivor, size = doc[dup], survivor[dup], size[dup].astype(np.int64)
         cm.write_partitioned(staging / rel, cm.unit_of(doc), self.n_units,
                              {"doc": doc, "survivor": survivor, "size": size}, order=(doc,))
-        return UnitResult(data={"dir": rel, "rows_held": int(len(order)), "grouped": int(dup.sum())})
+        return UnitResult(data={"dir": rel, "rows_held": len(order), "grouped": int(dup.sum())})
 
 
 @dataclass(frozen=True)

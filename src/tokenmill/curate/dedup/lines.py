@@ -124,7 +124,7 @@ class CountTask:
         cm.write_partitioned(staging / rel, cm.partition_of(h, self.partitions), self.partitions,
                              {"hash": h, "doc": doc}, order=(doc, h))
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data={"dir": rel, "partitions": self.partitions, "pairs": int(len(h))})
+                          data={"dir": rel, "partitions": self.partitions, "pairs": len(h)})
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class GroupTask:
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         with open(staging / rel, "wb") as fh:
             np.savez(fh, hash=h[start[rep]], first=doc[start[rep]], count=count[rep])
-        return UnitResult(data={"file": rel, "pairs_held": int(len(h)), "repeated": int(rep.sum())})
+        return UnitResult(data={"file": rel, "pairs_held": len(h), "repeated": int(rep.sum())})
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenmill.curate.dedup import components as cc
 from tokenmill.curate.dedup import common as cm
-from tokenmill.curate.dedup.shingles import band_keys, jaccard, permutations, shingle_hashes, shingle_sets, \
-    signatures, tokens
+from tokenmill.curate.dedup import components as cc
+from tokenmill.curate.dedup.shingles import (
+    band_keys,
+    jaccard,
+    permutations,
+    shingle_hashes,
+    shingle_sets,
+    signatures,
+    tokens,
+)
 from tokenmill.curate.step import column, reason
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -174,7 +181,7 @@ class SignatureTask:
                              {"key": key, "doc": doc}, order=(doc, key))
         np.save(staging / rel / "prio.npy", prio)
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data={"dir": rel, "partitions": self.partitions, "entries": int(len(key))})
+                          data={"dir": rel, "partitions": self.partitions, "entries": len(key)})
 
 
 @dataclass(frozen=True)
@@ -194,7 +201,7 @@ class BucketTask:
         a, b = _unique_pairs(doc[~first], center[~first])
         rel = f"_work/{self.name}/buckets/{unit.name}"
         cm.write_partitioned(staging / rel, cm.unit_of(a), self.n_units, {"a": a, "b": b}, order=(b, a))
-        return UnitResult(data={"dir": rel, "edges": int(len(a)), "entries_held": int(len(key))})
+        return UnitResult(data={"dir": rel, "edges": len(a), "entries_held": len(key)})
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +232,7 @@ class VerifyTask:
         (staging / rel).mkdir(parents=True)
         np.save(staging / rel / "a.npy", a[ok])
         np.save(staging / rel / "b.npy", b[ok])
-        return UnitResult(data={"dir": rel, "candidates": int(len(a)), "verified": int(ok.sum())})
+        return UnitResult(data={"dir": rel, "candidates": len(a), "verified": int(ok.sum())})
 
     def _shingle_sets(self, ids: np.ndarray) -> dict[int, np.ndarray]:
         sets: dict[int, np.ndarray] = {}

@@ -19,7 +19,7 @@ documents of Jaccard similarity ``s`` share at least one band is ``1 - (1 - s**r
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
