@@ -1,0 +1,303 @@
+"""What the three dedup steps share: the upstream documents, global ids, hash-range shuffles, the last stage.
+
+Global ids. Document ``row`` of upstream unit ``u`` (in unit order) is ``u << 32 | row``: sorting by it is
+the (unit, row) order of the input, so "the earliest" is the smallest id, whatever the number of workers.
+
+Shuffles. A map unit writes one directory per unit holding one ``.npy`` per column, sorted by partition,
+and ``offsets.npy`` (``P + 1`` entries): partition ``p`` is rows ``offsets[p]:offsets[p+1]``. A grouped
+unit reads its slice from every map unit with ``mmap``, so only that slice is ever in memory. Partitions
+are hash ranges: the high 32 bits of a 64-bit hash times ``P``, shifted down (:func:`partition_of`).
+
+The documents stage that ends each step (:class:`ApplyTask`) writes, per upstream unit, the surviving rows
+to ``steps/<step>/docs/<unit>.parquet`` and the ledger part (``id``, ``source``, the step's columns,
+``kept``, ``reason``) to ``steps/<step>/ledger/<unit>.parquet``; its results carry ``data["docs"]``,
+``data["ledger"]`` and ``data["unit"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.engine.stage import StageContext, Unit, UnitResult
+from tokenmill.errors import ConfigError
+from tokenmill.report.accounting import Stats
+
+MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+ROW_BITS = 32
+
+
+# --- upstream documents ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DocsPart:
+    """One unit of the upstream documents stage: its name, docs file and ledger file (relative paths)."""
+
+    index: int
+    name: str
+    docs: str
+    ledger: str | None
+    rows: int
+
+
+def upstream_parts(ctx: StageContext, upstream: str) -> list[DocsPart]:
+    """The upstream documents stage's units, in unit order, with their row counts (from Parquet footers)."""
+    if upstream not in ctx.results:
+        raise ConfigError(f"stage {upstream!r} has not run before this step; it must be a documents stage")
+    parts = []
+    for i, result in enumerate(ctx.results[upstream]):
+        docs = result.data.get("docs")
+        if not docs:
+            raise ConfigError(f"stage {upstream!r} unit {i} has no data['docs']: it is not a documents stage")
+        name = result.data.get("unit") or Path(docs).name.removesuffix(".parquet")
+        rows = pq.read_metadata(ctx.out / docs).num_rows
+        parts.append(DocsPart(i, name, docs, result.data.get("ledger"), rows))
+    return parts
+
+
+def global_ids(unit_index: int, n: int) -> np.ndarray:
+    return (np.int64(unit_index) << ROW_BITS) | np.arange(n, dtype=np.int64)
+
+
+def unit_of(ids: np.ndarray) -> np.ndarray:
+    return ids >> ROW_BITS
+
+
+def row_of(ids: np.ndarray) -> np.ndarray:
+    return ids & ((1 << ROW_BITS) - 1)
+
+
+def n_partitions(total_rows: int, partition_rows: int) -> int:
+    if partition_rows < 1:
+        raise ConfigError(f"the partition size must be at least 1 row, not {partition_rows}")
+    return max(1, -(-int(total_rows) // int(partition_rows)))
+
+
+# --- hashing --------------------------------------------------------------------------------------
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, vectorised: a bijection of uint64 that spreads every input bit."""
+    x = np.asarray(x, dtype=np.uint64).copy()
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def partition_of(h: np.ndarray, parts: int) -> np.ndarray:
+    """Hash range of each 64-bit hash: ``(h >> 32) * parts >> 32``, in ``[0, parts)``."""
+    return ((np.asarray(h, dtype=np.uint64) >> np.uint64(32)) * np.uint64(parts) >> np.uint64(32)).astype(np.int64)
+
+
+_BASE = np.uint64(0x100000001B3)  # the FNV prime, odd
+_POWERS: list[np.ndarray] = [np.ones(1, dtype=np.uint64)]
+
+
+def _powers(n: int) -> np.ndarray:
+    """``B**0 .. B**(n-1)`` mod 2**64 (cached, grown by doubling)."""
+    if len(_POWERS[0]) < n:
+        size = max(n, 2 * len(_POWERS[0]))
+        table = np.full(size, _BASE, dtype=np.uint64)
+        table[0] = 1
+        with np.errstate(over="ignore"):
+            _POWERS[0] = np.cumprod(table, dtype=np.uint64)
+    return _POWERS[0][:n]
+
+
+def hash_strings(strings: pa.Array, *, seed: int = 0) -> np.ndarray:
+    """A 64-bit hash of every string of an Arrow string array, vectorised over the bytes.
+
+    ``h = mix64(sum_i byte_i * B**i + len * C + seed)`` (arithmetic mod 2**64): one multiply-add per byte in
+    numpy, no Python loop. Not cryptographic; equal strings always get equal hashes.
+    """
+    strings = strings.cast(pa.large_string()) if strings.type != pa.large_string() else strings
+    n = len(strings)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[strings.offset:strings.offset + n + 1]
+    data = strings.buffers()[2]
+    base = int(offsets[0])
+    raw = np.frombuffer(data, dtype=np.uint8)[base:int(offsets[-1])] if data is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1] - base
+    lengths = np.diff(offsets)
+    acc = np.zeros(n, dtype=np.uint64)
+    if raw.size:
+        pos = np.arange(raw.size, dtype=np.int64) - np.repeat(starts, lengths)
+        with np.errstate(over="ignore"):
+            terms = raw.astype(np.uint64) * _powers(int(lengths.max()))[pos]
+        nonempty = lengths > 0
+        acc[nonempty] = np.add.reduceat(terms, starts[nonempty])
+    with np.errstate(over="ignore"):
+        acc += lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
+    return mix64(acc)
+
+
+# --- text normalisation ---------------------------------------------------------------------------
+
+
+NORMALIZE_CHOICES = ("nfkc", "lower", "whitespace", "punctuation", "digits")
+
+
+def check_normalize(normalize: Sequence[str], where: str) -> None:
+    bad = [n for n in normalize if n not in NORMALIZE_CHOICES]
+    if bad:
+        raise ConfigError(f"{where}: unknown normalisation {bad}; choose from {list(NORMALIZE_CHOICES)}")
+
+
+def normalize_array(texts: pa.Array, normalize: Sequence[str]) -> pa.Array:
+    """Apply the named normalisations, vectorised with Arrow kernels, in a fixed order whatever the order
+    given: ``nfkc`` (Unicode NFKC), ``lower``, ``punctuation`` (Unicode punctuation and symbols become
+    spaces), ``digits`` (every digit becomes 0), ``whitespace`` (runs collapsed to one space, ends
+    stripped)."""
+    import pyarrow.compute as pc
+
+    if "nfkc" in normalize:
+        texts = _nfkc(texts)
+    if "lower" in normalize:
+        texts = pc.utf8_lower(texts)
+    if "punctuation" in normalize:
+        texts = pc.replace_substring_regex(texts, r"[\p{P}\p{S}]", " ")
+    if "digits" in normalize:
+        texts = pc.replace_substring_regex(texts, r"\d", "0")
+    if "whitespace" in normalize:
+        texts = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"[\s\p{Z}]+", " "))
+    return texts
+
+
+def _nfkc(texts: pa.Array) -> pa.Array:
+    """NFKC of the non-ASCII strings only (ASCII text is already in NFKC)."""
+    import pyarrow.compute as pc
+
+    other = pc.invert(pc.string_is_ascii(texts))
+    if not pc.any(other).as_py():
+        return texts
+    return pc.replace_with_mask(texts, other, pc.utf8_normalize(texts.filter(other), form="NFKC"))
+
+
+# --- shuffles -------------------------------------------------------------------------------------
+
+
+def write_partitioned(directory: Path, part: np.ndarray, parts: int, columns: dict[str, np.ndarray],
+                      *, order: Sequence[np.ndarray] = ()) -> None:
+    """Write ``columns`` sorted by ``part`` (then by ``order``, last key first as in ``np.lexsort``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    idx = np.lexsort((*order, part)) if len(part) else np.zeros(0, dtype=np.int64)
+    counts = np.bincount(part, minlength=parts) if len(part) else np.zeros(parts, dtype=np.int64)
+    np.save(directory / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    for name, values in columns.items():
+        np.save(directory / f"{name}.npy", np.ascontiguousarray(values[idx]))
+
+
+def read_partition(directories: Sequence[Path], p: int, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Partition ``p`` of every shuffle directory, concatenated in directory order (memory: that slice)."""
+    pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for d in directories:
+        offsets = np.load(d / "offsets.npy")
+        lo, hi = int(offsets[p]), int(offsets[p + 1])
+        for n in names:
+            pieces[n].append(np.array(np.load(d / f"{n}.npy", mmap_mode="r")[lo:hi]))
+    return {n: (np.concatenate(v) if v else np.zeros(0)) for n, v in pieces.items()}
+
+
+def slice_rows(n_units: int, ids: np.ndarray) -> np.ndarray:
+    """Offsets (``n_units + 1``) of each unit's rows in ``ids`` sorted by global id."""
+    return np.searchsorted(ids, (np.arange(n_units + 1, dtype=np.int64) << ROW_BITS)).astype(np.int64)
+
+
+# --- representatives ------------------------------------------------------------------------------
+
+
+def check_keep(keep: str, where: str) -> None:
+    if keep in ("first", "longest") or (keep.startswith("max:") and len(keep) > 4):
+        return
+    raise ConfigError(f"{where}: keep={keep!r} is not one of 'first', 'longest', 'max:<ledger column>'")
+
+
+def priorities(keep: str, table: pa.Table, ledger: pa.Table | None) -> np.ndarray:
+    """The survivor key of each row (lower wins; ties go to the earliest): 0, -length or -column value."""
+    n = table.num_rows
+    if keep == "first":
+        return np.zeros(n, dtype=np.float64)
+    if keep == "longest":
+        import pyarrow.compute as pc
+
+        return -pc.utf8_length(table.column("text")).to_numpy(zero_copy_only=False).astype(np.float64)
+    col = keep[4:]
+    if ledger is None or col not in ledger.column_names:
+        raise ConfigError(f"keep={keep!r}: the upstream ledger has no column {col!r}")
+    values = dict(zip(ledger.column("id").to_pylist(), ledger.column(col).to_pylist()))
+    out = np.array([values.get(i) for i in table.column("id").to_pylist()], dtype=np.float64)
+    return -np.nan_to_num(out, nan=-np.inf)
+
+
+def read_docs(out: Path, part: DocsPart) -> pa.Table:
+    return pq.read_table(out / part.docs)
+
+
+def read_ledger(out: Path, part: DocsPart) -> pa.Table | None:
+    return pq.read_table(out / part.ledger) if part.ledger else None
+
+
+# --- the documents stage that ends a step ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a step decided for one unit's rows: the rewritten text (modifiers), the ledger columns, and
+    the reason each row is removed (``None`` = kept)."""
+
+    columns: dict[str, np.ndarray]
+    reasons: list[str | None]
+    text: pa.Array | None = None
+    extra: dict[str, int] | None = None
+
+
+def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Table, decision: Decision,
+                    *, extra_stats: dict[str, int] | None = None) -> UnitResult:
+    """Write the survivors and the ledger part of one unit; return the documents-stage result."""
+    if decision.text is not None:
+        table = table.set_column(table.column_names.index("text"), "text",
+                                 decision.text.cast(table.schema.field("text").type))
+    kept = np.array([r is None for r in decision.reasons], dtype=bool)
+    docs_rel = f"steps/{step_name}/docs/{part.name}.parquet"
+    ledger_rel = f"steps/{step_name}/ledger/{part.name}.parquet"
+    for rel in (docs_rel, ledger_rel):
+        (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.filter(pa.array(kept)), out_dir / docs_rel)
+    ledger = {"id": table.column("id"), "source": table.column("source")}
+    ledger.update({k: pa.array(v) for k, v in decision.columns.items()})
+    ledger["kept"] = pa.array(kept)
+    ledger["reason"] = pa.array(decision.reasons, type=pa.string())
+    pq.write_table(pa.table(ledger), out_dir / ledger_rel)
+    stats = Stats(input=table.num_rows, kept=int(kept.sum()))
+    for r in decision.reasons:
+        if r is not None:
+            stats.filter(r)
+    stats.extra.update(extra_stats or {})
+    return UnitResult(stats=stats, outputs=[docs_rel, ledger_rel],
+                      data={"docs": docs_rel, "ledger": ledger_rel, "unit": part.name})
+
+
+def units_of(parts: Sequence[DocsPart]) -> list[Unit]:
+    """The units of a per-input-unit stage: same indices and names as the upstream documents stage."""
+    return [Unit(p.index, p.name, size=p.rows, payload=p) for p in parts]
+
+
+def stage_params(step: Any, **extra: Any) -> dict[str, Any]:
+    from tokenmill.curate.step import step_params
+
+    return {"step": step.name, "version": step.version, **step_params(step), **extra}
+
+
+Planner = Callable[[StageContext], Any]
