@@ -253,7 +253,7 @@ def locate_assistant(
 ) -> Turn | None:
     """Assistant message ``i``'s turn, from its spans; None when it has text the template did not render."""
     anchors = cut.of_message(i)
-    if not anchors and (message.get("content") or message.get("tool_calls")):
+    if not anchors and (_has_text(message) or message.get("tool_calls")):
         return None
     if anchors:
         found = _header(render, shape, territory.before(anchors[0][0], cursor), anchors[0][0], last=True)
@@ -299,22 +299,24 @@ def locate_turns(
     the template did not render (or rendered only part of)."""
     render, literal = cut.text, cut.literal()
     territory = _Territory(literal, len(render))
-    turns, unlocated, cursor = [], [], 0
+    turns, unlocated, cursor, after_text = [], [], 0, 0
     unpaired = {k // 2 for k in cut.unpaired}
     for i, message in enumerate(messages):
         if i in unpaired:
             unlocated.append(i)
             continue
+        own = cut.of_message(i)
         if message.get("role") != "assistant":
-            if not cut.of_message(i) and _has_text(message):
+            if not own and _has_text(message):
                 unlocated.append(i)
+            after_text = own[-1][1] if own else after_text  # where the previous message's text ends
             continue
-        turn = locate_assistant(render, cut, i, message, shape, cursor, territory)
+        turn = locate_assistant(render, cut, i, message, shape, max(cursor, after_text), territory)
         if turn is None:
             unlocated.append(i)
             continue
         turns.append(turn)
-        cursor = max(cursor, turn.stop_end)
+        cursor = after_text = max(cursor, turn.stop_end)
     return turns, literal, unlocated
 
 

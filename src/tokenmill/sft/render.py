@@ -215,8 +215,9 @@ def prepare_conversation(
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
     turns, literal, unlocated = locate_turns(cut, messages, shape)
-    _check_located(rid, messages, unlocated, tokenizer, policy.train_on)
     control, neutralised = tokenizer.control_spans(text, literal)
+    if _check_located(rid, messages, unlocated, tokenizer, policy.train_on):
+        _check_sanitised(rid, text, control, template, messages, tools, special, tokenizer)
     spans, owners = _trained_spans(text, turns, conv, generation, policy=policy)
     counts["empty_think_unsupervised"] = 0 if policy.supervise_empty_think else sum(
         1 for t in owners if t is not None and t.empty_think
@@ -254,7 +255,32 @@ def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokeniz
                     weights)
 
 
-def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> None:
+def _check_sanitised(rid: str, text: str, control: list, template: ChatTemplate, messages: list[dict], tools,
+                     special: dict, tokenizer: Any) -> None:
+    """A message holding a control string was not rendered where its sentinels say: render once more with every
+    control string of every text replaced by a plain character, and require the same control tokens in the
+    template text. Equal: the message was dropped, not copied somewhere unmarked. Different: it is left out."""
+    def clean(value):
+        if isinstance(value, str):
+            return tokenizer.control_pattern.sub("\u00b7", value) if tokenizer.control_pattern else value
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    cut = render_cut(template, clean(messages), tools=tools, special=special, record_id=rid)
+    sane, _ = tokenizer.control_spans(cut.text, cut.literal())
+    if [cut.text[a:b] for a, b in sane] != [text[a:b] for a, b in control]:
+        raise TemplateError(
+            f"record {rid}: a message holds a control-token string and the template renders it where it cannot "
+            "be kept as plain text; remove the control string", reason="control_token_in_content",
+        )
+
+
+def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> bool:
+    """Reject what cannot be masked; True when an unrendered message holds a control string (check it further)."""
+    further = False
     for i, m in enumerate(messages):
         ids = " ".join(str(c.get("id") or "") for c in m.get("tool_calls") or []) + str(m.get("tool_call_id") or "")
         if ids.strip() and tokenizer.count_literal_specials(ids):
@@ -268,11 +294,8 @@ def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokeniz
                 f"record {rid}: assistant message {i} was not found in the rendered template; the template "
                 "drops or rewrites it, so its loss mask cannot be derived", reason="assistant_not_rendered",
             )
-        if text and tokenizer.count_literal_specials(text):
-            raise TemplateError(
-                f"record {rid}: message {i} holds a control-token string but the template rewrites it, so it "
-                "cannot be kept as plain text; remove the control string", reason="control_token_in_content",
-            )
+        further = further or bool(text and tokenizer.count_literal_specials(text))
+    return further
 
 
 def _weight(conv: dict, index: int) -> float:

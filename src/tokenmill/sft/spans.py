@@ -55,11 +55,14 @@ def reasoning_of(i: int) -> int:
 
 
 def mark_text(text: str, i: int) -> str:
-    """``text`` with message ``i``'s sentinels around each non-blank piece between ``<think>`` tags, inside its
-    leading and trailing whitespace."""
+    """``text`` with field ``i``'s sentinels around each non-blank piece between ``<think>`` tags (around the
+    whole text when it holds only tags), inside its leading and trailing whitespace."""
     if "<think>" not in text and "</think>" not in text:
         return _mark_piece(text, i)
-    return "".join(p if p in ("<think>", "</think>") else _mark_piece(p, i) for p in _THINK_TAG.split(text))
+    pieces = _THINK_TAG.split(text)
+    if all(p in ("<think>", "</think>") or not p.strip() for p in pieces):
+        return _mark_piece(text, i)  # tags only: one span around them
+    return "".join(p if p in ("<think>", "</think>") else _mark_piece(p, i) for p in pieces)
 
 
 def _mark_piece(piece: str, i: int) -> str:

@@ -243,6 +243,11 @@ class Tokenizer:
             return _arrays([], [], [])
         return _arrays(*(np.concatenate(col) for col in zip(*parts)))
 
+    @property
+    def control_pattern(self) -> re.Pattern | None:
+        """The regex of every special-token string (longest first), or None without special tokens."""
+        return self._special_re
+
     def count_literal_specials(self, text: str) -> int:
         """How many special-token strings occur in ``text``."""
         return sum(1 for _ in self._special_re.finditer(text)) if self._special_re else 0
