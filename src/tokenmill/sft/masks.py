@@ -44,6 +44,7 @@ class TurnShape:
     needs_tools: bool = False  # the template renders only with a tool list (it iterates `tools` unconditionally)
     calibration_error: str = ""  # why no probe rendered ("" when calibrated); turns then end at a control token
     controls: tuple[str, ...] = ()  # the tokenizer's control-token strings
+    after_output: str = ""  # the template text between an assistant output and the next message's text
 
 
 @dataclass
@@ -125,17 +126,29 @@ def _calibrate_from(
         raise TemplateError(f"chat template ({template.origin}) does not render a user then an assistant message")
     pattern = _control_regex(controls)
     if a1 and a1[-1][1] <= u2[0][0]:
-        stop = _learn_stop(text, a1[-1][1], u2[0][0], pattern)
+        stop, after = _learn_stop(text, a1[-1][1], u2[0][0], pattern), text[a1[-1][1] : u2[0][0]]
     else:
-        stop = _learn_stop(text, a2[-1][1], len(text), pattern)
+        stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
     r2 = cut.spans.get(reasoning_of(first + 3))
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
     return TurnShape(
         open=_learn_open(gap, pattern), stop=stop, stop_marker=_last_control(stop, pattern),
         renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
-        needs_tools=tools is not None, controls=controls,
+        needs_tools=tools is not None, controls=controls, after_output=after,
     )
+
+
+_CONTROL_LIKE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</s>|<eos>|<end_of_turn>|\[/?[A-Z_]{2,20}\]")
+
+
+def untrained_stop_strings(shape: TurnShape, encode) -> list[str]:
+    """Control-looking strings the template writes after an assistant output that are not control tokens of the
+    tokenizer (``encode`` gives them several ordinary ids), when no control token ends the turn."""
+    if shape.stop_marker or shape.calibration_error:
+        return []
+    found = dict.fromkeys(m.group() for m in _CONTROL_LIKE.finditer(shape.after_output))
+    return [s for s in found if s not in shape.controls and len(encode(s)) > 1]
 
 
 def render_cut(template: ChatTemplate, messages: list[dict], *, tools=None, special=None, record_id="<probe>",

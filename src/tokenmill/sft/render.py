@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import ConfigError, TemplateError
-from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut
+from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 
 TRAIN_ON = ("assistant", "last", "all")
@@ -48,6 +48,22 @@ def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
     if not controls:
         controls = tuple(t for t in (getattr(tokenizer, "eos_token", None),) if t)
     return calibrate(template, controls, tuple(sorted(special_token_kwargs(tokenizer).items())))
+
+
+def check_stop_token(template: ChatTemplate, tokenizer: Any, *, allow: bool = False) -> list[str]:
+    """Refuse a template whose end-of-turn string is not a special token of ``tokenizer`` (the model would
+    never learn to stop); with ``allow`` return those strings instead of raising."""
+    shape = shape_of(template, tokenizer)
+    strings = untrained_stop_strings(shape, tokenizer.encode)
+    if strings and not allow:
+        raise TemplateError(
+            f"chat template ({template.origin}) ends assistant turns with {', '.join(map(repr, strings))}, which "
+            f"tokenizer {tokenizer.name!r} does not have as a special token: it becomes several ordinary tokens and "
+            "no example would train a stop token. Add it to the tokenizer as a special token (added_tokens in "
+            "tokenizer.json with \"special\": true, or additional_special_tokens in tokenizer_config.json), use the "
+            "model's own tokenizer, or pass --allow-untrained-stop (sft.allow_untrained_stop) to go on anyway"
+        )
+    return strings
 
 
 def hf_messages(
