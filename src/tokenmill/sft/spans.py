@@ -23,6 +23,7 @@ Cost: the marking and the cut are one pass over the conversation's text each; th
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,7 +102,8 @@ def mark_messages(messages: list[dict], *, record_id: str = "?") -> list[dict]:
         marked = dict(m)
         for key in _MARKED_KEYS:
             if isinstance(m.get(key), str):
-                _refuse_reserved(m[key], record_id, i)
+                if _RESERVED.search(m[key]):
+                    _refuse_reserved(m[key], record_id, i)
                 k = reasoning_of(i) if key in ("reasoning_content", "thinking") else texts_of(i)
                 marked[key] = mark_text(m[key], k)
         if m.get("tool_calls"):
@@ -136,7 +138,7 @@ class Cut:
     text: str
     spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # field -> char spans in order
     unpaired: set[int] = field(default_factory=set)  # fields with a start or end sentinel the template lost
-    removed: list[tuple[int, int]] = field(default_factory=list)  # (position in marked text, chars removed so far)
+    marks: list[int] = field(default_factory=list)  # where each sentinel stood in the marked render, in order
     generation: list[tuple[int, int]] = field(default_factory=list)  # ``{% generation %}`` spans of the text
 
     def of_message(self, i: int) -> list[tuple[int, int]]:
@@ -148,23 +150,20 @@ class Cut:
         return sorted(s for spans in self.spans.values() for s in spans if s[1] > s[0])
 
     def to_plain(self, position: int) -> int:
-        """A position in the marked render -> the same position in :attr:`text`."""
-        removed = 0
-        for at, total in self.removed:  # sentinels are few; generation spans are the only caller
-            if at >= position:
-                break
-            removed = total
-        return position - removed
+        """A position in the marked render -> the same position in :attr:`text` (two characters per sentinel
+        that stood before it)."""
+        return position - 2 * bisect.bisect_left(self.marks, position)
 
 
 def cut_sentinels(marked: str) -> Cut:
     """Cut every sentinel out of ``marked``; pair each start with the next end of the same field."""
-    pieces, cut, pos, removed, open_at = [], Cut(""), 0, 0, {}
-    for m in _SENTINEL.finditer(marked):
-        pieces.append(marked[pos:m.start()])
-        here = m.start() - removed
-        i = ord(m.group()[1]) - _INDEX_BASE
-        if m.group()[0] == START:
+    cut, open_at = Cut(marked), {}
+    for k, m in enumerate(_SENTINEL.finditer(marked)):
+        at = m.start()
+        cut.marks.append(at)
+        here, sentinel = at - 2 * k, m.group()
+        i = ord(sentinel[1]) - _INDEX_BASE
+        if sentinel[0] == START:
             if i in open_at:
                 cut.unpaired.add(i)
             open_at[i] = here
@@ -172,13 +171,7 @@ def cut_sentinels(marked: str) -> Cut:
             cut.spans.setdefault(i, []).append((open_at.pop(i), here))
         else:
             cut.unpaired.add(i)
-        removed += 2
-        cut.removed.append((m.start(), removed))
-        pos = m.end()
-    if not cut.removed:
-        cut.text = marked
-        return cut
-    pieces.append(marked[pos:])
-    cut.text = "".join(pieces)
-    cut.unpaired.update(open_at)
+    if cut.marks:
+        cut.text = _SENTINEL.sub("", marked)
+        cut.unpaired.update(open_at)
     return cut

@@ -169,25 +169,30 @@ class Tokenizer:
             whole = _arrays(*self.reference.encode_offsets(text, control=True))
             if self.controls_match(whole, text, control):
                 return whole
-        return self._encode_segments(text, control)
+        return self.encode_pieces(text, control)
 
     def encode_rendered_batch(
-        self, texts: Sequence[str], literal_spans_list: Sequence[Sequence[Span]]
+        self, texts: Sequence[str], literal_spans_list: Sequence[Sequence[Span]], *,
+        layouts: Sequence[tuple[list[Span], int]] | None = None, check: bool = True,
     ) -> list[tuple[np.ndarray, ...]]:
         """:meth:`encode_rendered` of many texts: those with no control-token string inside their literal spans
-        go through one batched encoder call, the rest through the per-text path."""
+        go through one batched encoder call, the rest through the per-text path.
+
+        ``layouts``: each text's :meth:`control_spans`, when the caller has them. ``check=False`` leaves the
+        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller."""
         out: list[tuple[np.ndarray, ...] | None] = [None] * len(texts)
         whole_at: list[tuple[int, list[Span]]] = []
         for i, (text, literal) in enumerate(zip(texts, literal_spans_list)):
-            control, inside = self.control_spans(text, literal)
+            control, inside = layouts[i] if layouts is not None else self.control_spans(text, literal)
             if not inside and self._source.kind != "sentencepiece":
                 whole_at.append((i, control))
             else:
-                out[i] = self._encode_segments(text, control)
+                out[i] = self.encode_pieces(text, control)
         encoded = self.reference.encode_offsets_batch([texts[i] for i, _ in whole_at], control=True)
         for (i, control), (ids, starts, ends) in zip(whole_at, encoded):
             whole = _arrays(ids, starts, ends)
-            out[i] = whole if self.controls_match(whole, texts[i], control) else self._encode_segments(texts[i], control)
+            out[i] = whole if not check or self.controls_match(whole, texts[i], control) else self.encode_pieces(
+                texts[i], control)
         return out
 
     def control_spans(self, text: str, literal_spans: Sequence[Span] = ()) -> tuple[list[Span], int]:
@@ -213,24 +218,30 @@ class Tokenizer:
         ids, starts, ends = encoded
         if not self.special_tokens:
             return not control
-        at = np.flatnonzero(np.isin(ids, self._special_ids()))
+        table = self._special_table()
+        ids = np.asarray(ids, dtype=np.int64)
+        at = np.flatnonzero(table[np.minimum(ids, len(table) - 1)] & (ids < len(table)))
         if len(at) != len(control):
             return False
         if not len(at):
             return True
         want = np.array(control, dtype=np.int64)
-        want_ids = np.array([self.special_tokens[text[a:b]] for a, b in control], dtype=np.int64)
-        return bool((starts[at] == want[:, 0]).all() and (ends[at] == want[:, 1]).all()
-                    and (ids[at].astype(np.int64) == want_ids).all())
+        want_ids = np.fromiter((self.special_tokens[text[a:b]] for a, b in control), dtype=np.int64, count=len(control))
+        return bool(np.array_equal(starts[at], want[:, 0]) and np.array_equal(ends[at], want[:, 1])
+                    and np.array_equal(ids[at], want_ids))
 
-    def _special_ids(self) -> np.ndarray:
-        cached = self.__dict__.get("_special_id_array")
-        if cached is None:
-            cached = self.__dict__["_special_id_array"] = np.array(sorted(set(self.special_tokens.values())),
-                                                                   dtype=np.int64)
-        return cached
+    def _special_table(self) -> np.ndarray:
+        """A boolean per id: whether it is a special token's id (built once)."""
+        table = self.__dict__.get("_special_id_table")
+        if table is None:
+            table = np.zeros(max(self.special_tokens.values()) + 1, dtype=bool)
+            table[list(self.special_tokens.values())] = True
+            self.__dict__["_special_id_table"] = table
+        return table
 
-    def _encode_segments(self, text: str, control: list[Span]) -> tuple[np.ndarray, ...]:
+    def encode_pieces(self, text: str, control: Sequence[Span]) -> tuple[np.ndarray, ...]:
+        """Ids and char offsets of ``text`` with exactly the ``control`` spans as control tokens: the text between
+        them is encoded piece by piece as ordinary text."""
         parts, pos = [], 0
         for a, b in [*control, (len(text), len(text))]:
             if a > pos:
