@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import shutil
 
-import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-
 import chatkit as ck
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
 from tokenmill.sft.render import render_conversation
 from tokenmill.sft.template import load_template
 from tokenmill.tokenize import load_tokenizer

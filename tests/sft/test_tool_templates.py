@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+import chatkit as ck
 import pytest
 
-import chatkit as ck
 from tokenmill.errors import TemplateError
 from tokenmill.sft.render import render_conversation, shape_of
 from tokenmill.sft.run import run_sft
@@ -64,7 +64,7 @@ def test_a_template_iterating_tools_calibrates_with_a_probe_tool(toks):
 
 
 def test_a_calibration_failure_does_not_abort_a_run_whose_conversations_render(toks, tmp_path):
-    d, tok, hf = toks
+    d, tok, _ = toks
     template = load_template(PICKY)
     assert "renders no probe" in shape_of(template, tok).calibration_error
     src = tmp_path / "chats.jsonl"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 
+import chatkit as ck
 import pytest
 
-import chatkit as ck
 from tokenmill.cli import main
 from tokenmill.errors import ParityError, TemplateError
 from tokenmill.sft import run as run_module

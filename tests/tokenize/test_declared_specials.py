@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sft"))
-import chatkit as ck  # noqa: E402
-from tokenmill.sft.render import render_conversation  # noqa: E402
-from tokenmill.sft.template import load_template  # noqa: E402
-from tokenmill.tokenize import load_tokenizer  # noqa: E402
+import chatkit as ck
+
+from tokenmill.sft.render import render_conversation
+from tokenmill.sft.template import load_template
+from tokenmill.tokenize import load_tokenizer
 
 transformers = pytest.importorskip("transformers")
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tokenmill.errors import TemplateError
-from tokenmill.sft.spans import Cut, cut_sentinels, mark_messages, reasoning_of, texts_of
+from tokenmill.sft.spans import (
+    Cut,
+    cut_sentinels,
+    mark_messages,
+    reasoning_of,
+    texts_of,
+)
 from tokenmill.sft.template import ChatTemplate, render_template
 
 _EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
