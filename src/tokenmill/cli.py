@@ -55,7 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"], help="reasoning the template does not render")
     p.add_argument("--no-train-reasoning", action="store_true", default=None, help="do not train reasoning blocks")
     p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
-    p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template (0 = off)")
+    p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template, plus the "
+                   "first of each conversation shape (0 = off)")
+    p.add_argument("--on-mismatch", choices=["stop", "reject"],
+                   help="a real difference from apply_chat_template stops the run (default) or rejects the example")
+    p.add_argument("--allow-untrained-stop", action="store_true", default=None,
+                   help="go on when the template's end-of-turn string is not a special token (the model will "
+                        "not learn to stop)")
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
@@ -250,7 +256,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
         "chat_template": args.chat_template, "max_length": args.max_length, "train_on": args.train_on,
         "reasoning_policy": args.reasoning_policy, "verify": args.verify, "seq_len": args.seq_len,
         "train_reasoning": False if args.no_train_reasoning else None,
-        "supervise_empty_think": args.supervise_empty_think,
+        "supervise_empty_think": args.supervise_empty_think, "on_mismatch": args.on_mismatch,
+        "allow_untrained_stop": args.allow_untrained_stop,
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(

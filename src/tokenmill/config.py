@@ -22,7 +22,10 @@ Example::
       train_reasoning: true
       supervise_empty_think: false
       reasoning_policy: inline # inline | drop | reject
-      verify: 64               # examples per unit checked against transformers' apply_chat_template (0 = off)
+      verify: 64               # examples per unit checked against transformers' apply_chat_template, plus the
+                               # first of each conversation shape (0 = off)
+      on_mismatch: stop        # stop | reject (as parity_mismatch) on a real difference from apply_chat_template
+      allow_untrained_stop: false  # go on when the template's end-of-turn string is not a special token
 
 CLI flags override the file.
 """
@@ -115,6 +118,8 @@ SFT: dict[str, Callable[[Any], Any]] = {
     "reasoning_policy": _choice("inline", "drop", "reject"),
     "allow_consecutive": _typed(bool),
     "verify": _typed(int),
+    "on_mismatch": _choice("stop", "reject"),
+    "allow_untrained_stop": _typed(bool),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
 

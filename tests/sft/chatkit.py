@@ -67,13 +67,44 @@ QWEN3 = (
     "{{- '<|im_end|>\n' }}{%- endif %}{%- endfor %}"
 )
 
+# Gemma-style: the system text goes before the first user text, the assistant is "model", contents trimmed.
+GEMMA = (
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' %}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' %}{%- set loop_messages = messages[1:] %}"
+    "{%- else %}{%- set first_user_prefix = '' %}{%- set loop_messages = messages %}{%- endif %}"
+    "{%- for message in loop_messages %}{%- if message['role'] == 'assistant' %}{%- set role = 'model' %}"
+    "{%- else %}{%- set role = message['role'] %}{%- endif %}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor %}"
+)
+# DeepSeek-R1-style: history reasoning cut at </think>, full-width control tokens.
+R1 = (
+    "{{ bos_token }}{%- for m in messages %}{%- if m['role'] == 'system' %}{{ m['content'] }}"
+    "{%- elif m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}"
+    "{%- elif m['role'] == 'assistant' %}{%- set content = m['content'] %}"
+    "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1] %}{%- endif %}"
+    "{{ '<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>' }}{%- endif %}{%- endfor %}"
+)
+# Llama-2-style: system inside the first [INST] block, contents stripped, `' ' + answer + ' ' + eos`.
+LLAMA2 = (
+    "{%- if messages[0]['role'] == 'system' %}{%- set sys = '<<SYS>>\n' + messages[0]['content'].strip()"
+    " + '\n<</SYS>>\n\n' %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set sys = '' %}"
+    "{%- set loop_messages = messages %}{%- endif %}{%- for m in loop_messages %}"
+    "{%- if m['role'] == 'user' %}{{ bos_token + '[INST] ' + (sys if loop.first else '') + m['content'].strip()"
+    " + ' [/INST]' }}{%- elif m['role'] == 'assistant' %}{{ ' ' + m['content'].strip() + ' ' + eos_token }}"
+    "{%- endif %}{%- endfor %}"
+)
+FAMILY_SPECIALS = SPECIALS + ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<｜begin▁of▁sentence｜>",
+                              "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"]
 
-def build_tokenizer_dir(path: Path, *, chat_template: str | None = None, bos: str = "<s>", eos: str = "</s>") -> Path:
+
+def build_tokenizer_dir(path: Path, *, chat_template: str | None = None, bos: str = "<s>", eos: str = "</s>",
+                        specials: list[str] = SPECIALS) -> Path:
     """Train a tiny byte-level BPE with the chat special tokens and save it as a transformers-loadable dir."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(CORPUS * 4, trainer=trainer)
     path.mkdir(parents=True, exist_ok=True)

@@ -162,7 +162,8 @@ def test_parity_note_when_no_reference_can_be_built(shared_data, tmp_path):
     src.write_text("".join(json.dumps({"id": f"c{i}", "messages": [
         {"role": "user", "content": f"Hello {i}, how are you?"},
         {"role": "assistant", "content": "Fine, thank you."}]}) + "\n" for i in range(4)))
-    manifest = run_sft([str(src)], out=tmp_path / "out", tokenizer=str(tok_dir), workers=1, progress=False)
+    manifest = run_sft([str(src)], out=tmp_path / "out", tokenizer=str(tok_dir), workers=1, progress=False,
+                       allow_untrained_stop=True)  # ChatML's <|im_end|> is no special token of Llama-2's model
     parity = manifest["report"]["parity"]
     assert parity["checked"] == 0 and "sentencepiece" in parity["unavailable"]
     assert manifest["counts"]["kept"] == 4

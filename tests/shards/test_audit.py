@@ -75,7 +75,8 @@ def test_plain_render_marks_exactly_the_assistant_output(sft_dir, tok):
                                  "fingerprint": tok.fingerprint}
     text = render_audit(result, color=False)
     for (question, answer), example in zip(QA, result["examples"]):
-        assert f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n[[{answer}<|im_end|>]]\n" in text
+        shown = answer.replace("<|im_end|>", "{text:<|im_end|>}")  # typed, so text: shown as such
+        assert f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n[[{shown}<|im_end|>]]\n" in text
         assert [s["trained"] for s in example["segments"]] == [False, True, False]
         assert example["segments"][1]["text"] == f"{answer}<|im_end|>"
     assert text.count("[[") == len(QA) + 1  # one span per example, plus the legend
@@ -113,8 +114,8 @@ def test_pretraining_shards_say_every_token_is_trained(pretrain_dir):
     result = audit(directory, n=3)
     assert result["has_mask"] is False and result["trained_tokens"] == result["tokens"]
     assert result["supervised_share"] == 1.0 and result["problems"] == []
-    assert [e["segments"] for e in result["examples"]] == [[{"trained": True, "text": t + "<|endoftext|>"}]
-                                                            for t in texts]  # fmt: skip
+    assert [[{k: s[k] for k in ("trained", "text")} for s in e["segments"]] for e in result["examples"]] == [
+        [{"trained": True, "text": t + "<|endoftext|>"}] for t in texts]  # fmt: skip
     text = render_audit(result)
     assert "no loss mask: every token is trained" in text and "[[" not in text
     assert "Zwei Äpfel und 三 个苹果.<|endoftext|>" in text
@@ -128,6 +129,29 @@ def test_fully_masked_and_unstopped_examples_are_warnings(tmp_path, tok):
     assert result["stop_untrained"] == {"count": 1, "first": [2]}
     assert result["warnings"][0].startswith("1 example with no trained token") and len(result["warnings"]) == 2
     assert result["problems"] == [] and main(["audit", str(tmp_path)]) == 0
+
+
+def test_real_control_tokens_and_typed_control_strings_are_told_apart(sft_dir):
+    result = audit(sft_dir, n=len(QA))
+    last = result["examples"][-1]
+    assert last["control_tokens"] == {"real": 4, "literal": 1}
+    assert all(e["control_tokens"] == {"real": 4, "literal": 0} for e in result["examples"][:-1])
+    trained = last["segments"][1]["pieces"]
+    assert ("literal", "<|im_end|>") in trained and trained[-1] == ("real", "<|im_end|>")
+    text = render_audit(result)
+    assert "control tokens 4 real / 1 as text" in text and "{text:<|im_end|>}" in text
+    assert "\x1b[4m{text:<|im_end|>}\x1b[24m" in render_audit(result, color=True)
+
+
+def test_no_example_training_a_stop_token_is_a_problem(tmp_path, tok, capsys):
+    write_sft(tmp_path, tok, [("a?", "b.", False, True), ("c?", "d.", False, True)])
+    result = audit(tmp_path, n=2)
+    assert result["stop_trained_docs"] == 0 and result["stop_untrained"]["count"] == 2
+    assert any("no example trains a stop token" in p for p in result["problems"])
+    assert main(["audit", str(tmp_path)]) == 1
+    write_sft(tmp_path / "one", tok, [("a?", "b.", False, True), ("c?", "d.", True, True)])
+    again = audit(tmp_path / "one", n=2)
+    assert again["stop_trained_docs"] == 1 and again["problems"] == []
 
 
 def test_flipped_id_byte_is_a_problem_and_exit_code_1(sft_dir, capsys):

@@ -1,29 +1,41 @@
 """Where each assistant turn's output lies in one rendered conversation.
 
-A template is calibrated once: a probe conversation with sentinel contents is rendered and from it we learn
-``open`` (the text that opens an assistant turn, e.g. ``<|im_start|>assistant\\n``), ``stop`` (what follows the
-assistant's content up to the first control token, e.g. ``<|im_end|>``, ``<|eot_id|>``, ``</s>``) and whether
-the template renders a message's reasoning. Then, per conversation, a single left-to-right pass over the render
-finds each assistant turn: its header (``open``), its anchors (reasoning, content, tool calls) and its stop
-marker. Everything between the header and the end of the stop marker is the turn's output. Non-assistant
-contents are located in the gaps between turns only to mark them as literal text. The pass is linear in the
-length of the render; nothing is rendered or tokenized again.
+Message texts are never searched for: their spans come from the renderer (:mod:`tokenmill.sft.spans`). What lies
+between them is the template's own text, and only there do we look for the template's markers.
+
+A template is calibrated once (per template and tokenizer): a probe conversation is rendered with sentinels and
+from it we learn ``open`` (the template text that opens an assistant turn, e.g. ``<|im_start|>assistant\\n``),
+``stop`` (what follows the assistant's content up to the first control token, e.g. ``<|im_end|>``,
+``<|eot_id|>``, ``</s>``), whether the template renders a message's reasoning, and whether the sentinels leave
+the render unchanged (``faithful``). Then, per conversation, one left-to-right pass: for each assistant message
+its header is the last ``open`` in the template text just before its first span, its output ends with its last
+span, and its stop marker is the template text that follows, before the next message's text. The pass is linear
+in the number of spans; nothing is rendered or tokenized again.
 """
 
 from __future__ import annotations
 
-import json
+import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tokenmill.errors import TemplateError
+from tokenmill.sft.spans import (
+    Cut,
+    cut_sentinels,
+    mark_messages,
+    reasoning_of,
+    texts_of,
+)
 from tokenmill.sft.template import ChatTemplate, render_template
 
-_SENT = "Zq7"  # sentinel stem: rare, survives trim/strip, never a control token
 _EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
 _THINK_CLOSE = re.compile(r"\s*</think>\s*")
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
+PROBE_TOOL = {"type": "function", "function": {
+    "name": "probe_tool", "description": "A probe.",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string", "description": "A query."}}}}}
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,11 @@ class TurnShape:
     stop: str  # text after the content through the first control token ("" when none is rendered)
     stop_marker: str  # the control token that ends the turn ("" when none)
     renders_reasoning: bool  # the template renders a message's `reasoning_content`
+    faithful: bool = True  # the sentinel render, sentinels cut, equals the plain render on every probe
+    needs_tools: bool = False  # the template renders only with a tool list (it iterates `tools` unconditionally)
+    calibration_error: str = ""  # why no probe rendered ("" when calibrated); turns then end at a control token
+    controls: tuple[str, ...] = ()  # the tokenizer's control-token strings
+    after_output: str = ""  # the template text between an assistant output and the next message's text
 
 
 @dataclass
@@ -51,12 +68,12 @@ class Turn:
 
 
 def _probe(with_system: bool) -> list[dict]:
-    msgs = [{"role": "system", "content": f"{_SENT}sys"}] if with_system else []
+    msgs = [{"role": "system", "content": "probe system"}] if with_system else []
     msgs += [
-        {"role": "user", "content": f"{_SENT}u1"},
-        {"role": "assistant", "content": f"{_SENT}a1", "reasoning_content": f"{_SENT}r1"},
-        {"role": "user", "content": f"{_SENT}u2"},
-        {"role": "assistant", "content": f"{_SENT}a2", "reasoning_content": f"{_SENT}r2"},
+        {"role": "user", "content": "probe user one"},
+        {"role": "assistant", "content": "probe answer one", "reasoning_content": "Zq7r1"},
+        {"role": "user", "content": "probe user two"},
+        {"role": "assistant", "content": "probe answer two", "reasoning_content": "Zq7r2"},
     ]
     for m in msgs:
         if "reasoning_content" in m:
@@ -64,38 +81,107 @@ def _probe(with_system: bool) -> list[dict]:
     return msgs
 
 
+def _tricky_probes(with_system: bool) -> list[list[dict]]:
+    """Conversations whose marked render must equal their plain render: padded texts, think blocks, tools."""
+    head = [{"role": "system", "content": "  probe system \n"}] if with_system else []
+    think = "<think>\nprobe reasoning\n</think>\n\nprobe answer"
+    call = {"id": "abcdefghi", "type": "function",
+            "function": {"name": "probe_tool", "arguments": {"q": " probe query ", "n": 3}}}
+    return [
+        head + [{"role": "user", "content": "\n probe user \n"}, {"role": "assistant", "content": f"  {think}  "},
+                {"role": "user", "content": "<think>probe</think>"}, {"role": "assistant", "content": think}],
+        head + [{"role": "user", "content": "probe user"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": " probe result ", "name": "probe_tool", "tool_call_id": "abcdefghi"},
+                {"role": "assistant", "content": "probe answer"}],
+    ]
+
+
 @lru_cache(maxsize=64)
 def calibrate(
     template: ChatTemplate, controls: tuple[str, ...], special_items: tuple[tuple[str, str], ...]
 ) -> TurnShape:
-    """Learn a template's assistant-turn shape from one probe render (cached per template and tokenizer)."""
+    """Learn a template's assistant-turn shape from one probe render (cached per template and tokenizer).
+
+    A template that renders no probe (with or without a system message, with or without a tool list) gets a
+    shape with ``calibration_error`` set rather than an exception: conversations that do render still go on.
+    """
     special = dict(special_items)
-    text, error = None, None
-    for with_system in (True, False):
-        try:
-            text, _ = render_template(template, _probe(with_system), special_tokens=special, record_id="<probe>")
-            break
-        except TemplateError as exc:
-            error = exc
-    if text is None:
-        raise TemplateError(f"chat template ({template.origin}) cannot render a plain user/assistant probe: {error}")
-    marks = {k: text.find(f"{_SENT}{k}") for k in ("a1", "u2", "a2")}
-    if marks["u2"] < 0 or not marks["u2"] < marks["a2"]:
+    errors = []
+    for tools in (None, [PROBE_TOOL]):
+        for with_system in (True, False):
+            try:
+                shape = _calibrate_from(template, with_system, tools, controls, special)
+            except TemplateError as exc:
+                errors.append(str(exc))
+                continue
+            return shape
+    return TurnShape("", "", "", False, faithful=False, controls=controls,
+                     calibration_error=f"chat template ({template.origin}) renders no probe conversation: "
+                                       f"{errors[-1] if errors else ''}")
+
+
+def _calibrate_from(
+    template: ChatTemplate, with_system: bool, tools: list | None, controls: tuple[str, ...], special: dict
+) -> TurnShape:
+    messages = _probe(with_system)
+    cut = render_cut(template, messages, tools=tools, special=special)
+    text, first = cut.text, 1 if with_system else 0
+    a1, u2, a2 = (cut.spans.get(texts_of(first + k)) for k in (1, 2, 3))
+    if not u2 or not a2 or not u2[-1][1] <= a2[0][0]:
         raise TemplateError(f"chat template ({template.origin}) does not render a user then an assistant message")
     pattern = _control_regex(controls)
-    if 0 <= marks["a1"] < marks["u2"]:
-        stop = _learn_stop(text, marks["a1"] + len(_SENT) + 2, marks["u2"], pattern)
+    if a1 and a1[-1][1] <= u2[0][0]:
+        stop, after = _learn_stop(text, a1[-1][1], u2[0][0], pattern), text[a1[-1][1] : u2[0][0]]
     else:
-        stop = _learn_stop(text, marks["a2"] + len(_SENT) + 2, len(text), pattern)
-    r2 = text.find(f"{_SENT}r2", marks["u2"])
-    gap = text[marks["u2"] + len(_SENT) + 2 : r2 if 0 <= r2 < marks["a2"] else marks["a2"]]
+        stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
+    r2 = cut.spans.get(reasoning_of(first + 3))
+    gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
     return TurnShape(
-        open=_learn_open(gap, pattern),
-        stop=stop,
-        stop_marker=_last_control(stop, pattern),
-        renders_reasoning=f"{_SENT}r2" in text,
+        open=_learn_open(gap, pattern), stop=stop, stop_marker=_last_control(stop, pattern),
+        renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
+        needs_tools=tools is not None, controls=controls, after_output=after,
     )
+
+
+_CONTROL_LIKE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</s>|<eos>|<end_of_turn>|\[/?[A-Z_]{2,20}\]")
+
+
+def untrained_stop_strings(shape: TurnShape, encode) -> list[str]:
+    """Control-looking strings the template writes after an assistant output that are not control tokens of the
+    tokenizer (``encode`` gives them several ordinary ids), when no control token ends the turn."""
+    if shape.stop_marker or shape.calibration_error:
+        return []
+    found = dict.fromkeys(m.group() for m in _CONTROL_LIKE.finditer(shape.after_output))
+    return [s for s in found if s not in shape.controls and len(encode(s)) > 1]
+
+
+def render_cut(template: ChatTemplate, messages: list[dict], *, tools=None, special=None, record_id="<probe>",
+               track_generation=False) -> Cut:
+    """Render ``messages`` once with sentinels; the cut render (plain text and spans), generation spans mapped."""
+    marked = mark_messages(messages, record_id=record_id)
+    text, generation = render_template(template, marked, tools=tools, special_tokens=special, record_id=record_id,
+                                       track_generation=track_generation)
+    cut = cut_sentinels(text)
+    cut.generation = [(cut.to_plain(a), cut.to_plain(b)) for a, b in generation]
+    return cut
+
+
+def _faithful(template: ChatTemplate, with_system: bool, tools, special: dict) -> bool:
+    """Whether every probe the template renders renders the same with sentinels (cut) as without."""
+    for messages in [_probe(with_system), *_tricky_probes(with_system)]:
+        try:
+            plain, _ = render_template(template, messages, tools=tools, special_tokens=special)
+        except TemplateError:
+            continue  # e.g. a template without tool roles: nothing to compare
+        try:
+            cut = render_cut(template, messages, tools=tools, special=special)
+        except TemplateError:
+            return False
+        if cut.text != plain or cut.unpaired:
+            return False
+    return True
 
 
 def _think_start(gap: str) -> int:
@@ -104,6 +190,7 @@ def _think_start(gap: str) -> int:
     return pos if pos >= 0 else len(gap)
 
 
+@lru_cache(maxsize=64)
 def _control_regex(controls: tuple[str, ...]) -> re.Pattern | None:
     if not controls:
         return None
@@ -130,108 +217,85 @@ def _learn_open(gap: str, pattern: re.Pattern | None) -> str:
     return gap
 
 
-def text_variants(text: str) -> list[str]:
-    """The forms a template may render a text in: as is, stripped, or after its last ``</think>``."""
-    out = []
-    for v in (text, text.strip(), text.split("</think>")[-1].strip()):
-        if v and v not in out:
-            out.append(v)
-    return out
+class _Territory:
+    """The template's own text: the render outside message-text spans (which are sorted and disjoint)."""
+
+    def __init__(self, literal: list[tuple[int, int]], length: int):
+        self.starts = [a for a, _ in literal]
+        self.ends = [b for _, b in literal]
+        self.length = length
+
+    def before(self, pos: int, floor: int) -> int:
+        """Start of the template text that ends at ``pos``: the end of the last span ending at or before it."""
+        k = bisect.bisect_right(self.ends, pos) - 1
+        return max(floor, self.ends[k] if k >= 0 else 0)
+
+    def after(self, pos: int) -> int:
+        """End of the template text that starts at ``pos``: the start of the first span starting at or after it."""
+        k = bisect.bisect_left(self.starts, pos)
+        return self.starts[k] if k < len(self.starts) else self.length
 
 
-def find_text(render: str, text: str, start: int, end: int | None = None) -> tuple[int, int] | None:
-    """The first span at or after ``start`` where ``text`` (or a variant of it) was rendered."""
-    for v in text_variants(text):
-        pos = render.find(v, start, end if end is not None else len(render))
-        if pos >= 0:
-            return pos, pos + len(v)
+def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tuple[int, int] | None:
+    """(header start, output start) of the last (or first) ``open`` in ``render[lo:hi]``."""
+    for o in (shape.open, shape.open.strip()):
+        if o:
+            pos = render.rfind(o, lo, hi) if last else render.find(o, lo, hi)
+            if pos >= 0:
+                return pos, pos + len(o)
     return None
 
 
-def _tool_call_texts(message: dict) -> list[str]:
-    out = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", call)
-        out.append(str(fn.get("name", "")))
-        args = fn.get("arguments")
-        out.append(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
-    return [t for t in out if t]
-
-
-def _find_open(render: str, shape: TurnShape, start: int) -> int:
-    for o in (shape.open, shape.open.strip()):
-        if o:
-            pos = render.find(o, start)
-            if pos >= 0:
-                return pos
-    return -1
-
-
-def _output_start(render: str, shape: TurnShape, lo: int, first_anchor: int) -> tuple[int, int]:
-    """(header start, output start): the last header before the first anchor."""
-    for o in (shape.open, shape.open.strip()):
-        if o:
-            pos = render.rfind(o, lo, first_anchor)
-            if pos >= 0:
-                return pos, pos + len(o)
-    return first_anchor, first_anchor
-
-
-def _anchors(render: str, message: dict, shape: TurnShape, start: int) -> tuple[list, tuple | None, tuple | None]:
-    """Sequential spans of reasoning, content and tool calls from ``start``: (anchors, reasoning, content)."""
-    anchors, reasoning, content, cursor = [], None, None, start
-    if shape.renders_reasoning and message.get("reasoning_content"):
-        reasoning = find_text(render, message["reasoning_content"], cursor)
-        if reasoning:
-            anchors.append(reasoning)
-            cursor = reasoning[1]
-    if message.get("content"):
-        content = find_text(render, message["content"], cursor)
-        if content:
-            anchors.append(content)
-            cursor = content[1]
-    for text in _tool_call_texts(message):
-        span = find_text(render, text, cursor)
-        if span:
-            anchors.append(span)
-            cursor = span[1]
-    return anchors, reasoning, content
-
-
-def _stop_end(render: str, shape: TurnShape, last: int) -> int:
-    """End of the stop marker that follows ``last``, or ``last`` when the turn renders none."""
-    if shape.stop and render.startswith(shape.stop, last):
+def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
+    """End of the stop marker in the template text ``render[last:hi]``, or ``last`` when the turn renders none."""
+    if shape.stop and render.startswith(shape.stop, last) and last + len(shape.stop) <= hi:
         return last + len(shape.stop)
-    if not shape.stop_marker:
+    marker = shape.stop_marker
+    if not marker:
         return last
-    pos = render.find(shape.stop_marker, last)
-    nxt = _find_open(render, shape, last)
-    if pos < 0 or (0 <= nxt < pos):
+    pos = render.find(marker, last, hi)
+    nxt = _header(render, shape, last, hi, last=False)
+    if pos < 0 or (nxt is not None and nxt[0] < pos):
         return last
-    return pos + len(shape.stop_marker)
+    return pos + len(marker)
 
 
-def locate_assistant(render: str, message: dict, index: int, shape: TurnShape, cursor: int) -> tuple[Turn, int] | None:
-    """Locate one assistant message at or after ``cursor``; returns the turn and its header start."""
-    head = _find_open(render, shape, cursor)
-    anchors, reasoning, content = _anchors(render, message, shape, head if head >= 0 else cursor)
-    if not anchors and (message.get("content") or message.get("tool_calls")):
+def _uncalibrated_stop(render: str, last: int, hi: int, shape: TurnShape) -> int:
+    """Without calibration a turn ends at the first control token of the template text after it."""
+    pattern = _control_regex(shape.controls)
+    match = pattern.search(render, last, hi) if pattern else None
+    return match.end() if match else last
+
+
+def locate_assistant(
+    render: str, cut: Cut, i: int, message: dict, shape: TurnShape, cursor: int, territory: _Territory,
+) -> Turn | None:
+    """Assistant message ``i``'s turn, from its spans; None when it has text the template did not render."""
+    anchors = cut.of_message(i)
+    if not anchors and (_has_text(message) or message.get("tool_calls")):
         return None
     if anchors:
-        header_start, start = _output_start(render, shape, cursor, anchors[0][0])
-    elif head >= 0:
-        header_start, start = head, head + len(shape.open)
+        found = _header(render, shape, territory.before(anchors[0][0], cursor), anchors[0][0], last=True)
+        start = found[1] if found else anchors[0][0]
     else:
-        return None
+        found = _header(render, shape, cursor, territory.after(cursor), last=False)
+        if found is None:
+            return None
+        start = found[1]
     last = anchors[-1][1] if anchors else start
-    stop_end = _stop_end(render, shape, last)
-    turn = Turn(message=index, start=start, end=last, stop_end=stop_end, content_start=start, anchors=anchors)
-    _mark_think(render, turn, reasoning, content)
-    return turn, header_start
+    hi = territory.after(last)
+    stop_end = (_uncalibrated_stop(render, last, hi, shape) if shape.calibration_error
+                else _stop_end(render, shape, last, hi))
+    turn = Turn(message=i, start=start, end=last, stop_end=stop_end, content_start=start, anchors=anchors)
+    reasoning = cut.spans.get(reasoning_of(i))
+    content = cut.spans.get(texts_of(i))
+    _mark_think(render, turn, (reasoning[0][0], reasoning[-1][1]) if reasoning else None,
+                content[0] if content else None)
+    return turn
 
 
 def _mark_think(render: str, turn: Turn, reasoning: tuple | None, content: tuple | None) -> None:
-    """Split a turn's leading reasoning (a located reasoning field, or a ``<think>`` block) from its answer."""
+    """Split a turn's leading reasoning (a rendered reasoning field, or a ``<think>`` block) from its answer."""
     empty = _EMPTY_THINK.match(render, turn.start, turn.end)
     if empty:
         turn.empty_think = (turn.start, empty.end())
@@ -248,43 +312,33 @@ def _mark_think(render: str, turn: Turn, reasoning: tuple | None, content: tuple
 
 
 def locate_turns(
-    render: str, messages: list[dict], shape: TurnShape
+    cut: Cut, messages: list[dict], shape: TurnShape,
 ) -> tuple[list[Turn], list[tuple[int, int]], list[int]]:
-    """Assistant turns in order, literal spans (every located message text), and indexes of messages not located.
-
-    Non-assistant texts are searched in the gap before the next assistant header; one not found there is
-    carried to the next gap (some templates move the system prompt next to the last user message).
-    """
-    turns, literal, pending, unlocated = [], [], [], []
-    cursor = 0
+    """Assistant turns in order, literal spans (every rendered message text), and indexes of messages with text
+    the template did not render (or rendered only part of)."""
+    render, literal = cut.text, cut.literal()
+    territory = _Territory(literal, len(render))
+    turns, unlocated, cursor, after_text = [], [], 0, 0
+    unpaired = {k // 2 for k in cut.unpaired}
     for i, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            pending.append(i)
-            continue
-        found = locate_assistant(render, message, i, shape, cursor)
-        if found is None:
+        if i in unpaired:
             unlocated.append(i)
             continue
-        turn, header_start = found
-        pending = _place_texts(render, messages, pending, cursor, header_start, literal)
-        literal.extend(turn.anchors)
+        own = cut.of_message(i)
+        if message.get("role") != "assistant":
+            if not own and _has_text(message):
+                unlocated.append(i)
+            after_text = own[-1][1] if own else after_text  # where the previous message's text ends
+            continue
+        turn = locate_assistant(render, cut, i, message, shape, max(cursor, after_text), territory)
+        if turn is None:
+            unlocated.append(i)
+            continue
         turns.append(turn)
-        cursor = turn.stop_end
-    pending = _place_texts(render, messages, pending, cursor, len(render), literal)
-    unlocated.extend(i for i in pending if messages[i].get("content"))
-    literal.sort()
-    return turns, literal, sorted(unlocated)
+        cursor = after_text = max(cursor, turn.stop_end)
+    return turns, literal, unlocated
 
 
-def _place_texts(render: str, messages: list[dict], pending: list[int], lo: int, hi: int, literal: list) -> list[int]:
-    """Locate pending non-assistant texts in ``render[lo:hi]`` in order; returns those still not found."""
-    left, cursor = [], lo
-    for i in pending:
-        text = messages[i].get("content")
-        span = find_text(render, text, cursor, hi) if isinstance(text, str) and text else None
-        if span:
-            literal.append(span)
-            cursor = span[1]
-        elif text:
-            left.append(i)
-    return left
+def _has_text(message: dict) -> bool:
+    content = message.get("content")
+    return bool(content.strip()) if isinstance(content, str) else bool(content)

@@ -1,8 +1,11 @@
 """One conversation -> token ids and a loss mask, from a single render and a single tokenization.
 
-The conversation is rendered once with the model's chat template, the assistant turns are located in that text
-(see :mod:`tokenmill.sft.masks`), and the text is tokenized once with every message text passed as a literal
-span, so a control token a user typed (``<|im_end|>``) stays ordinary text. A token is trained when its
+The conversation is rendered once with the model's chat template, with sentinels that give every message text's
+span (see :mod:`tokenmill.sft.spans`); the assistant turns are read off those spans (:mod:`tokenmill.sft.masks`),
+and the text is tokenized once with every message text passed as a literal span, so a control token a user
+typed (``<|im_end|>``) stays ordinary text while the template's own control tokens stay control tokens. After
+encoding, the control-token ids are checked to be exactly the template's control strings, one id each, and
+nowhere else (``control_token_mismatch`` otherwise). A token is trained when its
 characters overlap a trained span: an assistant's output (reasoning when trained, content, tool calls) plus the
 end-of-turn marker the model must emit to stop. Role headers, system, user and tool text are never trained
 (unless ``train_on="all"``).
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import ConfigError, TemplateError
-from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns
+from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 
 TRAIN_ON = ("assistant", "last", "all")
@@ -45,6 +48,22 @@ def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
     if not controls:
         controls = tuple(t for t in (getattr(tokenizer, "eos_token", None),) if t)
     return calibrate(template, controls, tuple(sorted(special_token_kwargs(tokenizer).items())))
+
+
+def check_stop_token(template: ChatTemplate, tokenizer: Any, *, allow: bool = False) -> list[str]:
+    """Refuse a template whose end-of-turn string is not a special token of ``tokenizer`` (the model would
+    never learn to stop); with ``allow`` return those strings instead of raising."""
+    shape = shape_of(template, tokenizer)
+    strings = untrained_stop_strings(shape, tokenizer.encode)
+    if strings and not allow:
+        raise TemplateError(
+            f"chat template ({template.origin}) ends assistant turns with {', '.join(map(repr, strings))}, which "
+            f"tokenizer {tokenizer.name!r} does not have as a special token: it becomes several ordinary tokens and "
+            "no example would train a stop token. Add it to the tokenizer as a special token (added_tokens in "
+            "tokenizer.json with \"special\": true, or additional_special_tokens in tokenizer_config.json), use the "
+            "model's own tokenizer, or pass --allow-untrained-stop (sft.allow_untrained_stop) to go on anyway"
+        )
+    return strings
 
 
 def hf_messages(
@@ -139,6 +158,8 @@ class Prepared:
     generation: list
     turns: list[Turn]
     literal: tuple[tuple[int, int], ...]
+    control: list[tuple[int, int]]  # the template's control-token strings (outside literal spans)
+    neutralised: int  # control-token strings inside literal spans (encoded as text)
     spans: list[tuple[int, int]]
     owners: list[Turn | None]
     counts: dict[str, int]
@@ -184,9 +205,16 @@ def render_conversations(
         except TemplateError as exc:
             out.append(exc)
     ready = [p for p in out if isinstance(p, Prepared)]
-    encoded = iter(tokenizer.encode_rendered_batch([p.text for p in ready], [p.literal for p in ready]))
-    return [finish_conversation(p, next(encoded), tokenizer=tokenizer) if isinstance(p, Prepared) else p
-            for p in out]
+    encoded = iter(tokenizer.encode_rendered_batch([p.text for p in ready], [p.literal for p in ready],
+                                                   layouts=[(p.control, p.neutralised) for p in ready], check=False))
+    return [_finish_or_error(p, next(encoded), tokenizer) if isinstance(p, Prepared) else p for p in out]
+
+
+def _finish_or_error(p: Prepared, encoded: tuple[np.ndarray, ...], tokenizer: Any) -> Rendered | TemplateError:
+    try:
+        return finish_conversation(p, encoded, tokenizer=tokenizer)
+    except TemplateError as exc:
+        return exc
 
 
 def prepare_conversation(
@@ -198,26 +226,44 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
-    text, generation = render_template(
-        template, messages, tools=tools, special_tokens=special, record_id=rid,
-        track_generation=template.has_generation_blocks,
-    )
-    turns, literal, unlocated = locate_turns(text, messages, shape)
-    _check_located(rid, messages, unlocated, tokenizer, policy.train_on)
+    cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
+                     track_generation=template.has_generation_blocks)
+    if cut.unpaired or not shape.faithful:
+        _check_plain(cut.text, template, messages, tools, special, rid)
+    text, generation = cut.text, cut.generation
+    turns, literal, unlocated = locate_turns(cut, messages, shape)
+    control, neutralised = tokenizer.control_spans(text, literal)
+    if _check_located(rid, messages, unlocated, tokenizer, policy.train_on):
+        _check_sanitised(rid, text, control, template, messages, tools, special, tokenizer)
     spans, owners = _trained_spans(text, turns, conv, generation, policy=policy)
     counts["empty_think_unsupervised"] = 0 if policy.supervise_empty_think else sum(
         1 for t in owners if t is not None and t.empty_think
     )
-    return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), spans, owners, counts)
+    return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), control, neutralised,
+                    spans, owners, counts)
+
+
+def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str) -> None:
+    """The sentinel render, cut, must be what the template renders without sentinels (a second render, only for
+    templates that failed this check at calibration or conversations whose sentinels the template lost)."""
+    plain, _ = render_template(template, messages, tools=tools, special_tokens=special, record_id=rid)
+    if plain != text:
+        raise TemplateError(
+            f"record {rid}: the chat template renders this conversation differently when its texts are marked, "
+            "so where each message lies cannot be known; it is left out", reason="spans_unresolved",
+        )
 
 
 def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokenizer: Any) -> Rendered:
     """The loss mask, weights and stats of a prepared conversation from its ids and char offsets."""
     ids, starts, ends = encoded[0], np.asarray(encoded[1], dtype=np.int64), np.asarray(encoded[2], dtype=np.int64)
+    if not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
+        ids, starts, ends = tokenizer.encode_pieces(p.text, p.control)  # the whole-text encoder fused a boundary
+        if not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
+            _control_mismatch(p.id)
     mask, owner = _token_owner(starts, ends, p.spans)
     with_reasoning = {i for i, m in enumerate(p.conv.get("messages") or []) if m.get("reasoning")}
-    stats = _stats(p.text, ids, mask, owner, p.owners, p.turns, p.literal, with_reasoning, tokenizer, p.counts,
-                   starts, ends)
+    stats = _stats(ids, mask, owner, p, with_reasoning, starts, ends)
     if p.generation and len(p.generation) != sum(1 for m in p.messages if m.get("role") == "assistant"):
         stats["generation_blocks_ignored"] = len(p.generation)
     weights = _token_weights(owner, p.owners, p.conv)
@@ -225,7 +271,44 @@ def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokeniz
                     weights)
 
 
-def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> None:
+def _control_mismatch(rid: str) -> None:
+    raise TemplateError(
+        f"record {rid}: after encoding, the control tokens are not exactly the chat template's own control "
+        "strings; it is left out", reason="control_token_mismatch",
+    )
+
+
+def _check_sanitised(rid: str, text: str, control: list, template: ChatTemplate, messages: list[dict], tools,
+                     special: dict, tokenizer: Any) -> None:
+    """A message holding a control string was not rendered where its sentinels say: render once more with every
+    control string of every text replaced by a plain character, and require the same control tokens in the
+    template text. Equal: the message was dropped, not copied somewhere unmarked. Different: it is left out."""
+    def clean(value):
+        if isinstance(value, str):
+            return tokenizer.control_pattern.sub("\u00b7", value) if tokenizer.control_pattern else value
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    cut = render_cut(template, clean(messages), tools=tools, special=special, record_id=rid)
+    sane, _ = tokenizer.control_spans(cut.text, cut.literal())
+    if [cut.text[a:b] for a, b in sane] != [text[a:b] for a, b in control]:
+        raise TemplateError(
+            f"record {rid}: a message holds a control-token string and the template renders it where it cannot "
+            "be kept as plain text; remove the control string", reason="control_token_in_content",
+        )
+
+
+def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> bool:
+    """Reject what cannot be masked; True when an unrendered message holds a control string (check it further)."""
+    further = False
+    for i, m in enumerate(messages):
+        ids = " ".join(str(c.get("id") or "") for c in m.get("tool_calls") or []) + str(m.get("tool_call_id") or "")
+        if ids.strip() and tokenizer.count_literal_specials(ids):
+            raise TemplateError(f"record {rid}: message {i} has a tool-call id holding a control-token string; "
+                                "remove it", reason="control_token_in_content")
     for i in unlocated:
         m = messages[i]
         text = m.get("content") if isinstance(m.get("content"), str) else ""
@@ -234,11 +317,8 @@ def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokeniz
                 f"record {rid}: assistant message {i} was not found in the rendered template; the template "
                 "drops or rewrites it, so its loss mask cannot be derived", reason="assistant_not_rendered",
             )
-        if text and tokenizer.count_literal_specials(text):
-            raise TemplateError(
-                f"record {rid}: message {i} holds a control-token string but the template rewrites it, so it "
-                "cannot be kept as plain text; remove the control string", reason="control_token_in_content",
-            )
+        further = further or bool(text and tokenizer.count_literal_specials(text))
+    return further
 
 
 def _weight(conv: dict, index: int) -> float:
@@ -296,10 +376,10 @@ def _token_weights(owner: np.ndarray, owners: list[Turn | None], conv: dict) -> 
 
 
 def _stats(
-    text: str, ids, mask: np.ndarray, owner: np.ndarray, owners: list[Turn | None], turns: list[Turn],
-    literal: list[tuple[int, int]], with_reasoning: set[int], tokenizer: Any, counts: dict[str, int],
-    starts: np.ndarray, ends: np.ndarray,
+    ids, mask: np.ndarray, owner: np.ndarray, p: Prepared, with_reasoning: set[int], starts: np.ndarray,
+    ends: np.ndarray,
 ) -> dict[str, Any]:
+    owners, turns = p.owners, p.turns
     in_turn = _token_owner(starts, ends, [(t.start, t.stop_end) for t in turns])[0]
     in_reasoning = _token_owner(starts, ends, [t.reasoning for t in turns if t.reasoning])[0]
     by_turn = np.bincount(owner[mask], minlength=len(owners)).tolist() if len(owners) else []
@@ -311,10 +391,11 @@ def _stats(
         "reasoning_trained_tokens": int((mask & in_turn & in_reasoning).sum()),
         "answer_trained_tokens": int((mask & in_turn & ~in_reasoning).sum()),
         "stop_token_trained": bool(owners) and all(t is None or t.stop_end > t.end for t in owners),
-        "control_tokens_neutralised": sum(tokenizer.count_literal_specials(text[s:e]) for s, e in literal),
+        "control_tokens_neutralised": p.neutralised,
+        "control_tokens_real": len(p.control),
         "reasoning_dropped_by_template": sum(1 for t in turns if t.message in with_reasoning and not t.reasoning),
         "assistant_turns": len(turns),
         "trained_turns": len(owners),
     }
-    stats.update(counts)
+    stats.update(p.counts)
     return stats

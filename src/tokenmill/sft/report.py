@@ -86,8 +86,14 @@ def render_report(report: dict[str, Any]) -> str:
     ]
     if "parity" in r:
         p = r["parity"]
-        lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} checked, {p.get('exempt', 0)} exempt"
+        lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
+                     f"only deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
                      + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else ""))
+        present = {k: v for k, v in (p.get("shapes_present") or {}).items() if v}
+        if present:
+            checked = p.get("shapes_checked") or {}
+            lines.append("  shapes checked/present: " + ", ".join(f"{k} {checked.get(k, 0)}/{v}"
+                                                                  for k, v in present.items()))
     if "packing" in r:
         k = r["packing"]
         lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}")

@@ -2,8 +2,10 @@
 
 Per work unit (in a worker process): raw batches -> canonical ``Conversation`` dicts (rejects on the way)
 -> strict validation -> one render + one tokenization with the loss mask (turn-aware truncation past
-``max_length``) -> ``ShardWriter`` with the mask. The first ``verify`` examples of every unit are checked
-against ``transformers``' ``apply_chat_template``; a mismatch stops the run naming the example.
+``max_length``) -> ``ShardWriter`` with the mask. The first ``verify`` examples of every unit, and the first of
+every shape it holds (see :mod:`tokenmill.sft.parity`), are checked against ``transformers``'
+``apply_chat_template``; a real difference stops the run naming the example, or with ``on_mismatch="reject"``
+rejects it as ``parity_mismatch``.
 
 Curation steps (``steps=``, either contract of :mod:`tokenmill.curate.inline`) run on each batch of
 valid conversations before rendering, over the flat view of :func:`tokenmill.sft.steps.conversation_batch`
@@ -25,7 +27,7 @@ from tokenmill.errors import TemplateError
 from tokenmill.io import read_unit
 from tokenmill.report.rejects import RejectSink
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.render import MaskPolicy
+from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
@@ -42,7 +44,15 @@ class SftOptions:
     supervise_empty_think: bool = False
     reasoning_policy: str = "inline"
     allow_consecutive: bool = False
-    verify: int = 16  # examples per unit checked against apply_chat_template; 0 = off
+    verify: int = 16  # examples per unit checked against apply_chat_template (plus one per shape); 0 = off
+    on_mismatch: str = "stop"  # stop | reject: what a real parity difference does
+    allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
+
+    def __post_init__(self) -> None:
+        if self.on_mismatch not in ("stop", "reject"):
+            from tokenmill.errors import ConfigError
+
+            raise ConfigError(f"on_mismatch={self.on_mismatch!r}: expected 'stop' or 'reject'")
 
     @property
     def policy(self) -> MaskPolicy:
@@ -67,8 +77,11 @@ class SftTask:
         setup_steps(self.steps)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        from tokenmill.sft.parity import VerifyPlan, empty_report
+
         work = unit.payload
-        stats, report, seconds = Stats(), {"parity": {"checked": 0, "exempt": 0}}, Counter()
+        stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
+        plan = VerifyPlan(self.options.verify)
         writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", with_mask=True,
                              tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
                              max_tokens=self.shard_tokens)
@@ -91,12 +104,14 @@ class SftTask:
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(raw.source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
-                if oracle is not None and report["parity"]["checked"] + report["parity"]["exempt"] < self.options.verify:
-                    self._verify(conv, rendered, oracle, report)
+                if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
+                    sink.add([Reject(raw.source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
+                    continue
                 writer.add(rendered.ids, mask=rendered.mask, rec_id=rendered.id, source=raw.source)
                 stats.kept += 1
                 stats.tokens += len(rendered.ids)
                 report = merge(report, example_report(rendered.stats))
+        report["parity"]["shapes_present"] = plan.present
         shards = writer.close()
         sink.close()
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
@@ -109,11 +124,26 @@ class SftTask:
             template=self.template, policy=self.options.policy,
         )
 
-    def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> None:
-        from tokenmill.sft.parity import check_parity
+    def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> bool:
+        """Check one example; False (its reason in ``report["mismatch"]``) when it differs and is to be rejected."""
+        from tokenmill.errors import ParityError
+        from tokenmill.sft.parity import check_parity, example_shape, tool_arguments_decoded
 
-        note = check_parity(conv, rendered, oracle, self.template)
-        report["parity"]["exempt" if note else "checked"] += 1
+        parity = report["parity"]
+        try:
+            note = check_parity(conv, rendered, oracle, self.template)
+        except ParityError as exc:
+            if self.options.on_mismatch != "reject":
+                raise
+            parity["real_differences"] += 1
+            report["mismatch"] = str(exc)
+            return False
+        parity["exempt" if note else "checked"] += 1
+        parity["deliberate"]["literal_control_strings"] += int(bool(note))
+        parity["deliberate"]["tool_arguments_decoded"] += int(tool_arguments_decoded(conv))
+        for shape in example_shape(conv, rendered):
+            parity["shapes_checked"][shape] += 1
+        return True
 
 
 _ORACLES: dict[str, Any] = {}
@@ -177,6 +207,7 @@ def run_sft(
         run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
                           text_mode="auto", config=None, schemas=schemas, executor=executor)
         template = resolve_template(chat_template, run.tokenizer)
+        check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:

@@ -4,6 +4,11 @@ The audit reads every byte (``verify_shards``), scans the loss masks for silent 
 trained token give a loss of 0; a trained span that does not end in a stop token teaches the model never to
 stop), checks that the tokenizer's fingerprint equals the shards', and decodes ``n`` documents spread evenly
 over the set, one decode per contiguous run of trained or untrained tokens.
+
+In the examples a control token (one id, e.g. the template's ``<|im_end|>``) is shown as is, and a control
+string that is only text (several ordinary ids a user typed, e.g. ``<|im_end|>`` inside a message) is shown as
+``{text:<|im_end|>}``; each example counts both. A set of SFT shards in which no example trains a stop token
+is a problem (exit code 1): a model trained on it never learns to end its turn.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from tokenmill.shards.reader import ShardSet, open_shards
 from tokenmill.shards.verify import verify_shards
 
 OPEN, CLOSE = "[[", "]]"  # plain-text markers around trained spans
+LITERAL_OPEN, LITERAL_CLOSE = "{text:", "}"  # plain-text markers around a control string that is only text
 _GREEN, _DIM, _RESET = "\x1b[32m", "\x1b[2m", "\x1b[0m"
+_UNDERLINE, _NO_UNDERLINE = "\x1b[4m", "\x1b[24m"
 _SCAN_TOKENS = 1 << 24  # tokens of mask scanned at a time
 _LISTED = 10  # document indices listed per warning
 _HEADER_KEYS = ("tokenizer", "tokenizer_fingerprint", "vocab_size", "bos_id", "eos_id", "pad_id",
@@ -35,7 +42,8 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     result = {"directory": str(directory), "shards": 0, "documents": 0, "tokens": 0, "trained_tokens": 0,
               "supervised_share": 0.0, "has_mask": None, "tokenizer": {}, "decoder": {},
               "fingerprint_match": None, "problems": verify_shards(directory), "warnings": [],
-              "fully_masked": None, "stop_untrained": None, "examples": []}  # fmt: skip
+              "fully_masked": None, "stop_untrained": None, "stop_trained_docs": None,
+              "examples": []}  # fmt: skip
     try:
         shards = open_shards(directory)
     except ShardError as exc:
@@ -50,7 +58,18 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     except (OSError, ValueError, IndexError) as exc:  # corrupt offsets or records, already listed as problems
         result["problems"].append(f"could not read the documents: {type(exc).__name__}: {exc}")
     result["warnings"] += _mask_warnings(result)
+    result["problems"] += _stop_problem(result)
     return result
+
+
+def _stop_problem(result: dict) -> list[str]:
+    trained_docs = result["documents"] - (result.get("fully_masked") or {}).get("count", 0)
+    if not result["has_mask"] or result.get("stop_trained_docs") != 0 or trained_docs <= 0:
+        return []
+    return [f"no example trains a stop token (EOS or a control token such as <|im_end|>): a model trained on "
+            f"these shards never learns to end its turn. Check that the chat template's end-of-turn string is a "
+            f"special token of the tokenizer (tokenmill sft refuses such a template unless "
+            f"--allow-untrained-stop is given) and that truncation keeps the final stop"]
 
 
 def _counts(shards: ShardSet) -> dict:
@@ -103,7 +122,7 @@ def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None) -> dict:
     """Documents with tokens but no trained token, and documents with a trained span not ending in a stop id."""
     if not shards.has_mask:
         return {"fully_masked": {"count": 0, "first": []}}
-    fully, no_stop, base = [], [], 0
+    fully, no_stop, stopped, base = [], [], 0, 0
     for shard in shards.shards:
         offsets = np.asarray(shard.offsets, dtype=np.int64)
         for d0, d1 in _doc_chunks(offsets):
@@ -113,13 +132,21 @@ def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None) -> dict:
             empty = _trained_per_doc(mask, starts, ends) == 0
             fully.append(base + d0 + np.flatnonzero(empty & (ends > starts)))
             if stop_ids is not None:
-                bad = _unstopped_docs(mask, np.asarray(shard.ids[lo:hi]), ends, stop_ids)
-                no_stop.append(base + d0 + bad)
+                ids = np.asarray(shard.ids[lo:hi])
+                no_stop.append(base + d0 + _unstopped_docs(mask, ids, ends, stop_ids))
+                stopped += _stopped_docs(mask, ids, ends, stop_ids)
         base += shard.n_docs
     result = {"fully_masked": _listing(fully)}
     if stop_ids is not None:
         result["stop_untrained"] = _listing(no_stop)
+        result["stop_trained_docs"] = stopped
     return result
+
+
+def _stopped_docs(mask: np.ndarray, ids: np.ndarray, ends: np.ndarray, stop_ids: np.ndarray) -> int:
+    """How many documents train at least one stop id."""
+    positions = np.flatnonzero(mask & np.isin(ids, stop_ids))
+    return len(np.unique(np.searchsorted(ends, positions, side="right")))
 
 
 def _doc_chunks(offsets: np.ndarray):
@@ -185,8 +212,32 @@ def _example(shards: ShardSet, i: int, tok, limit: int) -> dict:
                "trained": int(flags.sum()), "shown_tokens": min(len(ids), limit), "segments": []}  # fmt: skip
     if tok is not None:
         shown, marks = ids[:limit], flags[:limit]
-        example["segments"] = [{"trained": t, "text": _decode(tok, shown[a:b])} for a, b, t in _runs(marks)]
+        example["segments"] = [_segment(tok, shown[a:b], t) for a, b, t in _runs(marks)]
+        example["control_tokens"] = {kind: sum(1 for s in example["segments"] for k, _ in s["pieces"] if k == kind)
+                                     for kind in ("real", "literal")}
     return example
+
+
+def _segment(tok, ids: np.ndarray, trained: bool) -> dict:
+    """A run's decoded text, and its pieces: ("text" | "real" | "literal", text), where "real" is one control
+    token and "literal" a control string decoded from ordinary ids."""
+    special = np.isin(ids, np.array(sorted(set(tok.special_tokens.values())), dtype=np.int64))
+    pieces = []
+    for a, b, is_control in _runs(special):
+        if is_control:
+            pieces += [("real", _decode(tok, ids[k : k + 1])) for k in range(a, b)]
+        else:
+            pieces += _literal_pieces(_decode(tok, ids[a:b]), tok.control_pattern)
+    return {"trained": trained, "text": "".join(t for _, t in pieces), "pieces": pieces}
+
+
+def _literal_pieces(text: str, pattern) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    for m in pattern.finditer(text) if pattern is not None else ():
+        out += [("text", text[pos : m.start()])] if m.start() > pos else []
+        out.append(("literal", m.group()))
+        pos = m.end()
+    return out + ([("text", text[pos:])] if pos < len(text) else [])
 
 
 def _runs(flags: np.ndarray) -> list[tuple[int, int, bool]]:
@@ -253,14 +304,25 @@ def _legend(has_mask: bool, color: bool) -> str:
     if not has_mask:
         return "no loss mask: every token is trained"
     if color:
-        return f"legend: {_GREEN}green{_RESET} = trained (in the loss), {_DIM}dim{_RESET} = untrained"
-    return f"legend: {OPEN}text{CLOSE} = trained (in the loss), unmarked text = untrained"
+        return (f"legend: {_GREEN}green{_RESET} = trained (in the loss), {_DIM}dim{_RESET} = untrained, "
+                f"{_UNDERLINE}{LITERAL_OPEN}<|x|>{LITERAL_CLOSE}{_NO_UNDERLINE} = a control string that is only text")
+    return (f"legend: {OPEN}text{CLOSE} = trained (in the loss), unmarked text = untrained, "
+            f"{LITERAL_OPEN}<|x|>{LITERAL_CLOSE} = a control string that is only text (not a control token)")
 
 
 def _example_title(example: dict) -> str:
     cut = f", first {example['shown_tokens']:,} shown" if example["shown_tokens"] < example["tokens"] else ""
+    controls = example.get("control_tokens")
+    ctl = f", control tokens {controls['real']} real / {controls['literal']} as text" if controls else ""
     return (f"--- #{example['index']}  id={example['id']}  source={example['source']}  "
-            f"{example['tokens']:,} tokens, {example['trained']:,} trained{cut}")  # fmt: skip
+            f"{example['tokens']:,} tokens, {example['trained']:,} trained{cut}{ctl}")  # fmt: skip
+
+
+def _piece(kind: str, text: str, color: bool) -> str:
+    if kind != "literal":
+        return text
+    marked = f"{LITERAL_OPEN}{text}{LITERAL_CLOSE}"
+    return f"{_UNDERLINE}{marked}{_NO_UNDERLINE}" if color else marked
 
 
 def _example_text(example: dict, has_mask: bool, color: bool) -> str:
@@ -268,7 +330,8 @@ def _example_text(example: dict, has_mask: bool, color: bool) -> str:
         return "(not decoded)"
     parts = []
     for segment in example["segments"]:
-        text = segment["text"].replace("\x1b", "\u241b")  # never let decoded data drive the terminal
+        text = "".join(_piece(kind, t.replace("\x1b", "\u241b"), color)  # never let data drive the terminal
+                       for kind, t in segment.get("pieces") or [("text", segment["text"])])
         if not has_mask:
             parts.append(text)
         elif color:

@@ -53,6 +53,17 @@ def byte_to_char(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.nd
     return char_of[starts], np.where(ends > starts, char_of[last] + 1, char_of[starts])
 
 
+def _no_first_prefix(pre: dict | None) -> dict | None:
+    """A pre-tokenizer config with every Metaspace ``prepend_scheme="first"`` set to ``"never"``."""
+    if not isinstance(pre, dict):
+        return pre
+    if pre.get("type") == "Metaspace" and pre.get("prepend_scheme") == "first":
+        return {**pre, "prepend_scheme": "never"}
+    if pre.get("type") == "Sequence":
+        return {**pre, "pretokenizers": [_no_first_prefix(p) for p in pre.get("pretokenizers") or []]}
+    return pre
+
+
 class HFReference:
     backend = "tokenizers"
 
@@ -63,6 +74,7 @@ class HFReference:
         self._ordinary = tokenizers.Tokenizer.from_str(self._text)
         self._ordinary.encode_special_tokens = True
         self._control_tok = None
+        self._after_control_tok = None
         self.json = orjson.loads(source.data)
         added = self.json.get("added_tokens") or []
         self.specials = {a["content"]: int(a["id"]) for a in added if a.get("special")}
@@ -84,9 +96,26 @@ class HFReference:
         return [e.ids for e in self._ordinary.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_offsets(self, text: str, *, control: bool, at_start: bool = True) -> Offsets:
-        enc = (self._control if control else self._ordinary).encode(text, add_special_tokens=False)
+        """``at_start=False``: ``text`` follows a control token, as a piece of a longer render; a Metaspace
+        pre-tokenizer with ``prepend_scheme="first"`` then adds no word-start marker, as in the whole render."""
+        tok = self._control if control else (self._ordinary if at_start else self._after_control)
+        enc = tok.encode(text, add_special_tokens=False)
         spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
         return enc.ids, spans[:, 0], spans[:, 1]
+
+    @property
+    def _after_control(self):
+        if self._after_control_tok is None:
+            import tokenizers
+
+            changed = dict(self.json)
+            changed["pre_tokenizer"] = _no_first_prefix(self.json.get("pre_tokenizer"))
+            if changed["pre_tokenizer"] == self.json.get("pre_tokenizer"):
+                self._after_control_tok = self._ordinary
+            else:
+                self._after_control_tok = tokenizers.Tokenizer.from_str(orjson.dumps(changed).decode())
+                self._after_control_tok.encode_special_tokens = True
+        return self._after_control_tok
 
     def encode_offsets_batch(self, texts: Sequence[str], *, control: bool) -> list[Offsets]:
         """:meth:`encode_offsets` of many texts in one (Rust-parallel where allowed) call."""

@@ -69,8 +69,9 @@ def _from_file(path: Path) -> Source:
     if path.suffix == ".model":
         return Source("sentencepiece", path.stem, path.read_bytes(), config=_read_config(path.parent))
     if path.suffix == ".json":
-        return Source("hf", path.parent.name or path.stem, path.read_bytes(), config=_read_config(path.parent),
-                      chat_template=_read_template(path.parent))
+        config = _read_config(path.parent)
+        return Source("hf", path.parent.name or path.stem, with_declared_specials(path.read_bytes(), config),
+                      config=config, chat_template=_read_template(path.parent))
     raise TokenizerError(f"{path}: unknown tokenizer file type; expected tokenizer.json, a .tiktoken "
                          f"rank file or a SentencePiece .model")
 
@@ -100,7 +101,8 @@ def from_dir(path: Path) -> Source:
     name = path.resolve().name
     has_model = (path / "tokenizer.model").is_file()
     if (path / "tokenizer.json").is_file() and (not has_model or _tokenizers_can_parse(path / "tokenizer.json")):
-        return Source("hf", name, (path / "tokenizer.json").read_bytes(), config=config, chat_template=template)
+        data = with_declared_specials((path / "tokenizer.json").read_bytes(), config)
+        return Source("hf", name, data, config=config, chat_template=template)
     if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
         return Source("hf", name, _json_via_transformers(path), config=config, chat_template=template)
     if has_model:  # also the fallback when tokenizer.json uses a format `tokenizers` cannot read
@@ -112,6 +114,55 @@ def from_dir(path: Path) -> Source:
     found = sorted(p.name for p in path.iterdir())[:10]
     raise TokenizerError(f"{path}: no tokenizer files found (has {found}); expected tokenizer.json, "
                          f"vocab.json + merges.txt, tokenizer.model or a .tiktoken file")
+
+
+NAMED_SPECIALS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def _content(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+def declared_tokens(config: dict[str, Any]) -> list[tuple[str, dict]]:
+    """Tokens ``tokenizer_config.json`` declares, in the order transformers adds them: ``added_tokens_decoder``
+    by id, then the named special tokens (bos, eos, unk, sep, pad, cls, mask), then
+    ``additional_special_tokens`` / ``extra_special_tokens``. Each with its AddedToken options."""
+    out: list[tuple[str, dict]] = []
+    decoder = config.get("added_tokens_decoder") or {}
+    for key in sorted(decoder, key=lambda k: int(k) if str(k).isdigit() else 1 << 62):
+        entry = decoder[key] if isinstance(decoder[key], dict) else {}
+        if _content(entry):
+            options = {k: bool(entry[k]) for k in ("single_word", "lstrip", "rstrip", "normalized", "special")
+                       if k in entry}
+            out.append((entry["content"], options))
+    named = [_content(config.get(k)) for k in NAMED_SPECIALS]
+    for key in ("additional_special_tokens", "extra_special_tokens"):
+        extra = config.get(key) or []
+        named += [_content(v) for v in (extra.values() if isinstance(extra, dict) else extra)]
+    out += [(t, {"special": True, "normalized": False}) for t in named if t]
+    return out
+
+
+def with_declared_specials(data: bytes, config: dict[str, Any]) -> bytes:
+    """``tokenizer.json`` with the tokens ``tokenizer_config.json`` declares but it lacks added, as transformers
+    adds them on load (same order, so the same ids); unchanged bytes when nothing is missing."""
+    declared = declared_tokens(config)
+    if not declared:
+        return data
+    present = {a.get("content") for a in json.loads(data).get("added_tokens") or []}
+    missing = [(t, o) for t, o in dict(declared).items() if t not in present]
+    if not missing:
+        return data
+    import tokenizers
+
+    tok = tokenizers.Tokenizer.from_str(data.decode("utf-8"))
+    for token, options in missing:
+        added = tokenizers.AddedToken(token, **{k: v for k, v in options.items() if k != "special"},
+                                      special=options.get("special", False))
+        (tok.add_special_tokens if options.get("special") else tok.add_tokens)([added])
+    return tok.to_str().encode("utf-8")
 
 
 def _tokenizers_can_parse(path: Path) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
-
 import hashlib
 import itertools
 import re
@@ -162,41 +160,88 @@ class Tokenizer:
 
     def encode_rendered(self, text: str, *, literal_spans: Sequence[Span] = ()) -> tuple[np.ndarray, ...]:
         """Ids, char starts and char ends of a rendered chat; special-token strings are control tokens
-        except inside ``literal_spans`` (message content), where they are ordinary text."""
-        control, whole = self._control_spans(text, literal_spans)
-        if whole:
-            ids, starts, ends = self.reference.encode_offsets(text, control=True)
-            return _arrays(ids, starts, ends)
-        return self._encode_segments(text, control)
+        except inside ``literal_spans`` (message content), where they are ordinary text.
+
+        Control tokens are matched in the template's text only (between the literal spans), so a content
+        can neither make nor unmake one of the template's control tokens at its edges."""
+        control, inside = self.control_spans(text, literal_spans)
+        if not inside and self._source.kind != "sentencepiece":
+            whole = _arrays(*self.reference.encode_offsets(text, control=True))
+            if self.controls_match(whole, text, control):
+                return whole
+        return self.encode_pieces(text, control)
 
     def encode_rendered_batch(
-        self, texts: Sequence[str], literal_spans_list: Sequence[Sequence[Span]]
+        self, texts: Sequence[str], literal_spans_list: Sequence[Sequence[Span]], *,
+        layouts: Sequence[tuple[list[Span], int]] | None = None, check: bool = True,
     ) -> list[tuple[np.ndarray, ...]]:
-        """:meth:`encode_rendered` of many texts: those whose control-token strings all lie outside their
-        literal spans go through one batched encoder call, the rest through the per-text path."""
+        """:meth:`encode_rendered` of many texts: those with no control-token string inside their literal spans
+        go through one batched encoder call, the rest through the per-text path.
+
+        ``layouts``: each text's :meth:`control_spans`, when the caller has them. ``check=False`` leaves the
+        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller."""
         out: list[tuple[np.ndarray, ...] | None] = [None] * len(texts)
-        whole_at: list[int] = []
+        whole_at: list[tuple[int, list[Span]]] = []
         for i, (text, literal) in enumerate(zip(texts, literal_spans_list)):
-            control, whole = self._control_spans(text, literal)
-            if whole:
-                whole_at.append(i)
+            control, inside = layouts[i] if layouts is not None else self.control_spans(text, literal)
+            if not inside and self._source.kind != "sentencepiece":
+                whole_at.append((i, control))
             else:
-                out[i] = self._encode_segments(text, control)
-        encoded = self.reference.encode_offsets_batch([texts[i] for i in whole_at], control=True)
-        for i, (ids, starts, ends) in zip(whole_at, encoded):
-            out[i] = _arrays(ids, starts, ends)
+                out[i] = self.encode_pieces(text, control)
+        encoded = self.reference.encode_offsets_batch([texts[i] for i, _ in whole_at], control=True)
+        for (i, control), (ids, starts, ends) in zip(whole_at, encoded):
+            whole = _arrays(ids, starts, ends)
+            out[i] = whole if not check or self.controls_match(whole, texts[i], control) else self.encode_pieces(
+                texts[i], control)
         return out
 
-    def _control_spans(self, text: str, literal_spans: Sequence[Span]) -> tuple[list[Span], bool]:
-        """Special-token matches outside ``literal_spans``, and whether the text can be encoded whole."""
-        matches = [m.span() for m in self._special_re.finditer(text)] if self._special_re else []
-        if not matches:
-            return matches, self._source.kind != "sentencepiece"
-        literal = sorted(literal_spans)
-        control = [m for m in matches if not _overlaps(m, literal)]
-        return control, len(control) == len(matches) and self._source.kind != "sentencepiece"
+    def control_spans(self, text: str, literal_spans: Sequence[Span] = ()) -> tuple[list[Span], int]:
+        """(spans of the special-token strings in ``text`` outside ``literal_spans``, how many lie inside them).
 
-    def _encode_segments(self, text: str, control: list[Span]) -> tuple[np.ndarray, ...]:
+        Matching is done in each stretch between literal spans on its own: a match never crosses a span edge.
+        """
+        if self._special_re is None:
+            return [], 0
+        find = self._special_re.finditer
+        control, inside, pos = [], 0, 0
+        for a, b in sorted(literal_spans):
+            if a > pos:
+                control += [m.span() for m in find(text, pos, a)]
+            inside += sum(1 for _ in find(text, max(a, pos), b))
+            pos = max(pos, b)
+        control += [m.span() for m in find(text, pos)]
+        return control, inside
+
+    def controls_match(self, encoded: tuple[np.ndarray, ...], text: str, control: Sequence[Span]) -> bool:
+        """Whether the control-token ids of ``encoded`` are exactly one per span of ``control``, at that span,
+        with that span's id (no control id anywhere else)."""
+        ids, starts, ends = encoded
+        if not self.special_tokens:
+            return not control
+        table = self._special_table()
+        ids = np.asarray(ids, dtype=np.int64)
+        at = np.flatnonzero(table[np.minimum(ids, len(table) - 1)] & (ids < len(table)))
+        if len(at) != len(control):
+            return False
+        if not len(at):
+            return True
+        want = np.array(control, dtype=np.int64)
+        want_ids = np.fromiter((self.special_tokens[text[a:b]] for a, b in control), dtype=np.int64, count=len(control))
+        return bool(np.array_equal(starts[at], want[:, 0]) and np.array_equal(ends[at], want[:, 1])
+                    and np.array_equal(ids[at], want_ids))
+
+    def _special_table(self) -> np.ndarray:
+        """A boolean per id: whether it is a special token's id (built once)."""
+        table = self.__dict__.get("_special_id_table")
+        if table is None:
+            table = np.zeros(max(self.special_tokens.values()) + 1, dtype=bool)
+            table[list(self.special_tokens.values())] = True
+            self.__dict__["_special_id_table"] = table
+        return table
+
+    def encode_pieces(self, text: str, control: Sequence[Span]) -> tuple[np.ndarray, ...]:
+        """Ids and char offsets of ``text`` with exactly the ``control`` spans as control tokens: the text between
+        them is encoded piece by piece as ordinary text."""
         parts, pos = [], 0
         for a, b in [*control, (len(text), len(text))]:
             if a > pos:
@@ -208,6 +253,11 @@ class Tokenizer:
         if not parts:
             return _arrays([], [], [])
         return _arrays(*(np.concatenate(col) for col in zip(*parts)))
+
+    @property
+    def control_pattern(self) -> re.Pattern | None:
+        """The regex of every special-token string (longest first), or None without special tokens."""
+        return self._special_re
 
     def count_literal_specials(self, text: str) -> int:
         """How many special-token strings occur in ``text``."""
@@ -234,12 +284,6 @@ class Tokenizer:
     def __repr__(self) -> str:
         return (f"Tokenizer(name={self.name!r}, backend={self.backend!r}, vocab_size={self.vocab_size}, "
                 f"fingerprint={self.fingerprint[:12]!r})")
-
-
-def _overlaps(span: Span, spans: Sequence[Span]) -> bool:
-    """Whether ``span`` overlaps any of ``spans`` (sorted, non-overlapping): one binary search."""
-    i = bisect.bisect_right(spans, (span[1],)) - 1  # last span starting before span's end
-    return i >= 0 and spans[i][1] > span[0]
 
 
 def _arrays(ids, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
