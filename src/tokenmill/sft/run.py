@@ -8,9 +8,10 @@ against ``transformers``' ``apply_chat_template``; a mismatch stops the run nami
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tokenmill.errors import TemplateError
 from tokenmill.io import read_unit
@@ -75,7 +76,8 @@ class SftTask:
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(raw.source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
-                if oracle is not None and report["parity"]["checked"] + report["parity"]["exempt"] < self.options.verify:
+                parity = report["parity"]
+                if oracle is not None and parity["checked"] + parity["exempt"] < self.options.verify:
                     self._verify(conv, rendered, oracle, report)
                 writer.add(rendered.ids, mask=rendered.mask, rec_id=rendered.id, source=raw.source)
                 stats.kept += 1

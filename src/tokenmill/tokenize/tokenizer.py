@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-
 import hashlib
 import itertools
 import re
