@@ -79,7 +79,8 @@ class SftTask:
                 parity = report["parity"]
                 if oracle is not None and parity["checked"] + parity["exempt"] < self.options.verify:
                     self._verify(conv, rendered, oracle, report)
-                writer.add(rendered.ids, mask=rendered.mask, rec_id=rendered.id, source=raw.source)
+                writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
+                           source=raw.source)
                 stats.kept += 1
                 stats.tokens += len(rendered.ids)
                 report = merge(report, example_report(rendered.stats))
