@@ -97,6 +97,7 @@ def prepare_run(
 ) -> TrackRun:
     from tokenmill.route import inspect_file
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
     files = expand_inputs(list(inputs), text_mode=text_mode)
@@ -106,7 +107,7 @@ def prepare_run(
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    if hasattr(tokenizer, "encode_batch"):
+    if isinstance(tokenizer, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         tok = tokenizer
     else:
         sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
