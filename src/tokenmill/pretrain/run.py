@@ -60,7 +60,7 @@ class PretrainTask:
     def __call__(self, unit: WorkUnit, staging: Path) -> dict:
         tok = self.tokenizer
         stats = Stats()
-        info = tok.info()
+        info = tok.info(chat_template="")  # pretraining shards name no chat template (shard spec)
         writer = ShardWriter(staging, stem_prefix=f"shard-{unit.index:06d}", tokenizer_info=info,
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, unit)
@@ -114,7 +114,7 @@ def run_pretrain(
     _check_eos(run.tokenizer)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                         text_mode=text_mode, steps=tuple(steps))
-    return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
+    return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress, chat_template="")
 
 
 def _check_eos(tokenizer: Any) -> None:
