@@ -96,12 +96,14 @@ def prepare_run(
     schemas: dict[str, dict] | None = None,
 ) -> TrackRun:
     from tokenmill.route import inspect_file
+    from tokenmill.route.mapping import check_mappings
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
     from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
     files = expand_inputs(list(inputs), text_mode=text_mode)
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
