@@ -30,8 +30,16 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
     except Exception as exc:
         raise TokenizerError(f"tokenizer {source.name!r} ({source.kind}) could not be built: "
                              f"{type(exc).__name__}: {exc}") from exc
-    fast_encoder = choose_fast(reference, name=source.name, parity_sample=parity_sample) if fast else None
-    return Tokenizer(source, reference, fast_encoder)
+    fingerprint = tokenizer_fingerprint(source, reference)
+    use_fast, fast_encoder = (choose_fast(reference, name=source.name, parity_sample=parity_sample,
+                                          fingerprint=fingerprint) if fast else (False, None))
+    return Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
+
+
+def tokenizer_fingerprint(source: sources.Source, reference) -> str:
+    """sha256 of what decides the ids: the source kind and the reference's canonical model."""
+    canonical = {"kind": source.kind, **reference.canonical()}
+    return hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _token_name(value: Any) -> str | None:
@@ -54,10 +62,14 @@ def _post_processor_bos(tokenizer_json: dict) -> str | None:
 class Tokenizer:
     """A loaded tokenizer: ids without added specials, metadata for shard headers, and a fingerprint."""
 
-    def __init__(self, source: sources.Source, reference, fast_encoder=None):
+    def __init__(self, source: sources.Source, reference, fast_encoder=None, *, fast: bool | None = None,
+                 fingerprint: str | None = None):
+        """``fast``: use the gigatoken path (default: when ``fast_encoder`` is given; it is built on first
+        use when not given). ``fingerprint``: already computed by the caller."""
         self._source, self._ref, self._fast = source, reference, fast_encoder
         self.name = source.name
-        self.backend = "gigatoken" if fast_encoder is not None else reference.backend
+        use_fast = fast_encoder is not None if fast is None else fast
+        self.backend = "gigatoken" if use_fast else reference.backend
         self.chat_template = source.chat_template
         self.special_tokens = self._collect_specials(reference, source.config)
         self.vocab_size = max([reference.vocab_size, *[i + 1 for i in self.special_tokens.values()]])
@@ -65,8 +77,7 @@ class Tokenizer:
         self.bos_id, self.eos_id = self._id_or_none(self.bos_token), self._id_or_none(self.eos_token)
         self.pad_id = self._id_or_none(pad)
         self.add_bos = self._add_bos(reference, source)
-        canonical = {"kind": source.kind, **reference.canonical()}
-        self.fingerprint = hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        self.fingerprint = fingerprint or tokenizer_fingerprint(source, reference)
         self._special_re = self._compile_specials()
 
     # -- construction helpers -------------------------------------------------------------------------------
