@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -94,7 +95,10 @@ def prepare_run(
     text_mode: str,
     config: dict | None,
     schemas: dict[str, dict] | None = None,
+    workers: int | None = None,
 ) -> TrackRun:
+    """Route, check and plan a run, and load its tokenizer (in a short-lived child process unless the run
+    has one worker: then this process encodes, and keeps the encoders it loads)."""
     from tokenmill.route import inspect_file
     from tokenmill.route.mapping import check_mappings
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
@@ -109,15 +113,21 @@ def prepare_run(
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
+    units = plan_units(files, unit_bytes=unit_bytes)
     if isinstance(tokenizer, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         tok = tokenizer
     else:
         sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
-        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample)
-    units = plan_units(files, unit_bytes=unit_bytes)
+        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
     return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
+
+
+def _pool_size(workers: int | None, units: list[WorkUnit]) -> int:
+    """The worker processes a run will start (the local executor's rule: no more than units)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(workers or cores, max(1, len(units)))
 
 
 def finish_run(

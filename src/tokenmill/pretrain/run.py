@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
@@ -58,6 +59,7 @@ class PretrainTask:
     steps: Sequence[Step] = field(default_factory=tuple)
 
     def __call__(self, unit: WorkUnit, staging: Path) -> dict:
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         tok = self.tokenizer
         stats = Stats()
         info = tok.info(chat_template="")  # pretraining shards name no chat template (shard spec)
@@ -109,7 +111,7 @@ def run_pretrain(
     run: TrackRun = prepare_run(
         "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
         text_mode=text_mode, config={"steps": [repr(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
-        schemas=schemas,
+        schemas=schemas, workers=workers,
     )
     _check_eos(run.tokenizer)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,

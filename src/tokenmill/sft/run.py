@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import TemplateError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
@@ -55,6 +56,7 @@ class SftTask:
     batch_rows: int = 1024
 
     def __call__(self, unit: WorkUnit, staging: Path) -> dict:
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         stats, report = Stats(), {"parity": {"checked": 0, "exempt": 0}}
         writer = ShardWriter(staging, stem_prefix=f"shard-{unit.index:06d}", with_mask=True,
                              tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
@@ -151,7 +153,7 @@ def run_sft(
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
     run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-                      text_mode="auto", config=None, schemas=schemas)
+                      text_mode="auto", config=None, schemas=schemas, workers=workers)
     template = resolve_template(chat_template, run.tokenizer)
     run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                        "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
