@@ -42,6 +42,7 @@ def test_a_cached_verdict_skips_the_check_and_the_fast_build(cache, tok_dir, mon
     second = load_tokenizer(tok_dir, parity_sample=TEXTS)
     assert calls == [1] and second.backend == "gigatoken" and second._fast is None  # built where it encodes
     assert second.fingerprint == first.fingerprint
+    assert second._ref._ordinary_tok is None  # metadata came from tokenizer.json; nothing encoded yet
     for text in TEXTS:
         assert second.encode(text) == first.encode(text) == list(first.reference.encode(text))
     load_tokenizer(tok_dir, parity_sample=[*TEXTS, "a new text"])  # other texts: checked again
@@ -64,3 +65,18 @@ def test_an_unwritable_cache_only_costs_the_check(tmp_path, tok_dir, monkeypatch
     calls = _count_checks(monkeypatch)
     assert load_tokenizer(tok_dir, parity_sample=TEXTS).backend == "gigatoken"
     assert load_tokenizer(tok_dir, parity_sample=TEXTS).backend == "gigatoken" and calls == [1, 1]
+
+
+def test_metadata_read_from_tokenizer_json_matches_tokenizers(tok_dir):
+    import tokenizers
+
+    from tokenmill.tokenize.backends import reference_for
+    from tokenmill.tokenize.sources import resolve
+
+    ref = reference_for(resolve(tok_dir))
+    built = tokenizers.Tokenizer.from_file(str(tok_dir / "tokenizer.json"))
+    added = list(built.get_added_tokens_decoder())
+    assert ref.vocab_size == max([*added, built.get_vocab_size(with_added_tokens=False) - 1]) + 1
+    for token in [*built.get_vocab(with_added_tokens=True), "no-such-token", "<|im_end|>"]:
+        assert ref.token_to_id(token) == built.token_to_id(token), token
+    assert ref._ordinary_tok is None

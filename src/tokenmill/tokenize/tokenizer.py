@@ -25,14 +25,16 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
     source = sources.resolve(spec)
     try:
         reference = reference_for(source)
+        fingerprint = tokenizer_fingerprint(source, reference)
+        use_fast, fast_encoder = (choose_fast(reference, name=source.name, parity_sample=parity_sample,
+                                              fingerprint=fingerprint) if fast else (False, None))
+        if not use_fast:
+            reference.encode("")  # the reference is the encoder: build it here, so a broken file fails here
     except TokenizerError:
         raise
     except Exception as exc:
         raise TokenizerError(f"tokenizer {source.name!r} ({source.kind}) could not be built: "
                              f"{type(exc).__name__}: {exc}") from exc
-    fingerprint = tokenizer_fingerprint(source, reference)
-    use_fast, fast_encoder = (choose_fast(reference, name=source.name, parity_sample=parity_sample,
-                                          fingerprint=fingerprint) if fast else (False, None))
     return Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
 
 
