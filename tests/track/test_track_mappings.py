@@ -83,3 +83,15 @@ def test_sft_columns_and_turn_keys_are_checked_against_the_sample(tmp_path, chat
     good = {**turns, "role_key": "from"}
     m = run_sft([str(chats[1])], out=out, workers=1, progress=False, verify=0, schemas={"*": good})
     assert m["counts"]["kept"] == 6
+
+
+def test_step_specs_are_refused_before_any_work(tmp_path, docs):
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as err:
+        run_pretrain([str(docs)], out=out, steps=[{"name": "length", "min_chars": 5}, "length"], workers=1,
+                     progress=False, schemas={"*": {"text": "body"}})
+    assert err.value.problems == [
+        "steps[0]: expected a callable step, got dict "
+        "(a step spec: build it with tokenmill.pretrain.steps.build_steps)",
+        "steps[1]: expected a callable step, got str"]
+    assert not out.exists()

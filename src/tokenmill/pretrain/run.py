@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
-from tokenmill.errors import TokenizerError
+from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
 from tokenmill.pretrain.documents import to_documents
@@ -108,6 +108,7 @@ def run_pretrain(
     config: dict | None = None,
 ) -> dict:
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``)."""
+    _check_steps(steps)
     run: TrackRun = prepare_run(
         "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
         text_mode=text_mode, config={"steps": [repr(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
@@ -117,6 +118,16 @@ def run_pretrain(
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                         text_mode=text_mode, steps=tuple(steps))
     return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress, chat_template="")
+
+
+def _check_steps(steps: Sequence[Step]) -> None:
+    """Refuse, before any work, steps that are not callables over a Document batch (or step specs given as
+    dicts: those go through ``build_steps``)."""
+    problems = [f"steps[{i}]: expected a callable step, got {type(s).__name__}"
+                + (" (a step spec: build it with tokenmill.pretrain.steps.build_steps)" if isinstance(s, dict) else "")
+                for i, s in enumerate(steps) if not callable(s)]
+    if problems:
+        raise ConfigError(problems)
 
 
 def _check_eos(tokenizer: Any) -> None:
