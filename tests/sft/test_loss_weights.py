@@ -117,3 +117,12 @@ def test_writer_refuses_weights_that_contradict_the_mask(tmp_path):
             w.add(np.array([5, 6]), rec_id="a", source="x", mask=np.array([0, 1], bool), weights=[0.5, 0.5])
         with pytest.raises(ShardError, match="finite"):
             w.add(np.array([5, 6]), rec_id="a", source="x", mask=np.array([0, 1], bool), weights=[0, float("nan")])
+
+
+def test_weights_beyond_float32_are_untrained_or_rejected(tmp_path, tok_dir):
+    rows = [_chat("tiny", None, 1e-50), _chat("huge", None, 1e300)]
+    manifest, out = _run(tmp_path, tok_dir, rows)
+    assert manifest["counts"]["rejected"] == {"wrong_type": 1} and manifest["counts"]["kept"] == 1
+    ds = open_shards(out)
+    assert not ds.has_weights and verify_shards(out) == []  # 1e-50 is 0 in float32: that turn is untrained
+    assert ds[0]["loss_mask"].sum() < _expected(tok_dir, [_chat("tiny", None, None)], manifest)[0].mask.sum()
