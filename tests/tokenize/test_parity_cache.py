@@ -80,3 +80,15 @@ def test_metadata_read_from_tokenizer_json_matches_tokenizers(tok_dir):
     for token in [*built.get_vocab(with_added_tokens=True), "no-such-token", "<|im_end|>"]:
         assert ref.token_to_id(token) == built.token_to_id(token), token
     assert ref._ordinary_tok is None
+
+
+def test_encode_batch_reads_arrow_string_arrays(tok_dir):
+    import numpy as np
+    import pyarrow as pa
+
+    texts = ["", "plain words", "naïve café 東京 🚀", "  spaces\tand\nlines  ", *TEXTS]
+    for backend in (load_tokenizer(tok_dir), load_tokenizer(tok_dir, fast=False)):
+        want = backend.encode_batch(texts)
+        for array in (pa.array(texts, pa.large_string()), pa.array(["pad", *texts], pa.string()).slice(1)):
+            got = backend.encode_batch(array)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), backend.backend

@@ -80,7 +80,7 @@ class PretrainTask:
                     stats.filter(reason, count)
             if docs.num_rows == 0:
                 continue
-            flat, offsets = tok.encode_batch(docs.column("text").to_pylist())
+            flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
             flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
             writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(),
                             sources=docs.column("source").to_pylist())
