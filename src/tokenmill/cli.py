@@ -19,8 +19,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
-    p.add_argument("--force", action="store_true", default=None,
-                   help="process inputs the router assigns to the other track")
+    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
@@ -46,16 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
-    p.add_argument("--chat-template",
-                   help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
+    p.add_argument("--chat-template", help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
     p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
-    p.add_argument("--train-on", choices=["assistant", "last", "all"],
-                   help="which assistant turns are trained (default assistant)")
-    p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"],
-                   help="reasoning the template does not render")
+    p.add_argument("--train-on", choices=["assistant", "last", "all"], help="which assistant turns are trained (default assistant)")
+    p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"], help="reasoning the template does not render")
     p.add_argument("--no-train-reasoning", action="store_true", default=None, help="do not train reasoning blocks")
-    p.add_argument("--supervise-empty-think", action="store_true", default=None,
-                   help="train empty <think></think> blocks")
+    p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
     p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template (0 = off)")
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
@@ -123,8 +118,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
-        raise TokenmillError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR "
-                             "(or set them in --config)")
+        raise TokenmillError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
     return cfg
 
 

@@ -29,9 +29,8 @@ CLI flags override the file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 

@@ -115,8 +115,7 @@ def run_demo(out: Path, *, seq_len: int = 512) -> None:
     print("\n== 3b. SFT track")
     verify = 64 if importlib.util.find_spec("transformers") else 0
     if not verify:
-        print("   (transformers not installed: parity against apply_chat_template skipped; "
-              "pip install 'tokenmill[hf]')")
+        print("   (transformers not installed: parity against apply_chat_template skipped; pip install 'tokenmill[hf]')")
     sft = run_sft(chats, out=out / "sft", tokenizer="default", workers=1, progress=False, seq_len=seq_len,
                   verify=verify)
     print_summary(sft, out / "sft")
@@ -126,8 +125,7 @@ def run_demo(out: Path, *, seq_len: int = 512) -> None:
     print("\n== 5. reports")
     for track in ("pretrain", "sft"):
         print(f"   {out / track / 'manifest.json'}   {out / track / 'rejects.jsonl'}")
-    print(f"   look inside: tokenmill audit {out / 'sft'} --n 3   |   "
-          f"tokenmill stats {out / 'sft'} --seq-len {seq_len}")
+    print(f"   look inside: tokenmill audit {out / 'sft'} --n 3   |   tokenmill stats {out / 'sft'} --seq-len {seq_len}")
 
 
 def show_batch(out: Path, *, seq_len: int) -> None:

@@ -7,10 +7,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from tokenmill.engine import run_units
 from tokenmill.errors import RoutingError
@@ -18,7 +17,6 @@ from tokenmill.io import expand_inputs, plan_units
 from tokenmill.io.base import InputFile, WorkUnit
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
-
 
 @dataclass
 class TrackRun:
@@ -48,8 +46,7 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
             lines.append(f"{r.path}: preference pairs ({cols}); the SFT track takes conversations, "
                          "not chosen/rejected pairs (map one side explicitly in a config schema to use it)")
         else:
-            lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})"
-                         + (f": {why}" if why else ""))
+            lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
     hint = "" if any(r.kind == "preference" for r in wrong) else "\nPass --force to process it anyway."
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
 

@@ -19,8 +19,7 @@ from tokenmill.shards import open_shards
 from tokenmill.tokenize import load_tokenizer
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"city": {"type": "string"}}}}}]
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 MAX = 600
 CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}', "id": "call_1"}
 
@@ -61,8 +60,7 @@ def same(a, b) -> None:
     if isinstance(a, TemplateError) or isinstance(b, TemplateError):
         assert type(a) is type(b) and a.reason == b.reason and str(a) == str(b)
         return
-    fields = ("id", "text", "spans", "stats", "messages", "tools")
-    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    assert (a.id, a.text, a.spans, a.stats, a.messages, a.tools) == (b.id, b.text, b.spans, b.stats, b.messages, b.tools)
     assert a.ids.dtype == b.ids.dtype and np.array_equal(a.ids, b.ids) and np.array_equal(a.mask, b.mask)
     assert (a.weights is None) == (b.weights is None)
     assert a.weights is None or np.array_equal(a.weights, b.weights)
@@ -109,8 +107,7 @@ def write_inputs(d) -> list:
         {"id": "m-tools", "messages": [
             {"role": "system", "content": "Be brief."}, {"role": "user", "content": "weather Paris?"},
             {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
             {"role": "assistant", "content": "It is 21 in Paris."}], "tools": TOOLS},
         {"id": "m-think", "messages": [{"role": "user", "content": "1 + 1?"},
@@ -153,8 +150,7 @@ def test_run_sft_writes_what_single_renders_give(tok_dir, tok, tmp_path):
         assert np.array_equal(shards.doc_tokens(i), r.ids) and np.array_equal(shards.doc_mask(i), r.mask)
     assert manifest["counts"]["rejected"] == {"too_long": 1}
     assert manifest["report"]["truncated"] == 1
-    neutralised = sum(r.stats["control_tokens_neutralised"] for r in kept)
-    assert manifest["report"]["control_tokens_neutralised"] == neutralised > 0
+    assert manifest["report"]["control_tokens_neutralised"] == sum(r.stats["control_tokens_neutralised"] for r in kept) > 0
 
 
 def test_parity_note_when_no_reference_can_be_built(shared_data, tmp_path):

@@ -37,21 +37,18 @@ def dirs(shared_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("real")
     gpt2_config = {"tokenizer_class": "GPT2Tokenizer", "eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}
     return {
-        "qwen2": _assemble(root / "qwen2", {
-            "vocab.json": tok / "qwen2_vocab.json", "merges.txt": tok / "qwen2_merges.txt",
-            "tokenizer_config.json": tpl / "qwen2-1.5b-instruct-finetune_tokenizer_config.json"}),
+        "qwen2": _assemble(root / "qwen2", {"vocab.json": tok / "qwen2_vocab.json", "merges.txt": tok / "qwen2_merges.txt",
+                                            "tokenizer_config.json": tpl / "qwen2-1.5b-instruct-finetune_tokenizer_config.json"}),
         "gpt2": _assemble(root / "gpt2", {"vocab.json": tok / "gpt2_vocab.json", "merges.txt": tok / "gpt2_merges.txt",
                                           "tokenizer_config.json": gpt2_config}),
         "llama2": _assemble(root / "llama2", {"tokenizer.json": tok / "llama2_tokenizer.json",
                                               "tokenizer.model": tok / "llama2_tokenizer.model",
                                               "tokenizer_config.json": tok / "llama2_tokenizer_config.json"}),
         # transformers 5 cannot parse this tokenizer.json's legacy merges; it loads Llama-2 from the .model
-        "llama2_model": _assemble(root / "llama2_model", {
-            "tokenizer.model": tok / "llama2_tokenizer.model",
-            "tokenizer_config.json": tok / "llama2_tokenizer_config.json"}),
-        "mistral": _assemble(root / "mistral", {
-            "tokenizer.json": tok / "mistral-7b-instruct-v0.3_tokenizer.json",
-            "tokenizer_config.json": tpl / "mistral-7b-instruct-v0.3_tokenizer_config.json"}),
+        "llama2_model": _assemble(root / "llama2_model", {"tokenizer.model": tok / "llama2_tokenizer.model",
+                                                          "tokenizer_config.json": tok / "llama2_tokenizer_config.json"}),
+        "mistral": _assemble(root / "mistral", {"tokenizer.json": tok / "mistral-7b-instruct-v0.3_tokenizer.json",
+                                                "tokenizer_config.json": tpl / "mistral-7b-instruct-v0.3_tokenizer_config.json"}),
     }
 
 
@@ -90,13 +87,11 @@ def test_llama2_fast_path_matches_sentencepiece_and_transformers(dirs, texts):
     hf = _hf(dirs["llama2_model"])
     single_spaced = [i for i, t in enumerate(texts) if "  " not in t]
     assert len(single_spaced) > 100
-    want = [hf(texts[i], add_special_tokens=False)["input_ids"] for i in single_spaced]
-    assert [got[i] for i in single_spaced] == want
+    assert [got[i] for i in single_spaced] == [hf(texts[i], add_special_tokens=False)["input_ids"] for i in single_spaced]
 
 
 def test_rendered_chats_match_transformers(dirs, loaded):
-    chatml = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
-              "<|im_start|>assistant\n4<|im_end|>\n")
+    chatml = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
     inst = "<s>[INST] What is  2+2? [/INST] 4</s>[INST] And 3+3?\n [/INST] 6</s>"
     for name, text in [("qwen2", chatml), ("mistral", inst), ("llama2", inst.replace("  ", " "))]:
         tok, hf = loaded[name], _hf(dirs["llama2_model" if name == "llama2" else name])

@@ -23,10 +23,10 @@ import multiprocessing.connection
 import os
 import shutil
 import threading
-from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError

@@ -8,8 +8,7 @@ long ones cut (see :mod:`tokenmill.pack.chunk`). Sample ``k`` of an epoch is pla
 (a seeded bijection, see :mod:`tokenmill.loader.order`) unless ``shuffle=False``.
 
 Start-up reads the ``.idx`` offsets of every shard in chunks, keeps one int32 length per document and
-plans: about 0.2 s and 12 MB per million SFT examples. A sample is read from the memory-mapped shards when
-it is asked for.
+plans: about 0.2 s and 12 MB per million SFT examples. A sample is read from the memory-mapped shards when it is asked for.
 """
 
 from __future__ import annotations

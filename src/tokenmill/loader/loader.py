@@ -21,8 +21,7 @@ class PackedLoader:
     def __init__(self, dataset, *, batch_size: int, collate_fn, rank: int = 0, world_size: int = 1,
                  num_workers: int = 0, pin_memory: bool = False):
         if batch_size < 1 or not 0 <= rank < world_size:
-            raise ConfigError(f"need batch_size >= 1 and 0 <= rank < world_size; "
-                              f"got {batch_size}, {rank}, {world_size}")
+            raise ConfigError(f"need batch_size >= 1 and 0 <= rank < world_size; got {batch_size}, {rank}, {world_size}")
         self.dataset, self.batch_size, self.collate_fn = dataset, batch_size, collate_fn
         self.rank, self.world_size, self.num_workers, self.pin_memory = rank, world_size, num_workers, pin_memory
         self.epoch, self.cursor = dataset.epoch, 0

@@ -142,8 +142,7 @@ def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, li
         value = text[i].as_py()
         reason, detail = _text_problem(value, field) or ("empty_document", f"field {field!r} is empty")
         loc = raw.locs[i]
-        row = table.slice(i, 1).to_pylist()[0]
-        rejects.append(Reject(raw.source, loc, reason, f"{raw.source}:{loc}: {detail}", raw=row))
+        rejects.append(Reject(raw.source, loc, reason, f"{raw.source}:{loc}: {detail}", raw=table.slice(i, 1).to_pylist()[0]))
     keep = pc.invert(bad)
     locs = [loc for loc, b in zip(raw.locs, bad.to_pylist()) if not b]
     own = _column_strings(table, schema.get("id"), keep).to_pylist()

@@ -8,10 +8,9 @@ so the output is the same whatever the number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from tokenmill.pretrain.documents import to_documents
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.shards import ShardWriter
-from tokenmill.track import TrackRun, finish_run, prepare_run
+from tokenmill.track import TrackRun, prepare_run, finish_run
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
 

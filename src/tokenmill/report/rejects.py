@@ -8,8 +8,8 @@ not UTF-8).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
 from pathlib import Path
+from typing import Iterable
 
 from tokenmill.io.base import WorkUnit
 from tokenmill.report.accounting import Reject, Stats

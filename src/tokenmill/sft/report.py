@@ -90,6 +90,5 @@ def render_report(report: dict[str, Any]) -> str:
                      + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else ""))
     if "packing" in r:
         k = r["packing"]
-        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, "
-                     f"efficiency {k['efficiency']:.2%}")
+        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}")
     return "\n".join(lines)

@@ -8,10 +8,9 @@ against ``transformers``' ``apply_chat_template``; a mismatch stops the run nami
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import TemplateError
@@ -78,8 +77,7 @@ class SftTask:
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(raw.source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
-                parity = report["parity"]
-                if oracle is not None and parity["checked"] + parity["exempt"] < self.options.verify:
+                if oracle is not None and report["parity"]["checked"] + report["parity"]["exempt"] < self.options.verify:
                     self._verify(conv, rendered, oracle, report)
                 writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
                            source=raw.source)

@@ -221,8 +221,7 @@ def render_audit(result: dict, *, color: bool = False) -> str:
         lines += ["", f"{shown}; {_legend(result['has_mask'], color)}", ""]
         for example in result["examples"]:
             lines += [_example_title(example), _example_text(example, result["has_mask"], color), ""]
-    problems = result["problems"]
-    lines.append(f"FAILED: {_plural(len(problems), 'problem')}" if problems else "OK: no problems found")
+    lines.append(f"FAILED: {_plural(len(result['problems']), 'problem')}" if result["problems"] else "OK: no problems found")
     return "\n".join(lines)
 
 

@@ -136,8 +136,7 @@ class HFReference:
         model = dict(self.json.get("model") or {})
         model["merges"] = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
         model.pop("dropout", None)
-        tokens = self.json.get("added_tokens") or []
-        added = sorted((int(a["id"]), a["content"], bool(a.get("special"))) for a in tokens)
+        added = sorted((int(a["id"]), a["content"], bool(a.get("special"))) for a in self.json.get("added_tokens") or [])
         return {"model": model, "normalizer": self.json.get("normalizer"),
                 "pre_tokenizer": self.json.get("pre_tokenizer"), "added_tokens": added}
 

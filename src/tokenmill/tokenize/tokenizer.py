@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+
 import hashlib
 import itertools
 import re
