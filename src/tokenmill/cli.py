@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="change one step parameter (repeatable), e.g. gopher_quality.min_stop_words=3")
     p.add_argument("--json", action="store_true", help="print the funnel as JSON")
 
+    p = sub.add_parser("validate", help="check a pipeline file, its inputs and its schema mappings; exit 1 on problems")
+    p.add_argument("pipeline", metavar="PIPELINE", help="the YAML pipeline file")
+
     p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
@@ -273,6 +276,20 @@ def cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from tokenmill.check import check_pipeline
+
+    problems, notes = check_pipeline(args.pipeline)
+    for note in notes:
+        print(f"  {note}")
+    if problems:
+        print(f"{args.pipeline}: {len(problems)} problem(s)")
+        print("\n".join(f"  - {p}" for p in problems))
+        return 1
+    print(f"{args.pipeline}: OK")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from tokenmill.shards.export import export
 
@@ -331,8 +348,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
-    "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench, "demo": cmd_demo,
-    "quality": cmd_quality, "synth": cmd_synth, "sft-select": cmd_sft_select,
+    "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
+    "demo": cmd_demo, "quality": cmd_quality, "synth": cmd_synth, "sft-select": cmd_sft_select,
 }
 
 

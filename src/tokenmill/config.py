@@ -142,16 +142,22 @@ def _check_section(data: dict, rules: dict, prefix: str, problems: list[str]) ->
 
 def validate(data: Any, *, source: str = "config") -> dict:
     """Validate a parsed pipeline document; raise ``ConfigError`` listing every problem."""
+    clean, problems = check(data, source=source)
+    if problems:
+        raise ConfigError(problems)
+    return clean
+
+
+def check(data: Any, *, source: str = "config") -> tuple[dict, list[str]]:
+    """The valid settings of a parsed pipeline document, and every problem found (prefixed by ``source``)."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        return {}, [f"{source}: expected a mapping at the top level, got {type(data).__name__}"]
     problems: list[str] = []
     clean = _check_section(data, TOP, "", problems)
     if isinstance(clean.get("sft"), dict):
         clean["sft"] = _check_section(clean["sft"], SFT, "sft.", problems)
     problems.extend(_step_problems(clean.get("steps") or []))
-    if problems:
-        raise ConfigError([f"{source}: {p}" for p in problems])
-    return clean
+    return clean, [f"{source}: {p}" for p in problems]
 
 
 def _step_problems(steps: list) -> list[str]:
@@ -170,6 +176,11 @@ def _step_problems(steps: list) -> list[str]:
 
 
 def load_config(path: str | Path) -> dict:
+    return validate(read_config(path), source=str(path))
+
+
+def read_config(path: str | Path) -> Any:
+    """The parsed YAML document of a pipeline file (not yet validated); ``ConfigError`` when unreadable."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -179,4 +190,4 @@ def load_config(path: str | Path) -> dict:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
-    return validate(data or {}, source=str(p))
+    return data or {}

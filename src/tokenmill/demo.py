@@ -76,7 +76,7 @@ def make_inputs(root: Path) -> None:
         fh.write(b'{"id": "broken", "text": "an unterminated line\n')
         fh.write(b'{"id": "latin1", "text": "caf\xe9"}\n')
         fh.write(b'{"id": "number", "text": 42}\n')
-    paragraphs = [pydoc.getdoc(importlib.import_module(m)) for m in ("this", "string", "re")]
+    paragraphs = [pydoc.getdoc(importlib.import_module(m)) for m in ("string", "re", "shlex")]
     (root / "notes.txt").write_text("\n\n".join(p for p in paragraphs if p))
     (root / "chat_sharegpt.json").write_text(json.dumps(SHAREGPT, indent=1))
     with open(root / "instructions_alpaca.jsonl", "w") as fh:

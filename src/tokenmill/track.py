@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -120,13 +121,17 @@ def prepare_run(
     config: dict | None,
     schemas: dict[str, dict] | None = None,
     executor: Any = None,
+    workers: int | None = None,
 ) -> TrackRun:
-    """Resolve, route (refusing the other track's data), load the tokenizer and plan the work units.
-
-    The executor, when it can, starts its workers first, so that they start while this runs.
+    """Resolve, route (refusing the other track's data), check the mappings, plan the work units and load
+    the tokenizer (in a short-lived child process unless the run has one worker: then this process
+    encodes, and keeps the encoders it loads). The executor, when it can, starts its workers first, so
+    that they start while this runs.
     """
     from tokenmill.route import inspect_file
+    from tokenmill.route.mapping import check_mappings
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
     files = expand_inputs(list(inputs), text_mode=text_mode)
@@ -134,17 +139,18 @@ def prepare_run(
     if callable(prepare):
         prepare(estimate_units(files, unit_bytes=unit_bytes), preload=(TASK_MODULES[track],))
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    if hasattr(tokenizer, "encode_batch"):
+    units = plan_units(files, unit_bytes=unit_bytes)
+    if isinstance(tokenizer, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         tok = tokenizer
     else:
         sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
-        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample)
-    units = plan_units(files, unit_bytes=unit_bytes)
+        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
     return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
@@ -168,6 +174,12 @@ def shards_stage(run: TrackRun, task: Callable) -> Stage:
     """The track's one stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``)."""
     units = [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
     return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, task))
+
+
+def _pool_size(workers: int | None, units: list[WorkUnit]) -> int:
+    """The worker processes a run will start (the local executor's rule: no more than units)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(workers or cores, max(1, len(units)))
 
 
 def finish_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -12,10 +13,12 @@ from tokenmill.shards import open_shards, verify_shards
 pytest.importorskip("torch")
 
 
-def test_demo_routes_runs_both_tracks_blends_and_reports(tmp_path, capsys):
+def test_demo_routes_runs_both_tracks_blends_and_reports(tmp_path, capsys, monkeypatch):
+    monkeypatch.delitem(sys.modules, "this", raising=False)  # a module that prints when first imported
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out)]) == 0
     text = capsys.readouterr().out
+    assert text.startswith(f"== 1. mixed input written to {out / 'input'}"), text[:200]
     assert "not taken: preferences.json (preference)" in text
     assert "transcripts_as_text.jsonl (sft" in text and "pretraining costume" in text
     pre = json.loads((out / "pretrain" / "manifest.json").read_text())

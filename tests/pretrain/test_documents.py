@@ -40,3 +40,46 @@ def test_a_non_string_text_column_takes_the_row_path_and_is_rejected_by_type():
     (fast, fast_rej), (slow, slow_rej) = _both(rows, {"text": "text"})
     assert fast.num_rows == slow.num_rows == 0
     assert {r.reason for r in fast_rej} == {r.reason for r in slow_rej} == {"wrong_type"}
+
+
+def _fineweb_rows(n: int) -> list[dict]:
+    """Rows shaped like FineWeb's Parquet files: text plus metadata columns."""
+    rows = [{"text": f"document {i} about rivers and boats", "id": f"<urn:uuid:{i:08d}>", "dump": "CC-MAIN-2024-10",
+             "url": f"https://example.com/{i}", "date": "2024-02-21T10:00:00Z", "file_path": "s3://bucket/part.warc.gz",
+             "language": "en", "language_score": 0.5 + i / 100, "token_count": 7 + i} for i in range(n)]
+    rows[3]["text"], rows[5]["text"], rows[6]["url"] = None, "  ", None
+    return rows
+
+
+def test_fineweb_shaped_parquet_takes_the_columnar_path(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from tokenmill.io import expand_inputs, read_unit
+    from tokenmill.io.base import WorkUnit
+    from tokenmill.pretrain import documents
+    from tokenmill.route import inspect_file
+
+    rows = _fineweb_rows(12)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "fw.parquet")
+    file = expand_inputs([str(tmp_path / "fw.parquet")])[0]
+    schema = inspect_file(file).schema
+    assert schema["meta"] == ["dump", "date", "file_path", "language", "language_score", "token_count"]
+    raw = next(iter(read_unit(WorkUnit(index=0, file=file))))
+    slow, slow_rej = to_documents(RawBatch(raw.source, raw.locs, rows=rows), schema)
+
+    def no_rows(*_a, **_k):
+        raise AssertionError("the per-row path ran")
+
+    monkeypatch.setattr(documents, "_columnar_rows", no_rows)
+    fast, fast_rej = to_documents(raw, schema)
+    assert fast.to_pylist() == slow.to_pylist() and fast.num_rows == 10
+    assert [(r.loc, r.reason, r.raw) for r in fast_rej] == [(r.loc, r.reason, r.raw) for r in slow_rej]
+    meta = fast.column("meta")[0].as_py()
+    assert meta == '{"dump":"CC-MAIN-2024-10","date":"2024-02-21T10:00:00Z","file_path":"s3://bucket/part.warc.gz",' \
+                   '"language":"en","language_score":0.5,"token_count":7}'
+
+
+def test_a_float_id_column_takes_the_row_path_with_the_same_ids():
+    rows = [{"text": "a", "id": 1.5}, {"text": "b", "id": 2.0}]
+    (fast, _), (slow, _) = _both(rows, {"text": "text", "id": "id"})
+    assert fast.column("id").to_pylist() == slow.column("id").to_pylist() == ["1.5", "2.0"]

@@ -3,7 +3,11 @@
 Packed mode (default). Each sample is one row, right-padded to ``pad_to`` (or the longest row):
 ``input_ids``; ``labels`` = ``input_ids`` where trained, -100 on untrained tokens, on the first token of
 every packed document (it would be predicted from the previous document) and on padding;
-``position_ids`` restarting at 0 for every document and for the padding tail. Optional:
+``position_ids`` restarting at 0 for every document and for the padding tail. When a sample carries
+``loss_weights`` (shards written with per-message weights), ``loss_weights`` (float32, aligned with
+``labels``: 0 wherever the label is -100, the message's weight on trained tokens, 1.0 for samples without
+weights) multiplies the per-token loss, e.g. ``(ce * w).sum() / w.sum()``; the model's label shift applies
+to it the same way. Optional:
 ``cu_seq_lens_q/k`` (int32, over the flattened ``B*L`` tokens, padding tails as their own segments) and
 ``max_length_q/k`` for FlashAttention varlen kernels (the names transformers reads), and a block-diagonal
 causal ``attention_mask`` (bool ``[B, 1, L, L]``, True = may attend) for backends without varlen.
@@ -38,12 +42,14 @@ class PackedCollator:
 
     def __call__(self, samples: list[dict]) -> dict:
         torch = require("torch", "torch", "build training batches")
+        weighted = any("loss_weights" in s for s in samples)
         rows = _split_rows(samples) if self.padding else [_row(s) for s in samples]
         width = max([self.pad_to or 0] + [r[0].size for r in rows])
         arrays = _pad_rows(rows, width, self.pad_id)
         self.tokens += sum(r[0].size for r in rows)
         self.slots += width * len(rows)
-        batch = {k: torch.from_numpy(arrays[k]) for k in ("input_ids", "labels")}
+        keys = ("input_ids", "labels", "loss_weights") if weighted else ("input_ids", "labels")
+        batch = {k: torch.from_numpy(arrays[k]) for k in keys}
         if self.padding:
             batch["attention_mask"] = torch.from_numpy(arrays["real"].astype(np.int64))
             return batch
@@ -57,19 +63,23 @@ class PackedCollator:
         return batch
 
 
-def _row(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _row(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, mask, lengths of the document pieces, weights: the sample's own or its mask as 0.0/1.0)."""
     ids = np.asarray(sample["input_ids"], np.int64)
     mask = np.asarray(sample["loss_mask"], np.bool_)
     lens = np.asarray(sample.get("seq_lens", [ids.size]), np.int64)
-    return ids, mask, lens
+    weights = sample.get("loss_weights")
+    weights = mask.astype(np.float32) if weights is None else np.asarray(weights, np.float32)
+    return ids, mask, lens, weights
 
 
-def _split_rows(samples: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _split_rows(samples: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """One row per document piece (padding mode)."""
     rows = []
-    for ids, mask, lens in map(_row, samples):
+    for ids, mask, lens, weights in map(_row, samples):
         cuts = np.cumsum(lens)[:-1]
-        rows += [(i, m, np.array([i.size])) for i, m in zip(np.split(ids, cuts), np.split(mask, cuts))]
+        pieces = zip(np.split(ids, cuts), np.split(mask, cuts), np.split(weights, cuts))
+        rows += [(i, m, np.array([i.size]), w) for i, m, w in pieces]
     return rows
 
 
@@ -78,9 +88,9 @@ def _pad_rows(rows, width: int, pad_id: int) -> dict:
     b = len(rows)
     out = {"input_ids": np.full((b, width), pad_id, np.int64), "labels": np.full((b, width), IGNORE, np.int64),
            "position_ids": np.zeros((b, width), np.int64), "segments": np.zeros((b, width), np.int64),
-           "real": np.zeros((b, width), np.bool_)}
+           "real": np.zeros((b, width), np.bool_), "loss_weights": np.zeros((b, width), np.float32)}
     segment_lens = []
-    for r, (ids, mask, lens) in enumerate(rows):
+    for r, (ids, mask, lens, weights) in enumerate(rows):
         n, tail = ids.size, width - ids.size
         seg_lens = np.concatenate([lens, [tail]]) if tail else lens
         firsts = np.concatenate([[0], np.cumsum(seg_lens)[:-1]])
@@ -88,6 +98,7 @@ def _pad_rows(rows, width: int, pad_id: int) -> dict:
         out["input_ids"][r, :n] = ids
         out["labels"][r, :n] = np.where(mask, ids, IGNORE)
         out["labels"][r, firsts[firsts < n]] = IGNORE
+        out["loss_weights"][r, :n] = np.where(out["labels"][r, :n] == IGNORE, 0.0, weights)
         out["position_ids"][r] = np.arange(width) - firsts[segment]
         out["segments"][r] = segment
         out["real"][r, :n] = True

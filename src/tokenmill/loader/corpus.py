@@ -39,31 +39,43 @@ def check_same_tokenizer(named: list[tuple[str, str]]) -> None:
 
 
 class Corpus:
-    """Documents of several ShardSets, indexed globally (set after set); masks default to all-trained."""
+    """Documents of several ShardSets, indexed globally (set after set); masks default to all-trained.
+
+    ``has_weights``: some set carries per-token loss weights; then every piece gets weights (its mask as
+    0.0/1.0 where a document has none).
+    """
 
     def __init__(self, sets: list):
         self.sets = sets
         self.doc_base = np.concatenate([[0], np.cumsum([len(s) for s in sets])]).astype(np.int64)
         self.lengths = _global_lengths(sets)
         self.has_mask = any(s.has_mask for s in sets)
+        self.has_weights = any(s.has_weights for s in sets)
         self.tokenizer_fingerprint = sets[0].fingerprint
         self.fingerprint = _data_fingerprint(self.tokenizer_fingerprint, self.lengths)
 
-    def piece(self, doc: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids (int64) and loss mask (bool) of tokens ``[start, start + n)`` of document ``doc``."""
+    def piece(self, doc: int, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Token ids (int64), loss mask (bool) and loss weights (float32, or None without weights) of tokens
+        ``[start, start + n)`` of document ``doc``."""
         k = int(np.searchsorted(self.doc_base, doc, side="right")) - 1
         shard_set, local = self.sets[k], int(doc - self.doc_base[k])
         ids = shard_set.doc_tokens(local)[start:start + n].astype(np.int64)
         mask = shard_set.doc_mask(local)
         mask = np.ones(n, np.bool_) if mask is None else np.array(mask[start:start + n], np.bool_)
-        return ids, mask
+        if not self.has_weights:
+            return ids, mask, None
+        weights = shard_set.doc_weights(local) if shard_set.has_weights else None
+        weights = mask.astype(np.float32) if weights is None else np.array(weights[start:start + n], np.float32)
+        return ids, mask, weights
 
-    def read(self, docs, starts, lens) -> tuple[np.ndarray, np.ndarray]:
-        """Concatenated ids and mask of the pieces ``(docs[j], starts[j], lens[j])``."""
+    def read(self, docs, starts, lens) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Concatenated ids, mask and weights (None without weights) of the pieces ``(docs[j], starts[j], lens[j])``."""
         parts = [self.piece(int(d), int(s), int(n)) for d, s, n in zip(docs, starts, lens)]
         if not parts:
-            return np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            empty = np.zeros(0, np.float32) if self.has_weights else None
+            return np.zeros(0, np.int64), np.zeros(0, np.bool_), empty
+        weights = np.concatenate([p[2] for p in parts]) if self.has_weights else None
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), weights
 
 
 def _global_lengths(sets: list) -> np.ndarray:

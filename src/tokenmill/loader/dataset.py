@@ -24,7 +24,8 @@ MODES = ("bfd", "concat", "boundary")
 
 
 class PackedDataset:
-    """Map-style dataset of packed samples: ``{"input_ids", "loss_mask", "seq_lens"}`` as numpy arrays.
+    """Map-style dataset of packed samples: ``{"input_ids", "loss_mask", "seq_lens"}`` as numpy arrays, plus
+    ``loss_weights`` (float32 per token) when the shards carry per-message loss weights.
 
     ``seq_lens`` holds the length of every document piece in the sample, in order; rows are not padded.
     """
@@ -77,8 +78,11 @@ class PackedDataset:
         if not isinstance(k, (int, np.integer)) or not -n <= k < n:
             raise IndexError(f"sample index {k!r} out of range for {n} samples")
         docs, starts, lens = self.pieces(int(k) % n)
-        ids, mask = self.corpus.read(docs, starts, lens)
-        return {"input_ids": ids, "loss_mask": mask, "seq_lens": lens.astype(np.int32)}
+        ids, mask, weights = self.corpus.read(docs, starts, lens)
+        sample = {"input_ids": ids, "loss_mask": mask, "seq_lens": lens.astype(np.int32)}
+        if weights is not None:
+            sample["loss_weights"] = weights
+        return sample
 
     def pieces(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(documents, start inside each, lengths) of sample ``k`` of this epoch."""

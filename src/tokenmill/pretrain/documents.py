@@ -91,14 +91,38 @@ def text_lengths(batch: pa.RecordBatch) -> pa.Array:
 
 
 def _plain_columns(table: pa.RecordBatch, schema: dict) -> bool:
-    """Whether the schema only names top-level columns and the text column holds strings (the fast path)."""
+    """Whether the fast path applies: the text column holds strings and id/url/license name top-level
+    string or integer columns (or nothing). Metadata columns of any type are fine: only they become Python
+    values, for the ``meta`` JSON, never the text."""
+    names = table.schema.names
     field = schema.get("text") or "text"
-    if field not in table.schema.names or not pa.types.is_string(table.schema.field(field).type) and \
-            not pa.types.is_large_string(table.schema.field(field).type):
+    if field not in names or not _is_string(table.schema.field(field).type):
         return False
-    named = [schema.get(k) for k in ("id", "url", "license")]
-    has_meta = any(m in table.schema.names for m in schema.get("meta") or [])
-    return not has_meta and all(n is None or (n in table.schema.names or "." not in n) for n in named)
+    for key in ("id", "url", "license"):
+        name = schema.get(key)
+        if name is None or (name not in names and "." not in name):
+            continue  # absent: null in both paths
+        if name not in names or not _castable(table.schema.field(name).type):
+            return False
+    return True
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _castable(kind: pa.DataType) -> bool:
+    """Types whose Arrow string cast equals Python's ``str`` of the value."""
+    return _is_string(kind) or pa.types.is_integer(kind) or pa.types.is_null(kind)
+
+
+def _meta_strings(table: pa.RecordBatch, keys: list[str], keep: pa.Array, n: int) -> pa.Array:
+    """The ``meta`` JSON of the kept rows, from the metadata columns only (what ``_meta`` gives per row)."""
+    present = [k for k in dict.fromkeys(keys) if k in table.schema.names]
+    if not present:
+        return pa.nulls(n, pa.string())
+    rows = table.select(present).filter(keep).to_pylist()
+    return pa.array([orjson.dumps(r, default=str).decode() for r in rows], pa.string())
 
 
 def _column_strings(table: pa.RecordBatch, name: str | None, keep: pa.Array) -> pa.Array:
@@ -133,5 +157,6 @@ def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, li
     n = len(ids)
     columns = [pa.array(ids, pa.string()), pc.cast(text.filter(keep), pa.large_string()),
                pa.array([raw.source] * n, pa.string()), _column_strings(table, schema.get("url"), keep),
-               _column_strings(table, schema.get("license"), keep), pa.nulls(n, pa.string())]
+               _column_strings(table, schema.get("license"), keep),
+               _meta_strings(table, list(schema.get("meta") or []), keep, n)]
     return pa.RecordBatch.from_arrays(columns, schema=DOCUMENT), rejects

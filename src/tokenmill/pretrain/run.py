@@ -19,13 +19,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.inline import apply_steps, setup_steps
 from tokenmill.curate.step import step_identity
 from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
-from tokenmill.errors import TokenizerError
+from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.pretrain.documents import to_documents
 from tokenmill.report.rejects import RejectSink
@@ -70,9 +71,11 @@ class PretrainTask:
         setup_steps(self.steps)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work, tok = unit.payload, self.tokenizer
         stats, seconds = Stats(), Counter()
-        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=tok.info(),
+        info = tok.info(chat_template="")  # pretraining shards name no chat template (shard spec)
+        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=info,
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, work)
         bos = tok.bos_id if tok.add_bos else None
@@ -98,7 +101,7 @@ class PretrainTask:
             if docs.num_rows == 0:
                 continue
             started = time.perf_counter()
-            flat, offsets = tok.encode_batch(docs.column("text").to_pylist())
+            flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
             flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
             seconds["tokenize"] += time.perf_counter() - started
             writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(),
@@ -134,18 +137,31 @@ def run_pretrain(
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     """
+    _check_steps(steps)
     executor = pick_executor(executor, workers)
     with holding(executor):
         run: TrackRun = prepare_run(
             "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-            text_mode=text_mode, schemas=schemas, executor=executor,
+            text_mode=text_mode, schemas=schemas, executor=executor, workers=workers,
             config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
         )
         _check_eos(run.tokenizer)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                             text_mode=text_mode, steps=tuple(steps))
-        manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress)
+        manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
+                              chat_template="")
     return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest
+
+
+def _check_steps(steps: Sequence[Step]) -> None:
+    """Refuse, before any work, what is not a step: a step is a callable over a Document batch or has
+    ``score``/``decide`` (step specs given as dicts go through ``tokenmill.curate.build.build_steps``)."""
+    problems = [f"steps[{i}]: expected a step, got {type(s).__name__}"
+                + (" (a step spec: build it with tokenmill.curate.build.build_steps)" if isinstance(s, dict) else "")
+                for i, s in enumerate(steps)
+                if not callable(s) and not (callable(getattr(s, "score", None)) and callable(getattr(s, "decide", None)))]
+    if problems:
+        raise ConfigError(problems)
 
 
 def _check_eos(tokenizer: Any) -> None:

@@ -22,6 +22,7 @@ class Route:
     evidence: dict = field(default_factory=dict)  # the counts behind the decision
     schema: dict = field(default_factory=dict)  # field mapping (see tokenmill.route.schema)
     warnings: list[str] = field(default_factory=list)
+    fields: dict[str, list[str]] = field(default_factory=dict)  # fields sampled -> their keys one level down
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -37,6 +38,7 @@ def inspect(paths: list[str], *, sample: int = 200, text_mode: str = "auto") -> 
 def inspect_file(file, *, sample: int = 200, text_mode: str = "auto") -> Route:
     """The :class:`Route` of one resolved ``InputFile``."""
     from tokenmill.io import sample_records
+    from tokenmill.route.mapping import field_keys
 
     rows, _locs, rejects = sample_records(file, n=sample, text_mode=text_mode)
     kind, confidence, evidence, schema, warnings = classify_rows(rows, format=file.format)
@@ -47,7 +49,7 @@ def inspect_file(file, *, sample: int = 200, text_mode: str = "auto") -> Route:
             f"{rejects[0].source}:{rejects[0].loc})",
             *warnings,
         ]
-    return Route(file.path, file.format, kind, confidence, len(rows), evidence, schema, warnings)
+    return Route(file.path, file.format, kind, confidence, len(rows), evidence, schema, warnings, field_keys(rows))
 
 
 def render_json(routes: list[Route]) -> str:

@@ -322,8 +322,9 @@ def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokeniz
 
 
 def _weight(conv: dict, index: int) -> float:
+    """A message's loss weight as the shards store it (float32: a weight too small for it trains nothing)."""
     value = (conv.get("messages") or [])[index].get("weight")
-    return 1.0 if value is None else float(value)
+    return 1.0 if value is None else float(np.float32(value))
 
 
 def _trained_spans(

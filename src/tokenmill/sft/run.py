@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.curate.inline import setup_steps
 from tokenmill.curate.step import step_identity
@@ -79,6 +80,7 @@ class SftTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.sft.parity import VerifyPlan, empty_report
 
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work = unit.payload
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
         plan = VerifyPlan(self.options.verify)
@@ -107,7 +109,8 @@ class SftTask:
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
                     sink.add([Reject(raw.source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
-                writer.add(rendered.ids, mask=rendered.mask, rec_id=rendered.id, source=raw.source)
+                writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
+                           source=raw.source)
                 stats.kept += 1
                 stats.tokens += len(rendered.ids)
                 report = merge(report, example_report(rendered.stats))
@@ -205,7 +208,8 @@ def run_sft(
     executor = pick_executor(executor, workers)
     with holding(executor):
         run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-                          text_mode="auto", config=None, schemas=schemas, executor=executor)
+                          text_mode="auto", config=None, schemas=schemas, executor=executor,
+                          workers=workers)
         template = resolve_template(chat_template, run.tokenizer)
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,

@@ -119,11 +119,16 @@ def _check_message(m: Any, i: int) -> None:
         raise RecordProblem("missing_field", f"message {i} ({role}) has no content")
 
 
+MAX_WEIGHT = 1e30
+
+
 def _check_weight(weight: Any, i: int) -> None:
     if weight is None:
         return
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
         raise RecordProblem("wrong_type", f"message {i} has weight {weight!r}; expected a finite number >= 0")
+    if weight > MAX_WEIGHT:  # shards store weights as float32
+        raise RecordProblem("wrong_type", f"message {i} has weight {weight!r}; expected at most {MAX_WEIGHT:g}")
 
 
 def _check_tool_calls(calls: Any, i: int, role: str) -> list:

@@ -12,14 +12,16 @@ import numpy as np
 from tokenmill.errors import ConfigError, ShardError
 
 MAGIC = "tokenmill-shard"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # written for shards without a weights file: their bytes are those of version 1
+WEIGHTS_VERSION = 2  # written for shards with a ``.weights`` file, which a version-1 reader would ignore
+KNOWN_VERSIONS = (1, 2)
 CHECKSUM = "sha256"
 UINT16_LIMIT = 1 << 16
 HASH_CHUNK = 16 << 20
 
-# Header fields every shard of one set must agree on.
+# Header fields every shard of one set must agree on (``format_version`` and ``has_weights`` may differ:
+# a run writes the weights file only for the shards whose examples carry weights).
 COMMON_FIELDS = (
-    "format_version",
     "dtype",
     "vocab_size",
     "bos_id",
@@ -32,7 +34,8 @@ COMMON_FIELDS = (
 )
 REQUIRED_INFO = ("name", "fingerprint", "vocab_size")
 OPTIONAL_INFO = {"bos_id": None, "eos_id": None, "pad_id": None, "chat_template_hash": ""}
-DOC_SUFFIXES = ("ids", "mask", "idx", "docs")
+DOC_SUFFIXES = ("ids", "mask", "weights", "idx", "docs")
+WEIGHT_DTYPE = np.dtype("<f4")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -60,17 +63,22 @@ def normalize_tokenizer_info(info: dict) -> dict:
     return full
 
 
-def file_names(stem: str, *, has_mask: bool) -> list[str]:
-    return [f"{stem}.{s}" for s in DOC_SUFFIXES if has_mask or s != "mask"]
+def file_names(stem: str, *, has_mask: bool, has_weights: bool = False) -> list[str]:
+    present = {"mask": has_mask, "weights": has_weights}
+    return [f"{stem}.{s}" for s in DOC_SUFFIXES if present.get(s, True)]
 
 
 def build_header(
-    *, info: dict, stem: str, n_docs: int, n_tokens: int, n_trained: int, has_mask: bool, checksums: dict
+    *, info: dict, stem: str, n_docs: int, n_tokens: int, n_trained: int, has_mask: bool, checksums: dict,
+    has_weights: bool = False,
 ) -> dict[str, Any]:
-    """The JSON header of one shard; key order and content depend only on the inputs."""
+    """The JSON header of one shard; key order and content depend only on the inputs.
+
+    A shard without weights gets exactly the version-1 header; ``has_weights`` is written only when true.
+    """
     return {
         "magic": MAGIC,
-        "format_version": FORMAT_VERSION,
+        "format_version": WEIGHTS_VERSION if has_weights else FORMAT_VERSION,
         "dtype": token_dtype(info["vocab_size"]).name,
         "byte_order": "little",
         "vocab_size": info["vocab_size"],
@@ -84,9 +92,10 @@ def build_header(
         "n_tokens": n_tokens,
         "n_trained_tokens": n_trained,
         "has_mask": has_mask,
+        **({"has_weights": True} if has_weights else {}),
         "checksum_algorithm": CHECKSUM,
         "checksums": checksums,
-        "files": file_names(stem, has_mask=has_mask),
+        "files": file_names(stem, has_mask=has_mask, has_weights=has_weights),
         "tokenizer_info": info,
     }
 

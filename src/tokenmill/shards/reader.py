@@ -11,17 +11,18 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ShardError
-from tokenmill.shards.format import COMMON_FIELDS, FORMAT_VERSION, dtype_from_name, read_header
+from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name, read_header
 
 
 class Shard:
-    """One shard: header plus lazily opened memmaps of its ids, mask, offsets and doc records."""
+    """One shard: header plus lazily opened memmaps of its ids, mask, weights, offsets and doc records."""
 
     def __init__(self, directory: Path, stem: str, header: dict):
         self.directory, self.stem, self.header = directory, stem, header
         self.dtype = dtype_from_name(header["dtype"])
         self.n_docs, self.n_tokens = int(header["n_docs"]), int(header["n_tokens"])
         self.has_mask = bool(header["has_mask"])
+        self.has_weights = bool(header.get("has_weights", False))
         self._maps: dict[str, object] = {}
 
     def __getstate__(self) -> dict:
@@ -39,6 +40,10 @@ class Shard:
         return self._memmap("mask", np.dtype(np.uint8), self.n_tokens) if self.has_mask else None
 
     @property
+    def weights(self) -> np.ndarray | None:
+        return self._memmap("weights", WEIGHT_DTYPE, self.n_tokens) if self.has_weights else None
+
+    @property
     def offsets(self) -> np.ndarray:
         return self._memmap("idx", np.dtype("<i8"), self.n_docs + 1)
 
@@ -53,6 +58,8 @@ class Shard:
         sizes = {"ids": self.n_tokens * self.dtype.itemsize, "idx": (self.n_docs + 1) * 8}
         if self.has_mask:
             sizes["mask"] = self.n_tokens
+        if self.has_weights:
+            sizes["weights"] = self.n_tokens * WEIGHT_DTYPE.itemsize
         return sizes
 
     def _memmap(self, suffix: str, dtype: np.dtype, count: int) -> np.ndarray:
@@ -71,6 +78,8 @@ class ShardSet(Sequence):
         self.directory, self.shards, self.manifest = directory, shards, manifest
         first = shards[0].header
         self.header = {key: first[key] for key in COMMON_FIELDS}
+        self.header["format_version"] = max(int(s.header["format_version"]) for s in shards)
+        self.header["has_weights"] = any(s.has_weights for s in shards)
         self.header["tokenizer_info"] = first.get("tokenizer_info", {})
         self._doc_ends = np.cumsum([s.n_docs for s in shards], dtype=np.int64)
         self._tok_ends = np.cumsum([s.n_tokens for s in shards], dtype=np.int64)
@@ -83,6 +92,7 @@ class ShardSet(Sequence):
     tokenizer_name = property(lambda self: self.header["tokenizer"])
     chat_template_hash = property(lambda self: self.header["chat_template_hash"])
     has_mask = property(lambda self: self.header["has_mask"])
+    has_weights = property(lambda self: self.header["has_weights"])
     vocab_size = property(lambda self: self.header["vocab_size"])
     bos_id = property(lambda self: self.header["bos_id"])
     eos_id = property(lambda self: self.header["eos_id"])
@@ -130,6 +140,7 @@ class ShardSet(Sequence):
         return {
             "input_ids": self._slice(shard.ids, shard, j),
             "loss_mask": self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None,
+            "loss_weights": self._weights(shard, j),
             "id": docs.column(0)[j].as_py(),
             "source": docs.column(1)[j].as_py(),
         }
@@ -143,6 +154,20 @@ class ShardSet(Sequence):
         """The loss mask of document ``i`` as a bool view, or None when the shards carry no mask."""
         shard, j = self._locate(int(i))
         return self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None
+
+    def doc_weights(self, i: int) -> np.ndarray | None:
+        """Per-token loss weights of document ``i`` (float32), or None when no shard of the set has weights.
+
+        A document of a shard without a weights file gets its mask as weights (1.0 trained, 0.0 not).
+        """
+        return self._weights(*self._locate(int(i)))
+
+    def _weights(self, shard: Shard, j: int) -> np.ndarray | None:
+        if not self.has_weights:
+            return None
+        if shard.has_weights:
+            return self._slice(shard.weights, shard, j)
+        return self._slice(shard.mask, shard, j).astype(WEIGHT_DTYPE)
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         """Ids of the global token range ``[start, stop)`` (a view inside one shard, else a copy)."""
@@ -233,11 +258,13 @@ def _reopen(directory: str, fingerprint: str) -> ShardSet:
 
 def _check_shard(shard: Shard) -> None:
     version = shard.header.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in KNOWN_VERSIONS:
         raise ShardError(
-            f"shard {shard.path('json')} has format_version {version!r}; this tokenmill reads version "
-            f"{FORMAT_VERSION}: upgrade tokenmill or rewrite the shards"
+            f"shard {shard.path('json')} has format_version {version!r}; this tokenmill reads versions "
+            f"{', '.join(map(str, KNOWN_VERSIONS))}: upgrade tokenmill or rewrite the shards"
         )
+    if shard.has_weights and not shard.has_mask:
+        raise ShardError(f"shard {shard.path('json')} has loss weights but no mask; the shard is corrupt")
     for suffix, size in shard.expected_sizes().items():
         path = shard.path(suffix)
         actual = path.stat().st_size if path.is_file() else None

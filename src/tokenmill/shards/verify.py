@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ShardError
-from tokenmill.shards.format import COMMON_FIELDS, dtype_from_name, file_digest, read_header
+from tokenmill.shards.format import COMMON_FIELDS, WEIGHT_DTYPE, dtype_from_name, file_digest, read_header
 
 _CHUNK = 1 << 24  # tokens scanned at a time
 
@@ -39,7 +39,10 @@ def _verify_one(directory: Path, stem: str, header: dict) -> list[str]:
     ids = _load(directory / f"{stem}.ids", dtype)
     problems += _ids(ids, n_tokens, vocab)
     if header.get("has_mask"):
-        problems += _mask(_load(directory / f"{stem}.mask", np.dtype(np.uint8)), len(ids), header)
+        mask = _load(directory / f"{stem}.mask", np.dtype(np.uint8))
+        problems += _mask(mask, len(ids), header)
+        if header.get("has_weights"):
+            problems += _weights(_load(directory / f"{stem}.weights", WEIGHT_DTYPE), mask)
     problems += _offsets(_load(directory / f"{stem}.idx", np.dtype("<i8")), n_docs, n_tokens)
     problems += _docs(directory / f"{stem}.docs", n_docs)
     return problems
@@ -94,6 +97,18 @@ def _mask(mask: np.ndarray, n_ids: int, header: dict) -> list[str]:
         claimed = header.get("n_trained_tokens")
         problems.append(f"mask trains {trained} tokens but the header says n_trained_tokens={claimed}")
     return problems
+
+
+def _weights(weights: np.ndarray, mask: np.ndarray) -> list[str]:
+    if len(weights) != len(mask):
+        return [f"weights length {len(weights)} != mask length {len(mask)}"]
+    for start in range(0, len(weights), _CHUNK):
+        w, m = weights[start : start + _CHUNK], mask[start : start + _CHUNK]
+        if not np.isfinite(w).all() or (w < 0).any():
+            return ["weights hold negative or non-finite values"]
+        if ((w > 0) != (m != 0)).any():
+            return ["weights are > 0 where the mask is 0, or 0 where it is 1"]
+    return []
 
 
 def _offsets(offsets: np.ndarray, n_docs: int, n_tokens: int) -> list[str]:

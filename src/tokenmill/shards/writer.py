@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ShardError
-from tokenmill.shards.format import build_header, dump_json, normalize_tokenizer_info, token_dtype
+from tokenmill.shards.format import WEIGHT_DTYPE, build_header, dump_json, normalize_tokenizer_info, token_dtype
 
 DOCS_SCHEMA = pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("source", pa.string(), nullable=False)])
 _FLUSH_RECORDS = 1 << 16
+_BACKFILL = 1 << 24  # mask bytes turned into weights at a time when a shard's first weighted document arrives
 
 
 class _HashedFile:
@@ -28,6 +29,12 @@ class _HashedFile:
         data = memoryview(np.ascontiguousarray(array)).cast("B")
         self.fh.write(data)
         self.hash.update(data)
+
+    def written(self) -> np.ndarray:
+        """The bytes written so far, memory-mapped (uint8)."""
+        self.fh.flush()
+        size = self.tmp.stat().st_size
+        return np.memmap(self.tmp, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
 
     def commit(self) -> str:
         self.fh.close()
@@ -46,6 +53,7 @@ class _Part:
         self.directory, self.stem = directory, stem
         self.ids = _HashedFile(directory / f"{stem}.ids")
         self.mask = _HashedFile(directory / f"{stem}.mask") if with_mask else None
+        self.weights: _HashedFile | None = None  # opened by the first document that carries weights
         self.n_tokens = self.n_trained = 0
         self.lengths: list[np.ndarray] = []
         self.rec_ids: list[pa.Array] = []
@@ -59,6 +67,13 @@ class _Part:
             self.sources.append(pa.array(self.pending_sources, pa.string()))
             self.pending_ids, self.pending_sources = [], []
 
+    def start_weights(self) -> None:
+        """Open the weights file; the tokens already written get their mask (0/1) as weight."""
+        self.weights = _HashedFile(self.directory / f"{self.stem}.weights")
+        written = self.mask.written()
+        for lo in range(0, len(written), _BACKFILL):
+            self.weights.write(written[lo:lo + _BACKFILL].astype(WEIGHT_DTYPE))
+
     def finish(self, info: dict) -> None:
         self.flush_records()
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
@@ -67,12 +82,15 @@ class _Part:
         checksums = {f"{self.stem}.ids": self.ids.commit()}
         if self.mask is not None:
             checksums[f"{self.stem}.mask"] = self.mask.commit()
+        if self.weights is not None:
+            checksums[f"{self.stem}.weights"] = self.weights.commit()
         checksums[f"{self.stem}.idx"] = _write_bytes(self.directory / f"{self.stem}.idx", offsets.tobytes())
         checksums[f"{self.stem}.docs"] = _write_bytes(self.directory / f"{self.stem}.docs", self._docs_bytes())
         n_trained = self.n_trained if self.mask is not None else self.n_tokens
         header = build_header(
             info=info, stem=self.stem, n_docs=len(lengths), n_tokens=self.n_tokens,
             n_trained=n_trained, has_mask=self.mask is not None, checksums=checksums,
+            has_weights=self.weights is not None,
         )  # fmt: skip
         _write_bytes(self.directory / f"{self.stem}.json", dump_json(header))
 
@@ -98,6 +116,8 @@ class ShardWriter:
 
     A document longer than ``max_tokens`` gets a shard of its own. Files are written under temporary
     names and renamed; the ``.json`` header comes last, so a shard with a header is complete.
+    Per-token loss weights (``weights=`` / ``flat_weights=``, masked writers only) go to a ``.weights``
+    file, opened by the first document of a shard that carries them; shards without any stay version 1.
     """
 
     def __init__(
@@ -126,11 +146,12 @@ class ShardWriter:
             raise ShardError("a ShardWriter can be pickled only before its first add(); pickle its arguments instead")
         return dict(self.__dict__)
 
-    def add(self, ids: np.ndarray, *, rec_id: str, source: str, mask: np.ndarray | None = None) -> None:
-        """Append one document."""
+    def add(self, ids: np.ndarray, *, rec_id: str, source: str, mask: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> None:
+        """Append one document; ``weights``: float loss weight per token (None = its mask, 0 or 1)."""
         ids = np.asarray(ids)
         offsets = np.array([0, len(ids)], dtype=np.int64)
-        self.add_many(ids, offsets, rec_ids=[rec_id], sources=[source], flat_mask=mask)
+        self.add_many(ids, offsets, rec_ids=[rec_id], sources=[source], flat_mask=mask, flat_weights=weights)
 
     def add_many(
         self,
@@ -140,11 +161,13 @@ class ShardWriter:
         rec_ids: list[str],
         sources: list[str],
         flat_mask: np.ndarray | None = None,
+        flat_weights: np.ndarray | None = None,
     ) -> None:
         """Append documents ``flat_ids[offsets[i]:offsets[i+1]]``; ``offsets`` has n_docs + 1 entries from 0."""
         flat_ids, offsets = np.asarray(flat_ids), np.asarray(offsets, dtype=np.int64)
         self._check_batch(flat_ids, offsets, rec_ids, sources)
         mask = self._mask_bytes(flat_mask, len(flat_ids))
+        weights = self._weight_values(flat_weights, mask)
         start, n = 0, len(rec_ids)
         while start < n:
             part = self._current_part()
@@ -155,7 +178,7 @@ class ShardWriter:
             if fit == 0:
                 self._finish_part()
                 continue
-            self._append(part, flat_ids, mask, offsets, start, start + fit, rec_ids, sources)
+            self._append(part, flat_ids, (mask, weights), offsets, start, start + fit, rec_ids, sources)
             start += fit
 
     def close(self) -> list[str]:
@@ -178,7 +201,7 @@ class ShardWriter:
     def abort(self) -> None:
         """Drop the shard being filled (its temporary files); shards already finished stay."""
         if self._part is not None:
-            for f in (self._part.ids, self._part.mask):
+            for f in (self._part.ids, self._part.mask, self._part.weights):
                 if f is not None:
                     f.discard()
             self._part = None
@@ -214,6 +237,22 @@ class ShardWriter:
             raise ShardError(f"loss mask shape {flat_mask.shape} does not match {n_tokens} token ids")
         return flat_mask.view(np.uint8) if flat_mask.dtype == np.bool_ else (flat_mask != 0).view(np.uint8)
 
+    @staticmethod
+    def _weight_values(flat_weights: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray | None:
+        """Checked float32 weights: finite, >= 0, zero exactly where the mask is 0."""
+        if flat_weights is None:
+            return None
+        if mask is None:
+            raise ShardError("loss weights need a ShardWriter made with with_mask=True (the mask says what is trained)")
+        weights = np.asarray(flat_weights, dtype=WEIGHT_DTYPE)
+        if weights.shape != mask.shape:
+            raise ShardError(f"loss weights shape {weights.shape} does not match {len(mask)} token ids")
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise ShardError("loss weights must be finite and >= 0")
+        if ((weights > 0) != (mask != 0)).any():
+            raise ShardError("loss weights must be > 0 exactly where the loss mask is 1 (0 weight = untrained)")
+        return weights
+
     def _current_part(self) -> _Part:
         if self._part is None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -226,9 +265,14 @@ class ShardWriter:
         self._stems.append(self._part.stem)
         self._part = None
 
-    def _append(self, part: _Part, ids, mask, offsets, lo: int, hi: int, rec_ids, sources) -> None:
+    def _append(self, part: _Part, ids, masks, offsets, lo: int, hi: int, rec_ids, sources) -> None:
         a, b = int(offsets[lo]), int(offsets[hi])
+        mask, weights = masks
         part.ids.write(ids[a:b].astype(self.dtype, copy=False))
+        if weights is not None and part.weights is None:
+            part.start_weights()
+        if part.weights is not None:
+            part.weights.write(weights[a:b] if weights is not None else mask[a:b].astype(WEIGHT_DTYPE))
         if part.mask is not None:
             part.mask.write(mask[a:b])
             part.n_trained += int(np.count_nonzero(mask[a:b]))

@@ -65,29 +65,46 @@ def _no_first_prefix(pre: dict | None) -> dict | None:
 
 
 class HFReference:
+    """The ``tokenizers`` reference. Its metadata (vocabulary size, specials, ``token_to_id``) comes from the
+    parsed ``tokenizer.json``; the ``tokenizers.Tokenizer`` objects are built on first encode or decode, so a
+    process that only reads metadata (a run's main process) never pays for them (a second for 150k tokens)."""
+
     backend = "tokenizers"
 
     def __init__(self, source: Source):
-        import tokenizers
-
-        self._text = source.data.decode("utf-8")
-        self._ordinary = tokenizers.Tokenizer.from_str(self._text)
-        self._ordinary.encode_special_tokens = True
-        self._control_tok = None
-        self._after_control_tok = None
+        self._data = source.data
+        self._ordinary_tok = self._control_tok = self._after_control_tok = None
         self.json = orjson.loads(source.data)
         added = self.json.get("added_tokens") or []
+        self._added = {a["content"]: int(a["id"]) for a in added}
         self.specials = {a["content"]: int(a["id"]) for a in added if a.get("special")}
-        ids = [int(a["id"]) for a in added] + [self._ordinary.get_vocab_size(with_added_tokens=False) - 1]
+        self._vocab = (self.json.get("model") or {}).get("vocab")
+        ids = [int(a["id"]) for a in added] + [self._model_vocab_size() - 1]
         self.vocab_size = max(ids) + 1
+
+    def _build(self):
+        import tokenizers
+
+        return tokenizers.Tokenizer.from_str(self._data.decode("utf-8"))
+
+    @property
+    def _ordinary(self):
+        if self._ordinary_tok is None:
+            self._ordinary_tok = self._build()
+            self._ordinary_tok.encode_special_tokens = True
+        return self._ordinary_tok
 
     @property
     def _control(self):
         if self._control_tok is None:
-            import tokenizers
-
-            self._control_tok = tokenizers.Tokenizer.from_str(self._text)
+            self._control_tok = self._build()
         return self._control_tok
+
+    def _model_vocab_size(self) -> int:
+        """``get_vocab_size(with_added_tokens=False)``: the model's own vocabulary (dict or Unigram list)."""
+        if isinstance(self._vocab, (dict, list)):
+            return len(self._vocab)
+        return self._ordinary.get_vocab_size(with_added_tokens=False)
 
     def encode(self, text: str) -> list[int]:
         return self._ordinary.encode(text, add_special_tokens=False).ids
@@ -132,6 +149,12 @@ class HFReference:
         return self._control.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def token_to_id(self, token: str) -> int | None:
+        """Added tokens first, then the model's vocabulary (as ``tokenizers`` looks them up)."""
+        if token in self._added:
+            return self._added[token]
+        if isinstance(self._vocab, dict):
+            found = self._vocab.get(token)
+            return None if found is None else int(found)
         return self._ordinary.token_to_id(token)
 
     def fast(self):

@@ -33,12 +33,15 @@ def _load_released(spec: Any, fast: bool, parity_sample: list[str] | None = None
     return tok, [(str(w.message), w.category) for w in caught], ""
 
 
-def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
+def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None,
+                            isolate: bool = True) -> Tokenizer:
     """:func:`load_tokenizer` run in a child process; objects (already loaded) are loaded in place.
 
     ``parity_sample``: texts (e.g. documents of the run's own inputs) the fast path must also agree on.
+    ``isolate=False``: load in this process and keep the encoders (for a run whose only worker is this
+    process: a child would only add its start-up, and this process would build the encoders again).
     """
-    if not isinstance(spec, (str, os.PathLike)):
+    if not isolate or not isinstance(spec, (str, os.PathLike)):
         return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     try:

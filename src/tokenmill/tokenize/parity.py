@@ -3,12 +3,23 @@
 The fast path is used only when it returns exactly the reference ids on every text of a varied built-in
 sample (plus the caller's own texts). Otherwise the reference path is used and a warning names the text
 that differed.
+
+The verdict is cached under ``$TOKENMILL_CACHE/parity/`` (default ``~/.cache/tokenmill``), keyed by the
+tokenizer's fingerprint, a digest of every text checked, and the gigatoken and check versions: building
+the fast encoder and running the check costs about a second for a 150k-token vocabulary, and a run that
+finds its verdict cached builds the fast encoder only where it encodes (in the workers).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
+
+CHECK_VERSION = 1  # bump when the check itself changes, so older verdicts are not trusted
 
 SAMPLE = [
     "The quick brown fox jumps over the lazy dog. It's 9:41 AM; they'll say \"hello\" and we've gone.",
@@ -43,18 +54,79 @@ def first_mismatch(fast, reference, texts: Sequence[str]) -> str | None:
     return None
 
 
-def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None):
-    """The gigatoken encoder when it loads and agrees with ``reference``; None (with a warning) otherwise."""
+def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fingerprint: str | None = None):
+    """(use the fast path, its encoder or None when not built): the gigatoken encoder when it loads and
+    agrees with ``reference``; (False, None) with a warning otherwise.
+
+    With a ``fingerprint``, a cached verdict for the same tokenizer and texts is used instead of the check:
+    then the encoder is not built here ((True, None)); the caller builds it where it encodes.
+    """
+    texts = SAMPLE + list(parity_sample or [])
+    key = verdict_key(fingerprint, texts) if fingerprint else None
+    cached = read_verdict(key) if key else None
+    if cached is not None:
+        if cached.get("problem"):
+            _warn(name, reference, cached["problem"])
+            return False, None
+        return True, None
+    fast, problem = _check(reference, texts)
+    if key:
+        write_verdict(key, problem)
+    if problem:
+        _warn(name, reference, problem)
+        return False, None
+    return True, fast
+
+
+def _check(reference, texts: list[str]):
+    """(fast encoder, None) when it loads and agrees; (None, what went wrong) otherwise."""
     try:
         fast = reference.fast()
     except Exception as exc:  # noqa: BLE001 -- gigatoken rejects some tokenizer shapes; the reference still works
-        warnings.warn(f"tokenizer {name!r}: fast path unavailable ({type(exc).__name__}: {exc}); "
-                      f"using the {reference.backend} reference path", stacklevel=3)
-        return None
-    texts = SAMPLE + list(parity_sample or [])
+        return None, f"fast path unavailable ({type(exc).__name__}: {exc})"
     problem = first_mismatch(fast, reference, texts)
-    if problem is not None:
-        warnings.warn(f"tokenizer {name!r}: fast path disagrees with {reference.backend} ({problem}); "
-                      f"using the {reference.backend} reference path", stacklevel=3)
+    return (None, f"fast path disagrees with {reference.backend} ({problem})") if problem else (fast, None)
+
+
+def _warn(name: str, reference, problem: str) -> None:
+    warnings.warn(f"tokenizer {name!r}: {problem}; using the {reference.backend} reference path", stacklevel=4)
+
+
+def verdict_key(fingerprint: str, texts: Sequence[str]) -> str:
+    """Cache key of one parity verdict: tokenizer, every text checked, gigatoken and check versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        giga = version("gigatoken")
+    except PackageNotFoundError:
+        giga = "none"
+    h = hashlib.sha256(f"{CHECK_VERSION}\0{giga}\0{fingerprint}\0".encode())
+    for text in texts:
+        h.update(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+    return h.hexdigest()
+
+
+def _verdict_path(key: str) -> Path:
+    from tokenmill.tokenize.sources import cache_dir
+
+    return cache_dir() / "parity" / f"{key}.json"
+
+
+def read_verdict(key: str) -> dict | None:
+    """The cached verdict ``{"problem": str | None}``, or None when there is none (or it is unreadable)."""
+    try:
+        verdict = json.loads(_verdict_path(key).read_bytes())
+    except (OSError, ValueError):
         return None
-    return fast
+    return verdict if isinstance(verdict, dict) and "problem" in verdict else None
+
+
+def write_verdict(key: str, problem: str | None) -> None:
+    path = _verdict_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"problem": problem}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the check next time
