@@ -6,14 +6,17 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tokenmill.engine import run_units
+from tokenmill.engine.outdir import check_output_path, hold_output
 from tokenmill.errors import RoutingError
-from tokenmill.io import expand_inputs, plan_units
+from tokenmill.io import plan_units
+from tokenmill.io.paths import expand_inputs_report
 from tokenmill.io.base import InputFile, WorkUnit
+from tokenmill.io.snapshot import guard_inputs
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -28,6 +31,7 @@ class TrackRun:
     units: list[WorkUnit]
     config: dict
     started: float
+    skipped: list[dict] = field(default_factory=list)  # what the input walks left out, and why
 
 
 def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
@@ -96,7 +100,8 @@ def prepare_run(
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
 
     started = time.monotonic()
-    files = expand_inputs(list(inputs), text_mode=text_mode)
+    files, skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
+    check_output_path(out, [*map(str, inputs), *(f.path for f in files)])  # engine/outdir.py
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
     given = schemas or {}
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
@@ -111,7 +116,7 @@ def prepare_run(
     units = plan_units(files, unit_bytes=unit_bytes)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
-    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
+    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped)
 
 
 def finish_run(
@@ -125,8 +130,14 @@ def finish_run(
     chat_template: str | None = None,
 ) -> dict:
     fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
-    results = run_units(run.units, task, out=run.out, fingerprint=fingerprint, workers=workers,
-                        overwrite=overwrite, progress=progress)
+    with hold_output(run.out, overwrite=overwrite):  # exclusive lock until the manifest is written
+        task = guard_inputs(task, run.files, state_dir=run.out / "_state", fingerprint=fingerprint)
+        results = run_units(run.units, task, out=run.out, fingerprint=fingerprint, workers=workers,
+                            overwrite=False, progress=progress)  # hold_output cleared it when overwrite
+        return _write_results(run, results, summarize=summarize, chat_template=chat_template)
+
+
+def _write_results(run: TrackRun, results: list[dict], *, summarize, chat_template) -> dict:
     n_rejects = merge_rejects(run.out, [u.name for u in run.units])
     inputs = [{**r.to_dict(), "schema_used": run.schemas[f.rel]} for f, r in zip(run.files, run.routes)]
     manifest = build_manifest(
@@ -135,6 +146,7 @@ def finish_run(
         report=summarize(results) if summarize else None,
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    manifest["skipped_inputs"] = run.skipped
     write_manifest(run.out, manifest)
     return manifest
 

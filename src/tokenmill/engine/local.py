@@ -24,10 +24,12 @@ import os
 import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from tokenmill.engine.outdir import clear_output
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError
 from tokenmill.io.base import WorkUnit
@@ -40,6 +42,8 @@ class RunState:
     """Paths of a run's bookkeeping under ``<out>/_state``."""
 
     out: Path
+    # staging directories are private to one run (process id + start time), never shared with another
+    run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns()}")
 
     @property
     def root(self) -> Path:
@@ -49,13 +53,13 @@ class RunState:
         return self.root / "done" / f"{unit.name}.json"
 
     def staging(self, unit: WorkUnit) -> Path:
-        return self.root / "tmp" / unit.name
+        return self.root / "tmp" / self.run_id / unit.name
 
     def prepare(self, fingerprint: str, *, overwrite: bool) -> None:
         """Create the state dirs; refuse to resume a run made with other inputs or settings."""
         run_file = self.root / "run.json"
-        if overwrite and self.out.exists():
-            shutil.rmtree(self.out)
+        if overwrite:
+            clear_output(self.out)  # only what tokenmill wrote; refuses a directory it did not make
         if run_file.exists():
             previous = json.loads(run_file.read_text()).get("fingerprint")
             if previous != fingerprint:
@@ -64,6 +68,7 @@ class RunState:
                     "use another --out, or pass --overwrite to start again"
                 )
         (self.root / "done").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.root / "tmp", ignore_errors=True)  # staging left by killed runs
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
 
@@ -90,8 +95,16 @@ def run_one(task: Task, unit: WorkUnit, state: RunState) -> dict:
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dest)
     shutil.rmtree(staging)
+    _remove_if_empty(staging.parent)  # the run's own staging root, once its last unit is committed
     atomic_write(state.marker(unit), json.dumps(result, sort_keys=True).encode())
     return result
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # other units of this run are still staging there
 
 
 def process_peak_rss_mb() -> float:

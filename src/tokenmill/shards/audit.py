@@ -39,7 +39,8 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     try:
         shards = open_shards(directory)
     except ShardError as exc:
-        result["problems"].append(str(exc))
+        if not any(p in str(exc) for p in result["problems"]):  # not a repeat of what verify listed
+            result["problems"].append(str(exc))
         return result
     result.update(_counts(shards))
     tok = _decoder(shards, tokenizer, result)
