@@ -209,7 +209,7 @@ def read_head(path: str, compression: str = "", n: int = HEAD_BYTES) -> bytes:
             while (got := sum(map(len, chunks))) < n and (chunk := fh.read(min(n - got, 4096))):
                 chunks.append(chunk)
         except READ_ERRORS as exc:
-            if not chunks:  # a damaged tail is the reader's to report, as an "unreadable" reject
+            if not chunks and not compression:  # a damaged stream is the reader's to report, as "unreadable"
                 raise InputError(f"cannot read {path!r}: {exc}; is the file truncated or wrongly named?") from exc
     return b"".join(chunks)
 

@@ -149,7 +149,8 @@ def parse_line(line: bytes, loc: int, out: RowBatcher, *, what: str = "line") ->
         out.add(obj, loc)
     else:
         kind = type(obj).__name__
-        out.reject(loc, "not_an_object", f"{out.source} {what} {loc}: a JSON {kind}, not an object", raw=body)
+        raw = obj if what == "element" else body
+        out.reject(loc, "not_an_object", f"{out.source} {what} {loc}: a JSON {kind}, not an object", raw=raw)
 
 
 class _Prefixed:
@@ -194,7 +195,7 @@ def _array_elements(stream: _Prefixed, out: RowBatcher, raw: IO[bytes]) -> Itera
         if element.data is None:
             out.reject(element.index, *_SKIPPED[element.problem](out.source, element.index))
         else:
-            parse_line(element.data, element.index, out, what="element")
+            parse_line(element.data.strip(), element.index, out, what="element")
         if out.full:
             yield out.take()
 

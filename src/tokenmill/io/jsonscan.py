@@ -2,8 +2,11 @@
 
 The scanner finds element boundaries (commas and the closing bracket at the array's own level) by
 tracking strings, escapes and brackets; each element is then parsed alone with ``orjson``. It resyncs
-after damage: a raw newline inside a string ends that string (JSON strings cannot hold one), and a
-closing bracket that does not match the innermost opener closes up to the opener it matches.
+after damage: a raw newline inside a string ends that string (JSON strings cannot hold one); a closing
+bracket that does not match the innermost opener closes up to the opener it matches; a ``]`` with no
+``[`` open in the element closes the array; and a bracket right after a comma inside an object (where a
+member's key must come) starts the next element. Damage that none of these catch (an unterminated string
+on a one-line array) costs the rest of the array, reported as one ``unreadable`` element at the end.
 
 Bounds, checked while scanning and so before any parsing: an element nested deeper than ``max_depth``
 or longer than ``max_bytes`` is skipped (its bytes are not kept) and reported. Memory is one element
@@ -120,10 +123,15 @@ class ArrayScanner:
         if c == ord('"'):
             self.in_string = True
         elif c in (ord("["), ord("{")):
+            cut = self._impossible_comma(m.start())
+            if cut >= 0:  # "{... , {": an object member cannot start with a bracket: a broken element ended
+                element = self._emit(cut, resume=cut + 1)
+                self._open(c)
+                return element
             self._open(c)
         elif c in (ord("]"), ord("}")):
-            if not self.stack and not self.extra_depth:
-                self.closed = True
+            if not self.extra_depth and (not self.stack or (c == ord("]") and ord("[") not in self.stack)):
+                self.closed = True  # the array's own closing bracket (after a broken element, perhaps)
                 return self._emit(m.start())
             self._close(c)
         elif not self.stack and not self.extra_depth:  # a comma between elements
@@ -146,9 +154,18 @@ class ArrayScanner:
             del self.stack[self.stack.rindex(opener):]
         # a closer with no opener in this element is left for the parser to reject
 
-    def _emit(self, end: int) -> Element | None:
+    def _impossible_comma(self, at: int) -> int:
+        """Position of the comma just before ``at`` when the element is one open object, else -1."""
+        if self.stack != b"{" or self.extra_depth or self.problem:
+            return -1
+        j = at - 1
+        while j >= self.start and self.buf[j] in b" \t\r\n":
+            j -= 1
+        return j if j >= self.start and self.buf[j] == ord(",") else -1
+
+    def _emit(self, end: int, resume: int | None = None) -> Element | None:
         data, problem = bytes(self.buf[self.start:end]), self.problem
-        self.start, self.problem = self.pos, ""
+        self.start, self.problem = self.pos if resume is None else resume, ""
         self.stack.clear()
         self.extra_depth = 0
         if not problem and not data.strip():
