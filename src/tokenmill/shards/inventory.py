@@ -39,7 +39,7 @@ def inventory_problems(directory: Path, headers: list[tuple[Path, dict]]) -> lis
 
 def _data_files(directory: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for path in directory.iterdir():
+    for path in directory.iterdir() if directory.is_dir() else ():
         stem, dot, suffix = path.name.rpartition(".")
         if dot and suffix in DOC_SUFFIXES and path.is_file():
             found.setdefault(stem, []).append(path.name)
