@@ -3,16 +3,20 @@
 The address-space limit (``RLIMIT_AS``) is lowered for the duration of each test to what the process
 already maps plus ``HOSTILE_HEADROOM``, and restored after; processes the test starts (the CLI, its
 workers) inherit it. A regression that makes memory grow without bound fails its test with a
-``MemoryError`` instead of taking the machine down.
+``MemoryError`` instead of taking the machine down. A watchdog (``faulthandler``) ends the test
+process, with every thread's traceback, when one test runs past ``HOSTILE_TIMEOUT`` seconds: a
+regression that hangs fails the tier instead of blocking it forever.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import resource
 
 import pytest
 
 HOSTILE_HEADROOM = 3 << 30
+HOSTILE_TIMEOUT = 240
 
 
 def _mapped_bytes() -> int:
@@ -30,7 +34,9 @@ def memory_limit():
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    faulthandler.dump_traceback_later(HOSTILE_TIMEOUT, exit=True)
     try:
         yield limit
     finally:
+        faulthandler.cancel_dump_traceback_later()
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
