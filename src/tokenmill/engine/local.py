@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import multiprocessing.connection
 import os
+import pickle
 import shutil
-import threading
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 from tokenmill.engine.outdir import clear_output
 from tokenmill.engine.progress import Progress
+from tokenmill.engine.workers import start_worker, worker_died
 from tokenmill.errors import ConfigError
 from tokenmill.io.base import WorkUnit
 
@@ -173,13 +174,18 @@ def _run_pool(task: Task, todo: list[WorkUnit], state: RunState, n: int, results
     ctx = multiprocessing.get_context(method)
     # The task (with its tokenizer) is sent once per worker, not once per unit: unpickling it rebuilds
     # the encoders, which costs far more than a small unit.
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_install_task, initargs=(task,)) as pool:
+    # engine/workers.py: each worker arranges to die with the run before it unpickles the task
+    init = (_install_task, pickle.dumps(task), os.getpid())
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=start_worker, initargs=init) as pool:
         pending = {pool.submit(_run_installed, u, state): u for u in todo}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 unit = pending.pop(fut)
-                results[unit.index] = fut.result()
+                try:
+                    results[unit.index] = fut.result()
+                except BrokenProcessPool as exc:  # a worker was killed (out of memory, most often)
+                    raise worker_died(state.root / "tmp" / state.run_id, todo, exc) from None
                 bar.update(results[unit.index])
 
 
@@ -188,16 +194,6 @@ _WORKER_TASK: list[Task] = []
 
 def _install_task(task: Task) -> None:
     _WORKER_TASK[:] = [task]
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
-
-
-def _exit_with_parent() -> None:
-    """End this worker as soon as the main process dies (``kill -9``): an orphan must not go on committing
-    units beside the run that resumes."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(1)
 
 
 def _run_installed(unit: WorkUnit, state: RunState) -> dict:
