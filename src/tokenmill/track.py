@@ -78,7 +78,7 @@ def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode:
 def run_fingerprint(track: str, files: list[InputFile], tokenizer: Any, config: dict) -> str:
     h = hashlib.sha256(track.encode())
     for f in files:
-        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode())
+        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode("utf-8", "surrogateescape"))  # any file name
     h.update(tokenizer.fingerprint.encode())
     h.update(json.dumps(config, sort_keys=True, default=str).encode())
     return h.hexdigest()
