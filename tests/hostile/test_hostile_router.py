@@ -16,7 +16,7 @@ CONVENTIONS = {
     "qa": ("Q: {q}", "A: {a}"),
     "question_answer": ("Question: {q}", "Answer: {a}"),
     "input_output": ("Input: {q}", "Output: {a}"),
-    "upper": ("USER: {q}", "ASSISTANT: {a}"),
+    "vicuna": ("USER: {q}", "ASSISTANT: {a}</s>"),
     "customer_agent": ("Customer: {q}", "Agent: {a}"),
     "xml": ("<user>{q}</user>", "<assistant>{a}</assistant>"),
     "korean": ("사용자: {q}", "어시스턴트: {a}"),
@@ -40,7 +40,8 @@ def _route(path):
 @pytest.mark.parametrize("name", sorted(CONVENTIONS))
 def test_transcripts_in_each_convention_are_sft(tmp_path, name):
     user, assistant = CONVENTIONS[name]
-    rows = [{"text": "\n".join([user.format(q=f"how do I cook rice number {i}?"),
+    sep = " " if name == "vicuna" else "\n"  # Vicuna's turns follow each other on one line
+    rows = [{"text": sep.join([user.format(q=f"how do I cook rice number {i}?"),
                                 assistant.format(a=f"rinse it, then simmer it for {i + 10} minutes."),
                                 user.format(q="and then?"), assistant.format(a="let it rest.")])}
             for i in range(40)]
@@ -79,8 +80,5 @@ def test_text_label_classification_data_is_not_pretrain(tmp_path):
             for i in range(40)]
     route = _route(_write(tmp_path / "sentiment.jsonl", rows))
     assert route.kind == "unknown" and "classification" in " ".join(route.warnings)
-
-
-def test_long_labelled_documents_stay_pretrain(tmp_path):
-    rows = [{"text": PROSE * 8, "label": i % 2} for i in range(40)]  # quality-labelled web pages
+    rows = [{"text": PROSE * 8, "label": i % 2} for i in range(40)]  # quality-labelled web pages stay documents
     assert _route(_write(tmp_path / "quality.jsonl", rows)).kind == "pretrain"

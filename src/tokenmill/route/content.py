@@ -26,6 +26,7 @@ TAG_MARKERS = {
     "gemma": re.compile(r"<start_of_turn>"),
     "role_tags": re.compile(r"<\|(?:system|user|assistant)\|>|<｜(?:User|Assistant)｜>"),
     "alpaca": re.compile(r"#{2,4} ?(?:Instruction|Input|Response|Human|Assistant)\s*:", re.I),
+    "vicuna": re.compile(r"(?<![A-Za-z])(?:USER|ASSISTANT): "),  # inline, upper case: "USER: hi ASSISTANT: hello</s>"
 }
 
 SPEAKER_LINE = re.compile(r"^\s*(human|user|prompter|assistant|ai|bot|gpt|chatbot|system)\s*:", re.M | re.I)
