@@ -14,11 +14,12 @@ from tokenmill.engine import run_units
 from tokenmill.engine.outdir import check_output_path, hold_output
 from tokenmill.errors import RoutingError
 from tokenmill.io import plan_units
-from tokenmill.io.paths import expand_inputs_report
 from tokenmill.io.base import InputFile, WorkUnit
+from tokenmill.io.paths import expand_inputs_report
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
+
 
 @dataclass
 class TrackRun:

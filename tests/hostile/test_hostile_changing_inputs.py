@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import hostilekit as hk
 import pytest
 
-import hostilekit as hk
 from tokenmill.errors import InputError
 
 

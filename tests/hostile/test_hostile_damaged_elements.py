@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+import hostilekit as hk
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import hostilekit as hk
 from tokenmill.io import expand_inputs, plan_units, read_unit
 
 

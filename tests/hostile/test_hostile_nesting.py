@@ -6,6 +6,7 @@ import json
 import time
 
 import hostilekit as hk
+
 from tokenmill.route import inspect
 
 

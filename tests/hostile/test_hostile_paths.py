@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 
+import hostilekit as hk
 import pytest
 
-import hostilekit as hk
 from tokenmill.errors import InputError
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import hostilekit as hk
 import pytest
 
-import hostilekit as hk
 import tokenmill
 from tokenmill.errors import ConfigError, ShardError
 from tokenmill.shards.audit import audit

@@ -5,10 +5,9 @@ from __future__ import annotations
 import io
 import json
 
+import hostilekit as hk
 import pytest
 import zstandard
-
-import hostilekit as hk
 
 
 def _lines(start: int, n: int) -> bytes:

@@ -8,7 +8,12 @@ passed on) is checked once more afterwards, and watched.
 
 import os
 
-from tokenmill.engine.workers import MAIN_PID_VARIABLE, alive, die_with_parent, watch_main_process
+from tokenmill.engine.workers import (
+    MAIN_PID_VARIABLE,
+    alive,
+    die_with_parent,
+    watch_main_process,
+)
 
 die_with_parent()
 _main = int(os.environ.get(MAIN_PID_VARIABLE) or 0)

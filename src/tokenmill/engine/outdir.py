@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from tokenmill.errors import ConfigError
 from tokenmill.io.formats import local_path

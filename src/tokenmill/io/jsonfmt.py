@@ -201,10 +201,10 @@ def _array_elements(stream: _Prefixed, out: RowBatcher, raw: IO[bytes]) -> Itera
 
 
 _SKIPPED = {
-    "too_deep": lambda src, i: ("too_deep", f"{src} element {i}: nested deeper than {MAX_DEPTH} levels; "
-                                "skipped before parsing"),
-    "too_long": lambda src, i: ("too_long", f"{src} element {i}: longer than {MAX_RECORD_BYTES:,} bytes; "
-                                "skipped before parsing"),
-    "unterminated": lambda src, i: ("unreadable", f"{src} element {i}: the file ends inside this element "
-                                    "(no closing bracket); is the file truncated?"),
+    "too_deep": lambda src, i: ("too_deep", (f"{src} element {i}: nested deeper than {MAX_DEPTH} levels; "
+                                             "skipped before parsing")),
+    "too_long": lambda src, i: ("too_long", (f"{src} element {i}: longer than {MAX_RECORD_BYTES:,} bytes; "
+                                             "skipped before parsing")),
+    "unterminated": lambda src, i: ("unreadable", (f"{src} element {i}: the file ends inside this element "
+                                                   "(no closing bracket); is the file truncated?")),
 }

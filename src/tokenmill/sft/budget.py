@@ -18,8 +18,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
 
@@ -88,7 +89,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
             _check_repeat(left, right)
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's own signature
+    def call(__self, __context, __obj, *args, **kwargs):
         _tick()
         return super().call(__context, __obj, *args, **kwargs)
 

@@ -23,8 +23,15 @@ from typing import Any
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+
 from tokenmill.errors import TemplateError
-from tokenmill.sft.budget import BudgetedSandbox, BudgetExceeded, CountedRange, join_within_budget, render_budget
+from tokenmill.sft.budget import (
+    BudgetedSandbox,
+    BudgetExceeded,
+    CountedRange,
+    join_within_budget,
+    render_budget,
+)
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")

@@ -12,7 +12,12 @@ from typing import Any
 
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.budget import drop_unfittable
-from tokenmill.sft.render import MaskPolicy, Rendered, render_conversation, render_conversations
+from tokenmill.sft.render import (
+    MaskPolicy,
+    Rendered,
+    render_conversation,
+    render_conversations,
+)
 from tokenmill.sft.template import ChatTemplate
 
 
