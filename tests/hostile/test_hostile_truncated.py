@@ -36,20 +36,15 @@ def test_two_frames_with_the_second_cut(tmp_path, cut):
 def test_one_frame_cut_in_half(tmp_path):
     src = tmp_path / "in" / "docs.jsonl.zst"
     src.parent.mkdir()
+    _two_frames(src, cut=0)  # the whole file first: every record, no reject
+    assert hk.pretrain([src], tmp_path / "whole")["counts"]["kept"] == 50
+    assert hk.rejects(tmp_path / "whole") == []
     data = zstandard.ZstdCompressor().compress(_lines(0, 50))
     src.write_bytes(data[: len(data) // 2])
     manifest = hk.pretrain([src], tmp_path / "out", force=True)  # nothing readable: the router calls it unknown
     assert manifest["counts"]["input"] >= 1
     assert "unreadable" in hk.reasons(tmp_path / "out")
     assert any("truncated" in r["detail"] for r in hk.rejects(tmp_path / "out"))
-
-
-def test_a_whole_file_has_no_reject(tmp_path):
-    src = tmp_path / "in" / "docs.jsonl.zst"
-    src.parent.mkdir()
-    _two_frames(src, cut=0)
-    assert hk.pretrain([src], tmp_path / "out")["counts"]["kept"] == 50
-    assert hk.rejects(tmp_path / "out") == []
 
 
 def test_a_streamed_frame_without_content_size_cut(tmp_path):
