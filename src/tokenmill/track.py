@@ -14,15 +14,18 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tokenmill.base.inputs import InputFile, WorkUnit
 from tokenmill.engine import LocalExecutor, Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
+from tokenmill.engine.outdir import check_output_path, hold_output
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError, RoutingError
-from tokenmill.io import expand_inputs, plan_units
+from tokenmill.io import plan_units
+from tokenmill.io.paths import expand_inputs_report
+from tokenmill.io.snapshot import guard_inputs
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -43,6 +46,7 @@ class TrackRun:
     config: dict
     started: float
     manifest: dict | None = None  # set by the finalize step
+    skipped: list[dict] = field(default_factory=list)  # what the input walks left out, and why
 
 
 def holding(executor: Any) -> Any:
@@ -103,7 +107,7 @@ def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode:
 def run_fingerprint(track: str, files: list[InputFile], tokenizer: Any, config: dict) -> str:
     h = hashlib.sha256(track.encode())
     for f in files:
-        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode())
+        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode("utf-8", "surrogateescape"))  # any file name
     h.update(tokenizer.fingerprint.encode())
     h.update(json.dumps(config, sort_keys=True, default=str).encode())
     return h.hexdigest()
@@ -134,7 +138,8 @@ def prepare_run(
     from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
-    files = expand_inputs(list(inputs), text_mode=text_mode)
+    files, skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
+    check_output_path(out, [*map(str, inputs), *(f.path for f in files)])  # engine/outdir.py
     prepare = getattr(executor, "prepare", None)
     if callable(prepare):
         prepare(estimate_units(files, unit_bytes=unit_bytes), preload=(TASK_MODULES[track],))
@@ -153,7 +158,7 @@ def prepare_run(
         tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
-    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
+    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=skipped)
 
 
 def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
@@ -199,8 +204,11 @@ def finish_run(
         run.manifest = write_track_manifest(run, ctx.results[SHARDS_STAGE], summarize=summarize,
                                             chat_template=chat_template)
 
-    run_workflow([shards_stage(run, task)], out=run.out, fingerprint=fingerprint, executor=executor,
-                 progress=stage_progress(progress), overwrite=overwrite, finalize=finalize)
+    with hold_output(run.out, overwrite=overwrite):  # exclusive lock until the manifest is written
+        state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
+        checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
+        run_workflow([shards_stage(run, checked)], out=run.out, fingerprint=fingerprint, executor=executor,
+                     progress=stage_progress(progress), finalize=finalize, locked=True)
     return run.manifest
 
 
@@ -215,6 +223,7 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
         seconds=time.monotonic() - run.started, report=summarize(results, run.out) if summarize else None,
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    manifest["skipped_inputs"] = run.skipped
     write_manifest(run.out, manifest)
     return manifest
 

@@ -130,11 +130,11 @@ def test_json_array_streams_elements(tmp_path):
     assert [(r.loc, r.reason, r.raw) for r in rejects] == [(11, "not_an_object", 5)]
 
 
-def test_malformed_json_array_rejects_the_rest_and_stops(tmp_path):
+def test_malformed_json_array_element_loses_only_itself(tmp_path):
     p = tmp_path / "broken.json"
     p.write_bytes(b'[{"a": 1}, {"a": 2}, {"a": oops}, {"a": 4}]')
     rows, locs, rejects, _, _ = read_all(plan_units(expand_inputs([str(p)])))
-    assert rows == [{"a": 1}, {"a": 2}] and locs == [1, 2]
+    assert rows == [{"a": 1}, {"a": 2}, {"a": 4}] and locs == [1, 2, 4]
     assert [(r.loc, r.reason) for r in rejects] == [(3, "malformed_json")]
 
 

@@ -87,8 +87,8 @@ def _plain_step(step: Any, out: Applied) -> None:
     if out.rows is not None:
         batch = batch.append_column(ROW, pa.array(out.rows, pa.int64()))
     kept, filtered = step(batch)
-    for reason, n in filtered.items():
-        out.filtered[reason] += n
+    for why, n in filtered.items():
+        out.filtered[why] += n
     if out.rows is not None:
         if ROW not in kept.schema.names:
             raise ConfigError(f"step {step_name(step)!r} dropped columns of its batch; a step returns the "

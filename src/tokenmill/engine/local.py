@@ -23,18 +23,19 @@ import importlib
 import itertools
 import json
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import shutil
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, Sequence
 
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
+from tokenmill.engine.workers import die_with_parent, watch_main_process, worker_died  # guards the fork server
 
 __all__ = ["LocalExecutor", "atomic_write", "commit_unit", "default_workers", "process_peak_rss_mb"]
 
@@ -106,7 +107,7 @@ class LocalExecutor:
         # are already running (a fork of those can deadlock).
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(method),
-                                         initializer=_start_worker, initargs=(tuple(preload),))
+                                         initializer=_start_worker, initargs=(tuple(preload), os.getpid()))
         for _ in range(n):  # processes start on submit (more on demand): start these now, not at the first unit
             self._pool.submit(os.getpid)
 
@@ -121,7 +122,11 @@ class LocalExecutor:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     unit = pending.pop(fut)
-                    results[unit.index] = fut.result()
+                    try:
+                        results[unit.index] = fut.result()
+                    except BrokenProcessPool as exc:  # a worker was killed (out of memory, most often)
+                        self._pool = None
+                        raise worker_died(state.root / "tmp" / state.run_id, units, exc) from None
                     if progress is not None:
                         progress.update(results[unit.index])
         finally:
@@ -148,8 +153,16 @@ def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dest)
     shutil.rmtree(staging)
+    _remove_if_empty(staging.parent)  # the run's own staging root, once its last unit is committed
     atomic_write(state.marker(unit), json.dumps(result.to_dict(), sort_keys=True).encode())
     return result
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # other units of this run are still staging there
 
 
 def _setup(task: Task) -> None:
@@ -163,19 +176,13 @@ def _setup(task: Task) -> None:
 _INSTALLED: dict[str, Any] = {}  # the handle of the task this worker holds -> the task
 
 
-def _start_worker(preload: Sequence[str]) -> None:
-    threading.Thread(target=_exit_with_parent, daemon=True).start()
+def _start_worker(preload: Sequence[str], main_pid: int) -> None:
+    """Pool initializer: first make sure this worker cannot outlive the run (engine/workers.py), then import
+    the ``preload`` modules."""
+    die_with_parent()
+    watch_main_process(main_pid)
     for name in preload:
         importlib.import_module(name)
-
-
-def _exit_with_parent() -> None:
-    """End this worker as soon as the main process dies (``kill -9``): an orphan must not go on committing
-    units beside the run that resumes."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        multiprocessing.connection.wait([parent.sentinel])
-        os._exit(1)
 
 
 def _commit_installed(handle: tuple[str, str], unit: Unit, state: Any) -> UnitResult:

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -37,6 +39,8 @@ class StageState:
 
     out: Path
     key: str
+    # staging directories are private to one run (process id + start time), never shared with another
+    run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns()}")
 
     @property
     def root(self) -> Path:
@@ -46,7 +50,7 @@ class StageState:
         return self.root / "done" / f"{unit.name}.json"
 
     def staging(self, unit: Unit) -> Path:
-        return self.root / "tmp" / unit.name
+        return self.root / "tmp" / self.run_id / unit.name
 
     def prepare(self, fingerprint: str) -> None:
         """Create the state dirs; refuse to resume a stage made with other inputs or settings."""
@@ -59,6 +63,7 @@ class StageState:
                     "use another --out, or pass --overwrite to start again"
                 )
         (self.root / "done").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.root / "tmp", ignore_errors=True)  # staging left by killed runs (the output is locked)
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
 
@@ -95,15 +100,25 @@ def run_workflow(
     progress: Callable[[str, list[Unit], dict[int, UnitResult]], Any] | None = None,
     overwrite: bool = False,
     finalize: Callable[[StageContext], Any] | None = None,
+    locked: bool = False,
 ) -> dict[str, list[UnitResult]]:
     """Run every stage in order, then ``finalize``; return each stage's results in unit order.
 
     ``fingerprint`` covers the workflow's inputs and settings; ``progress(stage_key, units, done)``, when
     given, returns a progress object with ``update(result)`` and ``close()`` for the executor to drive.
-    ``overwrite`` starts again from an empty output directory (:func:`prepare_out`).
+    The output directory is locked for the whole run and ``overwrite`` clears what tokenmill wrote there
+    (:func:`tokenmill.engine.outdir.hold_output`); ``locked=True`` when the caller already holds it.
     """
     out = Path(out)
-    prepare_out(out, overwrite=overwrite)
+    if not locked:
+        from tokenmill.engine.outdir import hold_output
+
+        with hold_output(out, overwrite=overwrite):
+            return _run_stages(stages, out, fingerprint, executor, progress, finalize)
+    return _run_stages(stages, out, fingerprint, executor, progress, finalize)
+
+
+def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progress, finalize) -> dict:
     results: dict[str, list[UnitResult]] = {}
     chained = fingerprint
     for stage in stages:
@@ -122,12 +137,6 @@ def run_workflow(
     if finalize is not None:
         finalize(StageContext(out=out, results=dict(results)))
     return results
-
-
-def prepare_out(out: Path, *, overwrite: bool) -> None:
-    """The one place a run prepares its output directory: ``overwrite`` deletes what is there."""
-    if overwrite and out.exists():
-        shutil.rmtree(out)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -123,20 +123,30 @@ def read_parquet(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) 
 
 
 def _read_parquet(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
+    """One row group at a time: a damaged group costs its own rows (counted from the footer), not the file's."""
     f, loc = unit.file, unit.first_loc
     with _parquet(f.path) as pf:
         md = pf.metadata
         stop = md.num_row_groups if unit.stop < 0 else unit.stop
-        groups = list(range(unit.start, stop))
-        rows = sum(md.row_group(i).num_rows for i in groups) or 1
-        size = sum(_stored_bytes(md.row_group(i)) for i in groups)
         names = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
-        try:
-            for batch in pf.iter_batches(batch_size=max(1, batch_rows), row_groups=groups, columns=names):
-                yield _raw_batch(f.rel, batch, loc, size * batch.num_rows // rows)
-                loc += batch.num_rows
-        except ARROW_ERRORS as exc:
-            yield _unreadable(f.rel, loc, exc)
+        for group in range(unit.start, stop):
+            meta = md.row_group(group)
+            rows, size, read = max(1, meta.num_rows), _stored_bytes(meta), 0
+            try:
+                for batch in pf.iter_batches(batch_size=max(1, batch_rows), row_groups=[group], columns=names):
+                    yield _raw_batch(f.rel, batch, loc + read, size * batch.num_rows // rows)
+                    read += batch.num_rows
+            except ARROW_ERRORS as exc:
+                yield _unreadable_rows(f.rel, group, loc + read, meta.num_rows - read, exc)
+            loc += meta.num_rows
+
+
+def _unreadable_rows(source: str, group: int, loc: int, n: int, exc: BaseException) -> RawBatch:
+    """One ``unreadable`` reject per row of a row group that could not be read (its size is in the footer)."""
+    detail = (f"{source}: row group {group} cannot be read from row {loc} on ({exc}); its {n:,} remaining "
+              "row(s) are counted as unreadable: is the file truncated or corrupt?")
+    rejects = [Reject(source, loc + k, "unreadable", detail) for k in range(max(1, n))]
+    return RawBatch(source=source, locs=[], rows=[], rejects=rejects)
 
 
 def read_arrow(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:

@@ -92,9 +92,101 @@ def decompressed(raw: IO[bytes], compression: str) -> IO[bytes]:
     if compression == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if compression == "zstd":
+        problem = _zstd_problem(raw)
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        if problem:  # zstandard's reader ends quietly at a cut frame: fail where the data ends instead
+            reader = _FailAtEnd(reader, problem)
         return io.BufferedReader(reader, buffer_size=1 << 20)
     return raw
+
+
+def _zstd_problem(raw: IO[bytes]) -> str:
+    """Why the zstd frames of ``raw`` are incomplete ("" when every frame is whole); ``raw`` is rewound.
+
+    Walks the frame and block headers only (3 bytes read per block of up to 128 KiB), never the data.
+    """
+    start = raw.tell()
+    try:
+        return zstd_frames_problem(raw)
+    finally:
+        raw.seek(start)
+
+
+def zstd_frames_problem(raw: IO[bytes]) -> str:
+    pos = raw.tell()
+    while True:
+        raw.seek(pos)
+        magic = raw.read(4)
+        if not magic:
+            return ""
+        if len(magic) < 4:
+            return f"incomplete zstd frame header at byte {pos:,}: the file is truncated"
+        value = int.from_bytes(magic, "little")
+        if 0x184D2A50 <= value <= 0x184D2A5F:  # skippable frame
+            size = raw.read(4)
+            end = pos + 8 + int.from_bytes(size, "little") if len(size) == 4 else -1
+            if end < 0 or _past_end(raw, end):
+                return f"incomplete zstd skippable frame at byte {pos:,}: the file is truncated"
+            pos = end
+            continue
+        if magic != ZSTD_MAGIC:
+            return f"bytes at offset {pos:,} are not a zstd frame: the file is damaged or has trailing data"
+        pos = _zstd_frame_end(raw, pos)
+        if pos < 0:
+            return "the last zstd frame is incomplete: the file is truncated (or a download was cut short)"
+
+
+def _zstd_frame_end(raw: IO[bytes], pos: int) -> int:
+    """Offset just past the frame starting at ``pos``, or -1 when the file ends inside it."""
+    descriptor = raw.read(1)
+    if not descriptor:
+        return -1
+    fhd = descriptor[0]
+    single = (fhd >> 5) & 1
+    fcs = (fhd >> 6) & 3
+    sizes = (1 if single else 0, 2, 4, 8)
+    pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + sizes[fcs]
+    while True:
+        raw.seek(pos)
+        header = raw.read(3)
+        if len(header) < 3:
+            return -1
+        value = int.from_bytes(header, "little")
+        kind, size = (value >> 1) & 3, value >> 3
+        pos += 3 + (1 if kind == 1 else size)
+        if value & 1:
+            break
+    pos += 4 if (fhd >> 2) & 1 else 0
+    return -1 if _past_end(raw, pos) else pos
+
+
+def _past_end(raw: IO[bytes], pos: int) -> bool:
+    """True when the file ends before byte ``pos`` (exclusive end)."""
+    if pos <= 0:
+        return False
+    raw.seek(pos - 1)
+    return not raw.read(1)
+
+
+class _FailAtEnd(io.RawIOBase):
+    """A raw stream that raises ``ZstdError(problem)`` where ``inner`` ends, instead of a quiet EOF."""
+
+    def __init__(self, inner, problem: str):
+        self.inner, self.problem = inner, problem
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.inner.read(len(buffer))
+        if not data:
+            raise zstandard.ZstdError(self.problem)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
 
 
 @contextmanager
@@ -111,11 +203,15 @@ def open_stream(path: str, compression: str) -> Iterator[IO[bytes]]:
 
 def read_head(path: str, compression: str = "", n: int = HEAD_BYTES) -> bytes:
     """The first ``n`` decompressed bytes of ``path`` (fewer for a short or damaged file)."""
+    chunks: list[bytes] = []
     with open_stream(path, compression) as fh:
         try:
-            return fh.read(n)
+            while (got := sum(map(len, chunks))) < n and (chunk := fh.read(min(n - got, 4096))):
+                chunks.append(chunk)
         except READ_ERRORS as exc:
-            raise InputError(f"cannot read {path!r}: {exc}; is the file truncated or wrongly named?") from exc
+            if not chunks and not compression:  # a damaged stream is the reader's to report, as "unreadable"
+                raise InputError(f"cannot read {path!r}: {exc}; is the file truncated or wrongly named?") from exc
+    return b"".join(chunks)
 
 
 def compression_of(head: bytes) -> str:

@@ -2,8 +2,8 @@
 
 JSONL is read line by line (``orjson``); an uncompressed file is split into byte ranges that start at line
 starts, found in one streaming pass that also counts lines, so each range knows its first line number.
-A JSON array is streamed element by element with ``ijson``: memory stays at one element whatever the
-file size. Bad lines and elements become rejects (``invalid_utf8``, ``malformed_json``,
+A JSON array is split element by element (``jsonscan``) and each element parsed alone: memory stays at
+one element whatever the file size, and one damaged element loses only itself. Bad lines and elements become rejects (``invalid_utf8``, ``malformed_json``,
 ``not_an_object``); blank lines are not records.
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO
 
-import ijson
 import orjson
 
+from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, RawBatch, WorkUnit
 from tokenmill.io.formats import READ_ERRORS, decompressed, open_raw
+from tokenmill.io.jsonscan import MAX_DEPTH, MAX_RECORD_BYTES, ArrayScanner, too_deep
 from tokenmill.io.rows import RowBatcher
 
 SCAN_CHUNK = 1 << 20
@@ -59,11 +60,17 @@ def read_jsonl(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) ->
             raw.seek(unit.start)
             stream = raw
         limit = unit.stop - unit.start if unit.stop >= 0 and not f.compression else -1
+        consumed = 0
         try:
-            for line in _limited_lines(stream, limit):
+            for line, size in _limited_lines(stream, limit):
+                consumed += size
                 if not f.compression:
-                    out.nbytes += len(line)
-                parse_line(line.removeprefix(BOM) if loc == 1 else line, loc, out)
+                    out.nbytes += size
+                if line is None:
+                    out.reject(loc, "too_long", f"{f.rel} line {loc}: longer than {MAX_RECORD_BYTES:,} bytes "
+                               "without a newline; skipped before parsing")
+                else:
+                    parse_line(line.removeprefix(BOM) if loc == 1 else line, loc, out)
                 loc += 1
                 if out.full:
                     if f.compression:
@@ -73,27 +80,56 @@ def read_jsonl(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) ->
             out.reject(loc, "unreadable", f"{f.rel}: cannot read past line {loc - 1}: {exc}; is the file truncated?")
         if f.compression:
             out.nbytes = max(0, f.size - last_pos)
+    _check_range(unit, limit, consumed)
     if not out.empty:
         yield out.take()
 
 
-def _limited_lines(stream: IO[bytes], limit: int) -> Iterator[bytes]:
-    """The lines of ``stream`` (with their newline), stopping once ``limit`` bytes are read (-1: to EOF)."""
-    if limit < 0:
-        yield from stream
-        return
-    for line in stream:
-        yield line
-        limit -= len(line)
-        if limit <= 0:
+def _check_range(unit: WorkUnit, limit: int, consumed: int) -> None:
+    """A unit that ends before its planned byte range means the file shrank: an error, never a quiet loss."""
+    if limit >= 0 and consumed < limit:
+        raise InputError(
+            f"{unit.file.path}: {unit.name} ended at byte {unit.start + consumed:,}, before the end of its planned "
+            f"range ({unit.stop:,}): the file shrank while the run read it; let the writer finish, then run again"
+        )
+
+
+def _limited_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[bytes | None, int]]:
+    """(line with its newline, bytes) of ``stream``, stopping once ``limit`` bytes are read (-1: to EOF).
+
+    A line longer than ``MAX_RECORD_BYTES`` is read past in chunks, never held: it comes as (None, size).
+    """
+    bounded = limit >= 0
+    while not bounded or limit > 0:
+        line = stream.readline(MAX_RECORD_BYTES + 1)
+        if not line:
             return
+        size = len(line)
+        if size > MAX_RECORD_BYTES and not line.endswith(b"\n"):
+            line, size = None, size + _skip_line(stream)
+        yield line, size
+        limit -= size
 
 
-def parse_line(line: bytes, loc: int, out: RowBatcher) -> None:
-    """Add one JSONL line to ``out`` as a row or a reject; blank lines are ignored."""
+def _skip_line(stream: IO[bytes]) -> int:
+    skipped = 0
+    while (part := stream.readline(SCAN_CHUNK)) and not part.endswith(b"\n"):
+        skipped += len(part)
+    return skipped + len(part)
+
+
+def parse_line(line: bytes, loc: int, out: RowBatcher, *, what: str = "line") -> None:
+    """Add one JSONL line (or array element) to ``out`` as a row or a reject; blank lines are ignored.
+
+    The nesting depth is bounded before parsing: deeper records are rejected as ``too_deep``.
+    """
     if not line.strip():
         return
     body = line.rstrip(b"\r\n")
+    if too_deep(body):
+        out.reject(loc, "too_deep", f"{out.source} {what} {loc}: nested more than {MAX_DEPTH} levels deep; "
+                   "skipped before parsing", raw=body[:200])
+        return
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -103,17 +139,18 @@ def parse_line(line: bytes, loc: int, out: RowBatcher) -> None:
             out.reject(
                 loc,
                 "invalid_utf8",
-                f"{out.source} line {loc}: byte {bad.start} is not valid UTF-8; re-encode the file as UTF-8",
+                f"{out.source} {what} {loc}: byte {bad.start} is not valid UTF-8; re-encode the file as UTF-8",
                 raw=body,
             )
             return
-        out.reject(loc, "malformed_json", f"{out.source} line {loc}: not valid JSON ({exc})", raw=body)
+        out.reject(loc, "malformed_json", f"{out.source} {what} {loc}: not valid JSON ({exc})", raw=body)
         return
     if isinstance(obj, dict):
         out.add(obj, loc)
     else:
         kind = type(obj).__name__
-        out.reject(loc, "not_an_object", f"{out.source} line {loc}: a JSON {kind}, not an object", raw=body)
+        raw = obj if what == "element" else body
+        out.reject(loc, "not_an_object", f"{out.source} {what} {loc}: a JSON {kind}, not an object", raw=raw)
 
 
 class _Prefixed:
@@ -153,22 +190,21 @@ def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> 
 
 
 def _array_elements(stream: _Prefixed, out: RowBatcher, raw: IO[bytes]) -> Iterator[RawBatch]:
-    index = 0
-    try:
-        for index, item in enumerate(ijson.items(stream, "item", use_float=True), start=1):
-            if isinstance(item, dict):
-                out.add(item, index)
-            else:
-                detail = f"{out.source} element {index}: a JSON {type(item).__name__}, not an object"
-                out.reject(index, "not_an_object", detail, raw=item)
-            if out.full:
-                yield out.take()
-    except ijson.JSONError as exc:
-        message = str(exc).split("\n", 1)[0]
-        reason = "invalid_utf8" if "UTF8" in message else "malformed_json"
-        out.reject(
-            index + 1,
-            reason,
-            f"{out.source}: the JSON array breaks at element {index + 1} ({message}); the rest of the file is skipped",
-            raw=None,
-        )
+    stream.read(1)  # the opening bracket
+    for element in ArrayScanner(stream):
+        if element.data is None:
+            out.reject(element.index, *_SKIPPED[element.problem](out.source, element.index))
+        else:
+            parse_line(element.data.strip(), element.index, out, what="element")
+        if out.full:
+            yield out.take()
+
+
+_SKIPPED = {
+    "too_deep": lambda src, i: ("too_deep", (f"{src} element {i}: nested deeper than {MAX_DEPTH} levels; "
+                                             "skipped before parsing")),
+    "too_long": lambda src, i: ("too_long", (f"{src} element {i}: longer than {MAX_RECORD_BYTES:,} bytes; "
+                                             "skipped before parsing")),
+    "unterminated": lambda src, i: ("unreadable", (f"{src} element {i}: the file ends inside this element "
+                                                   "(no closing bracket); is the file truncated?")),
+}

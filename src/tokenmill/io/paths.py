@@ -1,14 +1,23 @@
 """Resolve what the user named (files, directories, globs, fsspec URLs) into a sorted list of InputFile.
 
 ``rel`` is the path below the input root: the directory itself for a directory, the part before the first
-wildcard for a glob, the base name for a single file. Walks skip hidden names and names starting with
-``_`` (tokenmill's own outputs, ``_SUCCESS`` markers). A directory written by ``datasets`` ``save_to_disk``
+wildcard for a glob, the base name for a single file. A path that exists is taken literally even when it
+holds glob characters (a file named ``[1].jsonl``). A directory written by ``datasets`` ``save_to_disk``
 is one input of format ``hf_dataset``, never walked into.
+
+Walks skip, and ``expand_inputs_report`` lists with the reason (the manifest's ``skipped_inputs``):
+hidden names and names starting with ``_`` (``_SUCCESS`` markers), directories that are tokenmill outputs
+(they hold ``_state/<stage>/run.json``: a run never reads shards back as input), named pipes, sockets and devices
+(reading one could block forever), dangling symbolic links and symbolic link loops. A file that exists but
+cannot be read is an error, never a silent skip. Non-UTF-8 file names are kept for opening the file; their
+``rel`` (used in record ids and rejects) shows the undecodable bytes as ``\\xNN``.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
+import stat
 
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.io.base import TEXT_MODES, InputFile
@@ -20,19 +29,25 @@ SKIPPED_FILES = ("dataset_dict.json",)  # the index of a saved DatasetDict; its 
 
 def expand_inputs(paths: list[str] | str, *, text_mode: str = "auto") -> list[InputFile]:
     """Every input file named by ``paths``, in the given order, each input's files sorted by ``rel``."""
+    return expand_inputs_report(paths, text_mode=text_mode)[0]
+
+
+def expand_inputs_report(paths: list[str] | str, *, text_mode: str = "auto") -> tuple[list[InputFile], list[dict]]:
+    """``expand_inputs`` and the entries its walks skipped: ``{"path", "reason"}`` each, in walk order."""
     check_text_mode(text_mode)
     if isinstance(paths, str):
         paths = [paths]
     if not paths:
         raise InputError("no input paths given; name at least one file, directory, glob or URL")
     files: list[InputFile] = []
+    skipped: list[dict] = []
     seen: set[str] = set()
     for given in paths:
-        for f in _expand_one(str(given), text_mode):
+        for f in _expand_one(str(given), text_mode, skipped):
             if f.path not in seen:
                 seen.add(f.path)
                 files.append(f)
-    return files
+    return files, skipped
 
 
 def check_text_mode(text_mode: str) -> None:
@@ -40,32 +55,43 @@ def check_text_mode(text_mode: str) -> None:
         raise ConfigError(f"text_mode {text_mode!r} is not one of {', '.join(TEXT_MODES)}")
 
 
-def _expand_one(given: str, text_mode: str) -> list[InputFile]:
+def _expand_one(given: str, text_mode: str, skipped: list[dict]) -> list[InputFile]:
     fs, path = filesystem(given)
-    if any(c in path for c in GLOB_CHARS):
-        found = _expand_glob(fs, path, given)
+    if any(c in path for c in GLOB_CHARS) and not fs.exists(path):  # an existing name is literal: "[1].jsonl"
+        found = _expand_glob(fs, path, given, skipped)
     elif not fs.exists(path):
-        raise InputError(f"input {given!r} does not exist; check the path (and quote globs in a shell)")
+        why = " (a dangling symbolic link)" if _is_local(fs) and os.path.islink(path) else ""
+        raise InputError(f"input {given!r} does not exist{why}; check the path (and quote globs in a shell)")
     elif fs.isdir(path) and not is_hf_dataset(fs, path):
-        found = [(p, posixpath.relpath(p, path)) for p in _walk(fs, path)]
+        found = [(p, posixpath.relpath(p, path)) for p in _walk(fs, path, skipped)]
         if not found:
-            raise InputError(f"directory {given!r} holds no input files (hidden and _-prefixed names are skipped)")
+            raise InputError(f"directory {given!r} holds no input files (hidden and _-prefixed names, tokenmill "
+                             "outputs and files that are not regular files are skipped)")
     else:
+        reason = _not_regular(fs, path)
+        if reason:
+            raise InputError(f"input {given!r} is {reason}, not a regular file: tokenmill reads files, directories "
+                             "and globs (reading a pipe or a device could block forever)")
         found = [(path, posixpath.basename(path.rstrip("/")))]
     found.sort(key=lambda pr: pr[1])
     return [_input_file(fs, p, rel, given, text_mode) for p, rel in found]
 
 
-def _expand_glob(fs, pattern: str, given: str) -> list[tuple[str, str]]:
+def _expand_glob(fs, pattern: str, given: str, skipped: list[dict]) -> list[tuple[str, str]]:
     root = _glob_root(pattern)
     found: dict[str, str] = {}
     for match in sorted(fs.glob(pattern)):
         rel = posixpath.relpath(match, root)
-        if rel == "." or _hidden(rel):
+        if rel == ".":
+            continue
+        if _hidden(rel):
+            skipped.append({"path": _shown(match), "reason": "hidden_or_underscore"})
             continue
         if fs.isdir(match) and not is_hf_dataset(fs, match):
-            for p in _walk(fs, match):
+            for p in _walk(fs, match, skipped):
                 found.setdefault(p, posixpath.relpath(p, root))
+        elif reason := _not_regular(fs, match):
+            skipped.append({"path": _shown(match), "reason": reason.replace(" ", "_")})
         else:
             found.setdefault(match, rel)
     if not found:
@@ -82,27 +108,91 @@ def _glob_root(pattern: str) -> str:
     return posixpath.dirname(pattern)
 
 
+def _tokenmill_output(directory: str) -> bool:
+    """A directory a tokenmill run wrote (``_state/<stage>/run.json``, or the older ``_state/run.json``)."""
+    import glob
+
+    state = os.path.join(directory, "_state")
+    return os.path.isfile(os.path.join(state, "run.json")) or bool(glob.glob(os.path.join(glob.escape(state), "*", "run.json")))
+
+
 def _hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in rel.split("/"))
 
 
-def _walk(fs, directory: str) -> list[str]:
-    """Files (and saved-dataset directories) below ``directory``, skipping hidden and _-prefixed names."""
+def _walk(fs, directory: str, skipped: list[dict]) -> list[str]:
+    """Files (and saved-dataset directories) below ``directory``; what is skipped goes to ``skipped``."""
     out: list[str] = []
     for entry in sorted(fs.ls(directory, detail=True), key=lambda e: e["name"]):
         name = entry["name"].rstrip("/")
         base = posixpath.basename(name)
-        if base.startswith((".", "_")) or base in SKIPPED_FILES or name == directory.rstrip("/"):
+        if name == directory.rstrip("/") or base in SKIPPED_FILES:
             continue
-        if entry["type"] == "directory" or fs.isdir(name):
-            out.extend([name] if is_hf_dataset(fs, name) else _walk(fs, name))
+        reason = _skip_reason(fs, name, base, entry)
+        if reason:
+            skipped.append({"path": _shown(name), "reason": reason})
+        elif entry["type"] == "directory" or fs.isdir(name):
+            out.extend([name] if is_hf_dataset(fs, name) else _walk(fs, name, skipped))
         else:
             out.append(name)
     return out
 
 
+def _skip_reason(fs, name: str, base: str, entry: dict) -> str:
+    if base.startswith((".", "_")):
+        return "hidden_or_underscore"
+    if _is_local(fs):
+        try:
+            mode = os.stat(name).st_mode
+        except OSError as exc:
+            return "symlink_loop" if exc.errno == 40 else "dangling_symlink" if os.path.islink(name) else "unreadable"
+        if stat.S_ISDIR(mode):
+            return "tokenmill_output" if _tokenmill_output(name) else ""
+        return "" if stat.S_ISREG(mode) else _kind(mode).replace(" ", "_")
+    return "" if entry.get("type") in ("file", "directory") else "not_a_regular_file"
+
+
+def _not_regular(fs, path: str) -> str:
+    """What a local path is when it is neither a regular file nor a directory, else ""."""
+    if not _is_local(fs):
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "a symbolic link loop" if exc.errno == 40 else f"unreadable ({exc.strerror})"
+    return "" if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else _kind(mode)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file"
+
+
+def _is_local(fs) -> bool:
+    return "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+
+
+def _shown(path: str) -> str:
+    """A path as printable UTF-8: bytes of a non-UTF-8 name appear as ``\\xNN``."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _input_file(fs, path: str, rel: str, given: str, text_mode: str) -> InputFile:
     full = fs.unstrip_protocol(path) if is_url(given) else path
+    if _is_local(fs) and not fs.isdir(path):
+        _check_readable(path)
     fmt, compression = detect_format(full, text_mode=text_mode)
     size = 0 if fmt == "hf_dataset" else int(fs.size(path) or 0)
-    return InputFile(path=full, rel=rel, format=fmt, size=size, compression=compression)
+    return InputFile(path=full, rel=_shown(rel), format=fmt, size=size, compression=compression)
+
+
+def _check_readable(path: str) -> None:
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"input {_shown(path)} cannot be read ({exc.strerror}); fix its permissions or leave it out "
+                         "of the inputs") from exc

@@ -25,6 +25,8 @@ READERS: dict[str, Callable[..., Iterator[RawBatch]]] = {
     "wet": read_warc,
 }
 SAMPLE_TEXT_BYTES = 1 << 20  # file-mode text samples read at most this much
+SPREAD_MIN_BYTES = 256 << 10  # uncompressed JSONL at least this big is sampled across the file, not its head
+SPREAD_POINTS = 4
 
 
 def read_unit(
@@ -50,11 +52,40 @@ def read_unit(
 def sample_records(
     file: InputFile, *, n: int = 200, text_mode: str = "auto"
 ) -> tuple[list[dict[str, Any]], list[int], list[Reject]]:
-    """The first ``n`` readable records of ``file`` as dicts, their locs, and the rejects met on the way.
+    """``n`` readable records of ``file`` as dicts, their locs, and the rejects met on the way.
 
-    Stops after ``n`` records or ``n`` rejects, so it reads only the head of the file.
+    The head of the file; for uncompressed JSONL of ``SPREAD_MIN_BYTES`` or more, half the sample comes from
+    ``SPREAD_POINTS`` offsets spread across the file (locs 0: line numbers unknown there), so data that
+    changes kind after its first records is seen. Reads about ``n`` records, never the whole file.
     """
     check_text_mode(text_mode)
+    if file.format == "jsonl" and not file.compression and file.size >= SPREAD_MIN_BYTES and n >= 2 * SPREAD_POINTS:
+        rows, locs, rejects = _head(file, n - n // 2, text_mode)
+        spread = _spread_jsonl(file, n // 2)
+        return rows + spread.rows, locs + spread.locs, rejects + spread.rejects
+    return _head(file, n, text_mode)
+
+
+def _spread_jsonl(file: InputFile, n: int):
+    from tokenmill.io.formats import open_raw
+    from tokenmill.io.jsonfmt import MAX_RECORD_BYTES, parse_line
+    from tokenmill.io.rows import RowBatcher
+
+    out = RowBatcher(file.rel, batch_rows=n)
+    per = max(1, n // SPREAD_POINTS)
+    with open_raw(file.path) as fh:
+        for k in range(1, SPREAD_POINTS + 1):
+            fh.seek(file.size * k // (SPREAD_POINTS + 1))
+            fh.readline(MAX_RECORD_BYTES)  # the rest of a line cut by the seek
+            for _ in range(per):
+                line = fh.readline(MAX_RECORD_BYTES)
+                if not line:
+                    break
+                parse_line(line, 0, out)
+    return out
+
+
+def _head(file: InputFile, n: int, text_mode: str) -> tuple[list[dict[str, Any]], list[int], list[Reject]]:
     unit = WorkUnit(index=0, file=file)
     if file.format == "text":
         batches = read_text(unit, batch_rows=n, text_mode=text_mode, columns=None, limit_bytes=SAMPLE_TEXT_BYTES)

@@ -8,11 +8,14 @@ from tokenmill.pack import boundary_aware, packing_stats
 def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -> dict:
     """Tokens, documents, supervised share; with ``seq_len`` also packed samples and padding shares.
 
-    Reads only headers and ``.idx`` offsets (8 bytes per document), never the tokens.
+    Reads headers and ``.idx`` offsets (8 bytes per document); the shard files' checksums are verified
+    once per file (cached by size and mtime, ``shards/checked.py``), so a corrupt shard is refused.
     """
     from tokenmill.shards import open_shards
+    from tokenmill.shards.checked import verify_checksums
 
     shards = open_shards(directory)
+    verify_checksums(shards)  # once per file, cached by size and mtime
     lengths = shards.lengths
     trained = shards.n_trained_tokens if shards.has_mask else shards.n_tokens
     stats = {

@@ -2,14 +2,16 @@
 
 Rules, in order (the first that applies decides; no file names are consulted):
 
-1. **Preference** - fields named with ``chosen`` and ``rejected``.
+1. **Preference** - fields named with ``chosen`` and ``rejected``; pairwise ``response_j``/``response_k``;
+   KTO's ``prompt``/``completion`` with a boolean ``label`` (``route/shapes.py``).
 2. **Conversations** - a field holding lists of turn dicts in at least half the records
    (``sharegpt`` when turns are ``from``/``value``, else ``messages``).
 3. **Alpaca** - ``instruction`` + ``output``-like string fields.
 4. **Named pairs** - a prompt-like field (``prompt``, ``question``, ``problem``, ``query``, ``input``...) and
    a response-like field (``response``, ``completion``, ``answer``, ``solution``, ``output``, ``content``...);
    the longest response-like field wins (``solution`` over a short final ``answer``).
-5. **Named documents** - a ``text``/``content``/``body``/``document`` string field.
+5. **Named documents** - a ``text``/``content``/``body``/``document`` string field (``unknown`` when it is
+   short and a ``label`` with few values sits beside it: classification data).
 6. **Content pairs** - unknown names: a field of questions or requests (60 % of values ask with ``?`` or open
    with a question word or imperative verb) beside a field at least half as long.
 7. **Content documents** - unknown names: the longest string field averaging 200+ characters.
@@ -38,6 +40,7 @@ from tokenmill.route import schema as sch
 from tokenmill.route.content import looks_like_web_page, transcript_markers, turn_count
 from tokenmill.route.messages import find_messages
 from tokenmill.route.profile import CONTENT_KEYS, ROLE_KEYS, Column, profile
+from tokenmill.route.shapes import classification_warning, kto_schema, pairwise_schema
 
 TRANSCRIPT_SHARE = 0.3  # share of records with >= MIN_TURNS markers that makes a text column SFT
 MIN_TURNS = 2
@@ -55,9 +58,12 @@ def classify_rows(rows: list[dict[str, Any]], *, format: str) -> Result:
         return "unknown", 0.0, {"records": 0}, {"record": None, "columns": []}, ["no readable records in the sample"]
     cols = profile(rows)
     evidence = {"records": len(rows), "format": format, "columns": {k: c.present for k, c in cols.items()}}
-    preference = sch.preference_schema(cols)
+    preference = sch.preference_schema(cols) or pairwise_schema(cols)
     if preference:
         return _preference(rows, preference, evidence)
+    kto = kto_schema(rows, cols)
+    if kto:
+        return _kto(rows, kto, evidence)
     layout = find_messages(rows, cols)
     if layout and layout.fit * 2 >= len(rows):
         named = layout.role_key in ROLE_KEYS and layout.content_key in CONTENT_KEYS
@@ -67,6 +73,10 @@ def classify_rows(rows: list[dict[str, Any]], *, format: str) -> Result:
         return _conversations(rows, named, cols, evidence, named=True)
     document, by_name = sch.document_schema(cols, len(rows))
     if document and by_name:
+        labelled = classification_warning(rows, cols, document["text"])
+        if labelled:
+            evidence.update(schema_from="names", classification=True)
+            return "unknown", 0.9, evidence, document, [labelled]
         return _documents(rows, document, cols, evidence, named=True)
     pair = sch.content_pair_schema(rows, cols)
     if pair:
@@ -81,6 +91,14 @@ def _preference(rows: list[dict], schema: dict, evidence: dict) -> Result:
     evidence.update(schema_from="names", fit=fit)
     warnings = [] if fit == len(rows) else [f"{len(rows) - fit} of {len(rows)} records lack a chosen or rejected value"]
     return "preference", _share(fit, rows), evidence, schema, warnings
+
+
+def _kto(rows: list[dict], schema: dict, evidence: dict) -> Result:
+    bad = sum(r.get("label") is False for r in rows)
+    evidence.update(schema_from="names", undesired=bad)
+    warning = (f"KTO-style unpaired preference data (prompt, completion, boolean label): {bad} of {len(rows)} "
+               "sampled completions are labelled false, i.e. what the model must not say; never SFT data")
+    return "preference", 1.0, evidence, schema, [warning]
 
 
 def _documents(rows: list[dict], schema: dict, cols: dict[str, Column], evidence: dict, *, named: bool) -> Result:

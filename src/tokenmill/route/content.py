@@ -26,9 +26,34 @@ TAG_MARKERS = {
     "gemma": re.compile(r"<start_of_turn>"),
     "role_tags": re.compile(r"<\|(?:system|user|assistant)\|>|<｜(?:User|Assistant)｜>"),
     "alpaca": re.compile(r"#{2,4} ?(?:Instruction|Input|Response|Human|Assistant)\s*:", re.I),
+    "vicuna": re.compile(r"(?<![A-Za-z])(?:USER|ASSISTANT): "),  # inline, upper case: "USER: hi ASSISTANT: hello</s>"
 }
 
 SPEAKER_LINE = re.compile(r"^\s*(human|user|prompter|assistant|ai|bot|gpt|chatbot|system)\s*:", re.M | re.I)
+USER_SPEAKERS = ("human", "user", "prompter")
+ASSISTANT_SPEAKERS = ("assistant", "ai", "bot", "gpt", "chatbot")
+
+# Other speaker conventions: (user-side names, assistant-side names). A family counts only when both sides
+# speak at line starts (followed by ":" or a full-width "："). Matched case-insensitively.
+SPEAKER_PAIRS = {
+    "qa": (("q",), ("a",)),
+    "question_answer": (("question",), ("answer",)),
+    "input_output": (("input",), ("output",)),
+    "customer_agent": (("customer", "client", "caller"), ("agent", "support", "representative", "operator")),
+    "patient_doctor": (("patient",), ("doctor",)),
+    "korean": (("사용자", "질문", "고객"), ("어시스턴트", "답변", "상담원", "챗봇")),
+    "chinese": (("用户", "问", "问题", "用戶", "問", "提问"), ("助手", "答", "回答", "助理", "回复")),
+    "japanese": (("ユーザー", "質問", "利用者"), ("アシスタント", "回答", "答え")),
+    "spanish": (("usuario", "pregunta", "cliente"), ("asistente", "respuesta", "agente")),
+    "russian": (("пользователь", "вопрос", "клиент"), ("ассистент", "ответ", "помощник", "оператор")),
+    "french": (("utilisateur", "question", "client"), ("assistant", "assistante", "réponse", "agent")),
+}
+_PAIR_LINE = {
+    name: re.compile(r"^[ \t]*(" + "|".join(re.escape(w) for w in (*u, *a)) + r")[ \t]*[:：]", re.M | re.I)
+    for name, (u, a) in SPEAKER_PAIRS.items()
+}
+XML_TURNS = re.compile(r"<(user|human|assistant|bot|ai)>.*?</\1>", re.S | re.I)
+SPEAKER_COVERAGE = 0.5  # speaker lines must lead the text (start it, or own half its characters)
 
 BOILERPLATE = re.compile(
     r"privacy policy|terms of (?:use|service)|all rights reserved|©|copyright \d{4}|click here|sign up"
@@ -59,11 +84,33 @@ def transcript_markers(text: str) -> dict[str, int]:
 
 
 def speaker_turns(text: str) -> int:
-    """Speaker lines (``Human:`` / ``Assistant:`` ...) at line starts; 0 unless both sides speak."""
-    names = [m.group(1).lower() for m in SPEAKER_LINE.finditer(text[:SCAN_CHARS])]
-    has_user = any(n in ("human", "user", "prompter") for n in names)
-    has_assistant = any(n in ("assistant", "ai", "bot", "gpt", "chatbot") for n in names)
-    return len(names) if has_user and has_assistant else 0
+    """Speaker lines (``Human:`` / ``Assistant:``, ``Q:`` / ``A:``, ``用户：`` / ``助手：`` ...) at line starts.
+
+    0 unless both sides of one convention speak and the speaker lines lead the text (it starts with one,
+    or the turns they open cover half its characters): a news article quoting a two-line exchange is prose.
+    """
+    text = text[:SCAN_CHARS]
+    best = _turns(text, SPEAKER_LINE, USER_SPEAKERS, ASSISTANT_SPEAKERS)
+    for name, (users, assistants) in SPEAKER_PAIRS.items():
+        best = max(best, _turns(text, _PAIR_LINE[name], users, assistants))
+    tags = [m.group(1).lower() for m in XML_TURNS.finditer(text)]
+    if any(t in ("user", "human") for t in tags) and any(t in ("assistant", "bot", "ai") for t in tags):
+        best = max(best, len(tags))
+    return best
+
+
+def _turns(text: str, pattern: re.Pattern, users: tuple[str, ...], assistants: tuple[str, ...]) -> int:
+    found = list(pattern.finditer(text))
+    names = [m.group(1).lower() for m in found]
+    if not (any(n in users for n in names) and any(n in assistants for n in names)):
+        return 0
+    starts_with_one = not text[: found[0].start()].strip()
+    covered = len(text) - found[0].start()
+    if not starts_with_one and covered < SPEAKER_COVERAGE * len(text.strip()):
+        return 0
+    if not starts_with_one and len(found) < 4:
+        return 0  # a short exchange quoted inside prose
+    return len(names)
 
 
 def turn_count(markers: dict[str, int]) -> int:

@@ -23,9 +23,15 @@ from typing import Any
 import jinja2
 import jinja2.ext
 import jinja2.nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tokenmill.errors import TemplateError
+from tokenmill.sft.budget import (
+    BudgetedSandbox,
+    BudgetExceeded,
+    CountedRange,
+    join_within_budget,
+    render_budget,
+)
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -176,12 +182,13 @@ class _Namespace(jinja2.utils.Namespace):
 @lru_cache(maxsize=64)
 def compile_template(source: str) -> jinja2.Template:
     """Compile ``source`` in the sandboxed environment (cached by text)."""
-    env = ImmutableSandboxedEnvironment(
+    env = BudgetedSandbox(  # sft/budget.py: the sandbox with render size and step budgets
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTracker, jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = _tojson
     env.globals.update(
-        raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(), namespace=_Namespace
+        raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(), namespace=_Namespace,
+        range=CountedRange,
     )
     return env.from_string(source)
 
@@ -215,12 +222,15 @@ def render_template(
     blocks: list[str] = []
     spans: list[tuple[int, int]] = []
     try:
-        if not track_generation:
-            return compiled.render(**kwargs), spans
-        with compiled.environment.track_generation(blocks, spans):
-            for block in compiled.generate(**kwargs):
-                blocks.append(block)
-        return "".join(blocks), spans
+        with render_budget():  # sft/budget.py: time, steps and size of one render are bounded
+            if not track_generation:
+                return join_within_budget(compiled.generate(**kwargs)), spans
+            with compiled.environment.track_generation(blocks, spans):
+                for block in compiled.generate(**kwargs):
+                    blocks.append(block)
+            return join_within_budget(blocks), spans
+    except BudgetExceeded as exc:
+        raise TemplateError(f"record {record_id}: chat template ({template.origin}): {exc}", reason=exc.reason) from exc
     except Exception as exc:  # a template is user code: any failure is a per-record template error
         raise TemplateError(
             f"record {record_id}: chat template ({template.origin}) failed to render: {type(exc).__name__}: {exc}"

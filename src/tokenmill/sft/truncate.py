@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from tokenmill.errors import ConfigError, TemplateError
-from tokenmill.sft.render import MaskPolicy, Rendered, render_conversation, render_conversations
+from tokenmill.sft.budget import drop_unfittable
+from tokenmill.sft.render import (
+    MaskPolicy,
+    Rendered,
+    render_conversation,
+    render_conversations,
+)
 from tokenmill.sft.template import ChatTemplate
 
 
@@ -66,16 +72,27 @@ def fit_conversations(
     """
     _check_length(max_length)
     options = {"tokenizer": tokenizer, "template": template, "policy": policy}
+    prefit = [_prefit(conv, max_length) for conv in convs]  # sft/budget.py: refuse what cannot fit, unencoded
+    ready = [p for p in prefit if not isinstance(p, TemplateError)]
+    rendered = iter(render_conversations([conv for conv, _ in ready], **options))
     out: list[Rendered | TemplateError] = []
-    for conv, full in zip(convs, render_conversations(convs, **options)):
+    for p in prefit:
+        full = p if isinstance(p, TemplateError) else next(rendered)
         if isinstance(full, TemplateError):
             out.append(full)
             continue
         try:
-            out.append(_fit(conv, full, max_length=max_length, options=options))
+            out.append(_fit(p[0], full, max_length=max_length, options=options, dropped=p[1]))
         except TemplateError as exc:
             out.append(exc)
     return out
+
+
+def _prefit(conv: dict, max_length: int) -> tuple[dict, int] | TemplateError:
+    try:
+        return drop_unfittable(conv, max_length=max_length, exchanges=exchanges)
+    except TemplateError as exc:
+        return exc
 
 
 def _check_length(max_length: int) -> None:
@@ -83,9 +100,12 @@ def _check_length(max_length: int) -> None:
         raise ConfigError(f"max_length={max_length}: must be a positive number of tokens")
 
 
-def _fit(conv: dict, full: Rendered, *, max_length: int, options: dict) -> Rendered:
-    """``full`` when it fits, else the render with the fewest oldest exchanges dropped that does."""
-    full.stats.update(truncated_exchanges=0, supervised_tokens_lost=0)
+def _fit(conv: dict, full: Rendered, *, max_length: int, options: dict, dropped: int = 0) -> Rendered:
+    """``full`` when it fits, else the render with the fewest oldest exchanges dropped that does.
+
+    ``dropped``: exchanges already removed before rendering (they held a message that cannot fit).
+    """
+    full.stats.update(truncated_exchanges=dropped, supervised_tokens_lost=0)
     if len(full.ids) <= max_length:
         return full
     droppable = len(exchanges(conv.get("messages") or [])[1]) - 1
@@ -105,7 +125,7 @@ def _fit(conv: dict, full: Rendered, *, max_length: int, options: dict) -> Rende
         else:
             lo = mid + 1
     best.stats.update(
-        truncated_exchanges=hi,
+        truncated_exchanges=hi + dropped,
         supervised_tokens_lost=max(0, full.stats["trained_tokens"] - best.stats["trained_tokens"]),
     )
     return best

@@ -47,7 +47,8 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     try:
         shards = open_shards(directory)
     except ShardError as exc:
-        result["problems"].append(str(exc))
+        if not any(p in str(exc) for p in result["problems"]):  # not a repeat of what verify listed
+            result["problems"].append(str(exc))
         return result
     result.update(_counts(shards))
     tok = _decoder(shards, tokenizer, result)
@@ -66,10 +67,10 @@ def _stop_problem(result: dict) -> list[str]:
     trained_docs = result["documents"] - (result.get("fully_masked") or {}).get("count", 0)
     if not result["has_mask"] or result.get("stop_trained_docs") != 0 or trained_docs <= 0:
         return []
-    return [f"no example trains a stop token (EOS or a control token such as <|im_end|>): a model trained on "
-            f"these shards never learns to end its turn. Check that the chat template's end-of-turn string is a "
-            f"special token of the tokenizer (tokenmill sft refuses such a template unless "
-            f"--allow-untrained-stop is given) and that truncation keeps the final stop"]
+    return ["no example trains a stop token (EOS or a control token such as <|im_end|>): a model trained on "
+            "these shards never learns to end its turn. Check that the chat template's end-of-turn string is a "
+            "special token of the tokenizer (tokenmill sft refuses such a template unless "
+            "--allow-untrained-stop is given) and that truncation keeps the final stop"]
 
 
 def _counts(shards: ShardSet) -> dict:

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from tokenmill._extras import require
 from tokenmill.errors import ConfigError, ShardError
+from tokenmill.shards.checked import verify_checksums
 from tokenmill.shards.reader import ShardSet, open_shards
 
 BATCH_TOKENS = 1 << 24
@@ -47,6 +48,10 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     if seq_len is not None and seq_len <= 0:
         raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
     ds = open_shards(directory)
+    verify_checksums(ds)  # once per file, cached by size and mtime
+    if seq_len is not None and seq_len > ds.n_tokens:
+        raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
+                          "sample could be written; give a shorter --seq-len or export without it")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = writers[to](ds, out, seq_len)

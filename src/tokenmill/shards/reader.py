@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ShardError
-from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name, read_header
+from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name
+from tokenmill.shards.inventory import inventory_problems, shard_headers
 
 
 class Shard:
@@ -50,8 +51,12 @@ class Shard:
     @property
     def docs(self) -> pa.RecordBatch:
         if "docs" not in self._maps:
-            reader = pa.ipc.open_file(pa.memory_map(str(self.path("docs")), "r"))
-            self._maps["docs"] = reader.get_batch(0) if reader.num_record_batches else None
+            try:
+                reader = pa.ipc.open_file(pa.memory_map(str(self.path("docs")), "r"))
+                self._maps["docs"] = reader.get_batch(0) if reader.num_record_batches else None
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise ShardError(f"{self.path('docs')} is not a readable Arrow IPC file ({exc}); the shard is "
+                                 "corrupt: run `tokenmill audit` on the directory and rewrite the shard") from exc
         return self._maps["docs"]
 
     def expected_sizes(self) -> dict[str, int]:
@@ -232,8 +237,11 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     directory = Path(directory)
     if not directory.is_dir():
         raise ShardError(f"shard directory {directory} does not exist or is not a directory")
-    headers = [(p, h) for p in sorted(directory.glob("*.json")) if (h := read_header(p))]
+    headers = shard_headers(directory)
     shards = [Shard(directory, p.name[: -len(".json")], h) for p, h in headers]
+    missing = inventory_problems(directory, headers)  # no shard may vanish without a word
+    if missing:
+        raise ShardError(f"shards in {directory} do not add up:\n" + "\n".join(f"  - {p}" for p in missing))
     if not shards:
         raise ShardError(
             f"no tokenmill shard headers (*.json with magic 'tokenmill-shard') in {directory}; "

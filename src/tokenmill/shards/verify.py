@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ShardError
-from tokenmill.shards.format import COMMON_FIELDS, WEIGHT_DTYPE, dtype_from_name, file_digest, read_header
+from tokenmill.shards.format import COMMON_FIELDS, WEIGHT_DTYPE, dtype_from_name, file_digest
+from tokenmill.shards.inventory import inventory_problems, shard_headers
 
 _CHUNK = 1 << 24  # tokens scanned at a time
 
@@ -17,10 +18,10 @@ _CHUNK = 1 << 24  # tokens scanned at a time
 def verify_shards(directory: str | os.PathLike) -> list[str]:
     """Problems found in the shards of ``directory`` (checksums, ranges, lengths, offsets); [] when sound."""
     directory = Path(directory)
-    headers = [(p, h) for p in sorted(directory.glob("*.json")) if (h := read_header(p))]
+    headers = shard_headers(directory)
+    problems = inventory_problems(directory, headers)
     if not headers:
-        return [f"{directory}: no tokenmill shard headers found"]
-    problems: list[str] = []
+        return problems or [f"{directory}: no tokenmill shard headers found"]
     for path, header in headers:
         stem = path.name[: -len(".json")]
         problems += [f"{stem}: {p}" for p in _verify_one(directory, stem, header)]

@@ -22,7 +22,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -1,0 +1,128 @@
+"""Worker processes that never outlive their run, and a clear message when one dies.
+
+* **No orphans.** The fork server is told to die with the main process (``PR_SET_PDEATHSIG`` on Linux,
+  set by a preload module). A worker's first act, before it unpickles the task (which can take seconds:
+  it rebuilds the tokenizer), is the same request about its own parent, and a thread that exits within
+  half a second once the main process is gone. So a ``kill -9`` of the run at any moment, pool start-up
+  included, leaves no process behind.
+* **A dead worker is named.** When the operating system kills a worker (most often the out-of-memory
+  killer), ``concurrent.futures`` reports only ``BrokenProcessPool``. ``worker_died`` says which units
+  were running (their staging directories are still there), that memory most likely ran out, and that
+  the same command resumes: finished units are kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tokenmill.errors import TokenmillError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel send SIGKILL to this process when its parent exits (Linux; elsewhere a no-op)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def watch_main_process(main_pid: int) -> None:
+    """A daemon thread that ends this worker within half a second of the main process being gone."""
+    threading.Thread(target=_exit_without, args=(main_pid,), daemon=True).start()
+
+
+def _exit_without(main_pid: int) -> None:
+    while alive(main_pid):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead
+    except (OSError, IndexError):
+        return True
+
+
+def start_worker(install: Callable[[Any], None], payload: bytes, main_pid: int) -> None:
+    """Pool initializer: guard against orphaning first, then unpickle the task and install it."""
+    die_with_parent()
+    watch_main_process(main_pid)
+    if not alive(main_pid):
+        os._exit(1)
+    install(pickle.loads(payload))
+
+
+GUARD_MODULE = "tokenmill.engine._forkserver"
+MAIN_PID_VARIABLE = "TOKENMILL_MAIN_PID"  # read by the fork server, which inherits this process's environment
+
+
+def guard_forkserver() -> None:
+    """Make the fork server (started later, by whichever pool comes first) die with this process."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    from multiprocessing import forkserver
+
+    if _inside(forkserver.main):  # the fork server itself (or a worker it forked) is no run's main process
+        return
+    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
+    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != GUARD_MODULE]
+    forkserver.set_forkserver_preload([GUARD_MODULE, *current])  # first: before anything imports tokenmill
+
+
+def _inside(function: Any) -> bool:
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+guard_forkserver()  # at import: the tokenizer loader's pool may start the fork server before the engine's
+
+
+def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> TokenmillError:
+    """The error to raise for ``BrokenProcessPool``: which units were running, why, and how to go on."""
+    running = {p.name for p in staging_root.iterdir()} if staging_root.is_dir() else set()
+    named = [u for u in units if u.name in running]
+    where = "; ".join(_where(u) for u in named[:5]) or "a unit (not identified)"
+    return TokenmillError(
+        f"a worker process was killed while running {where}: most likely memory ran out (the operating "
+        f"system's out-of-memory killer ends the largest process). Finished units are kept: run the same "
+        f"command again to resume, with fewer --workers or a smaller --unit-bytes. ({type(exc).__name__})"
+    )
+
+
+def _where(unit: Any) -> str:
+    """A unit named with the file slice it reads, when its payload is an input work unit."""
+    work = getattr(unit, "payload", unit)
+    return f"{unit.name} ({work.file.path}{_range(work)})" if hasattr(work, "file") else unit.name
+
+
+def _range(unit: Any) -> str:
+    if unit.stop < 0:
+        return ""
+    what = "bytes" if unit.file.format == "jsonl" else "row groups" if unit.file.format == "parquet" else "batches"
+    return f", {what} {unit.start:,}-{unit.stop:,}"

@@ -1,0 +1,171 @@
+"""Budgets that keep one record from hanging or exhausting a worker: render size, steps and time, and
+too-long messages refused before they reach the tokenizer.
+
+* **Render budget.** A chat template is user code. Each render may take at most ``MAX_RENDER_SECONDS``
+  seconds (a timer in the worker's main thread interrupts even a loop that calls nothing), at most
+  ``MAX_RENDER_STEPS`` loop steps over ``range`` and calls, and produce at most ``MAX_RENDER_CHARS``
+  characters (a string repeated past it is refused before it is built). Past the time or step budget the
+  record is rejected as ``template_error`` naming the budget; past the size budget as ``too_long``.
+* **Too long before encoding.** No token of a real tokenizer spans more than ``MAX_CHARS_PER_TOKEN``
+  characters, so a message longer than ``max_length * MAX_CHARS_PER_TOKEN`` characters can never be part
+  of an example that fits. The exchanges holding one are dropped before the first render (truncation
+  would drop them anyway, after encoding them at great cost); when the system messages or the final
+  exchange hold one, the record is rejected as ``too_long`` without encoding anything.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
+
+from tokenmill.errors import TemplateError
+
+MAX_RENDER_CHARS = 8 << 20  # about 2 M tokens: longer than any context window
+MAX_RENDER_STEPS = 1_000_000
+MAX_RENDER_SECONDS = 10.0
+MAX_CHARS_PER_TOKEN = 256
+
+
+class BudgetExceeded(Exception):
+    def __init__(self, message: str, reason: str = "template_error"):
+        super().__init__(message)
+        self.reason = reason
+
+
+class _Budget(threading.local):
+    steps = 0
+    deadline = float("inf")
+
+
+_BUDGET = _Budget()
+
+
+def _tick() -> None:
+    _BUDGET.steps += 1
+    if _BUDGET.steps > MAX_RENDER_STEPS:
+        raise BudgetExceeded(f"the render took more than {MAX_RENDER_STEPS:,} steps (step budget)")
+    if not _BUDGET.steps & 1023 and time.monotonic() > _BUDGET.deadline:
+        raise BudgetExceeded(f"the render took more than {MAX_RENDER_SECONDS:g} s (time budget)")
+
+
+class CountedRange:
+    """``range`` for templates: each step counts against the render's step budget."""
+
+    def __init__(self, *args: int):
+        self._range = range(*args)
+        if len(self._range) > MAX_RANGE:  # the sandbox's own bound on one range, as jinja2's safe_range
+            raise OverflowError(f"range too big: {len(self._range):,} items, the sandbox allows {MAX_RANGE:,}")
+
+    def __iter__(self) -> Iterator[int]:
+        for value in self._range:
+            _tick()
+            yield value
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, index):
+        return self._range[index]
+
+    def __reversed__(self) -> Iterator[int]:
+        for value in reversed(self._range):
+            _tick()
+            yield value
+
+
+class BudgetedSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox with every call counted and string or list repetition bounded by the size budget."""
+
+    intercepted_binops = frozenset({"*"})
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            _check_repeat(left, right)
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context, __obj, *args, **kwargs):
+        _tick()
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _check_repeat(left: Any, right: Any) -> None:
+    for seq, n in ((left, right), (right, left)):
+        if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_RENDER_CHARS:
+            raise BudgetExceeded(f"the render would exceed {MAX_RENDER_CHARS:,} characters (size budget)",
+                                 reason="too_long")
+
+
+@contextmanager
+def render_budget() -> Iterator[None]:
+    """Steps and time of one render counted from zero; a timer interrupts it past the time budget."""
+    _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
+    timer = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    previous = signal.signal(signal.SIGALRM, _on_alarm) if timer else None
+    if timer:
+        signal.setitimer(signal.ITIMER_REAL, MAX_RENDER_SECONDS)
+    try:
+        yield
+    finally:
+        _BUDGET.deadline = float("inf")
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _on_alarm(signum, frame) -> None:
+    raise BudgetExceeded(f"the render took more than {MAX_RENDER_SECONDS:g} s (time budget)")
+
+
+def join_within_budget(chunks: Iterable[str]) -> str:
+    """The rendered chunks joined, refusing past the size budget as soon as it is crossed."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RENDER_CHARS:
+            raise BudgetExceeded(f"the render exceeded {MAX_RENDER_CHARS:,} characters (size budget)",
+                                 reason="too_long")
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def drop_unfittable(conv: dict, *, max_length: int, exchanges) -> tuple[dict, int]:
+    """``conv`` without the oldest exchanges up to the last one holding a message that cannot fit.
+
+    Returns (conversation, exchanges dropped); raises ``TemplateError`` (``too_long``) when a system message
+    or the final exchange holds one. ``exchanges`` is the truncation's own grouping function.
+    """
+    messages = conv.get("messages") or []
+    limit = max_length * MAX_CHARS_PER_TOKEN
+    huge = [i for i, m in enumerate(messages) if _chars(m) > limit]
+    if not huge:
+        return conv, 0
+    system, groups = exchanges(messages)
+    last = max(k for k, g in enumerate(groups) if set(g) & set(huge)) if groups else -1
+    if set(system) & set(huge) or last == len(groups) - 1:
+        longest = max(_chars(messages[i]) for i in huge)
+        raise TemplateError(f"record {conv.get('id', '?')}: a message of {longest:,} characters cannot fit in "
+                            f"max_length={max_length} tokens (no token spans more than {MAX_CHARS_PER_TOKEN} "
+                            "characters); rejected before encoding", reason="too_long")
+    keep = system + [i for g in groups[last + 1:] for i in g]
+    return {**conv, "messages": [messages[i] for i in keep]}, last + 1
+
+
+def _chars(message: dict) -> int:
+    """Characters of a message's text, reasoning and tool-call arguments (what a template can render)."""
+    total = 0
+    for key in ("content", "reasoning", "reasoning_content"):
+        value = message.get(key)
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, list):
+            total += sum(len(p.get("text") or "") for p in value if isinstance(p, dict))
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            total += len(str(call.get("arguments") or (call.get("function") or {}).get("arguments") or ""))
+    return total
