@@ -145,6 +145,14 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records, {c['tokens']:,} tokens "
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
     print(manifest["identity"], file=stream)
+    print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
     if manifest.get("rejects_file"):
         print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
     print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
+
+
+def tokenizer_line(info: dict) -> str:
+    """``tokenizer: NAME (vocab N, fingerprint 0123456789ab, PATH)``: which ids the shards hold, in every summary."""
+    where = info.get("path") or info.get("origin") or ""
+    return (f"tokenizer: {info.get('name')} (vocab {info.get('vocab_size') or 0:,}, fingerprint "
+            f"{str(info.get('fingerprint'))[:12]}{', ' + where if where else ''})")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from tokenmill._guard import allowed_workers
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError
 from tokenmill.io.base import WorkUnit
@@ -142,7 +143,7 @@ def run_units(
     todo = [u for u in units if u.index not in results]
     bar = Progress(total_units=len(units), total_bytes=sum(_unit_bytes(u) for u in units), enabled=progress)
     bar.skip(len(results), [results[i] for i in results])
-    n = min(workers or default_workers(), max(1, len(todo)))
+    n = allowed_workers(min(workers or default_workers(), max(1, len(todo))))
     if n == 1:
         for unit in todo:
             results[unit.index] = run_one(task, unit, state)

@@ -38,7 +38,9 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list
 
     ``parity_sample``: texts (e.g. documents of the run's own inputs) the fast path must also agree on.
     """
-    if not isinstance(spec, (str, os.PathLike)):
+    from tokenmill._guard import main_is_unguarded
+
+    if not isinstance(spec, (str, os.PathLike)) or main_is_unguarded():  # no child that re-runs the script
         return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     try:
