@@ -268,6 +268,6 @@ def test_tools_column_shapes():
     spec = {"name": "f", "parameters": {}}
     rows = [{"p": "q", "r": "a", "t": t} for t in ([spec], json.dumps(spec), "", "[]", None, "{bad", 7)]
     kept, rejects = run(rows, schema)
-    assert [c["tools"] for c in kept] == [json.dumps([spec])] * 2 + [None] * 3
+    assert [c["tools"] for c in kept] == [json.dumps([{"type": "function", "function": spec}])] * 2 + [None] * 3
     assert [(r.loc, r.reason) for r in rejects] == [(6, "wrong_type"), (7, "wrong_type")]
     assert "not valid JSON" in rejects[0].detail
