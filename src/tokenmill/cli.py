@@ -31,6 +31,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="leave out inputs whose path matches GLOB (repeatable), e.g. '*.warc.gz'")
+    p.add_argument("--skip-misrouted", action="store_true", default=None,
+                   help="leave out (and name in the manifest) inputs of the other kind instead of refusing the run")
+    p.add_argument("--limit", type=int, metavar="N", help="read only the first N records of every input (a trial run)")
+    p.add_argument("--dry-run", action="store_true", help="route and plan, print what would run; write nothing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +112,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "force": args.force, "overwrite": args.overwrite, "shard_tokens": args.shard_tokens,
         "text_mode": getattr(args, "text_mode", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
+        "exclude": args.exclude, "skip_misrouted": args.skip_misrouted, "limit": args.limit,
     }
     flags = {k: v for k, v in flags.items() if v is not None}
     try:
@@ -155,8 +162,24 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
         config={"steps": cfg.get("steps") or [], "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
+        **_selection(cfg, args),
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     print_summary(manifest, Path(cfg["out"]))
+    return 0
+
+
+def _selection(cfg: dict, args: argparse.Namespace) -> dict[str, Any]:
+    """Which inputs and records the run takes (see ``tokenmill.selection``)."""
+    return {"exclude": tuple(cfg.get("exclude") or ()), "skip_misrouted": cfg.get("skip_misrouted", False),
+            "limit": cfg.get("limit"), "dry_run": args.dry_run}
+
+
+def _print_plan(plan: dict) -> int:
+    from tokenmill.selection import render_plan
+
+    print(render_plan(plan))
     return 0
 
 
@@ -177,8 +200,10 @@ def cmd_sft(args: argparse.Namespace) -> int:
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), workers=cfg.get("workers"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        progress=False if args.no_progress else None, schemas=cfg.get("schema"), **sft,
+        progress=False if args.no_progress else None, schemas=cfg.get("schema"), **_selection(cfg, args), **sft,
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     print_summary(manifest, Path(cfg["out"]))
     from tokenmill.sft.report import render_report
 

@@ -91,14 +91,20 @@ def prepare_run(
     text_mode: str,
     config: dict | None,
     schemas: dict[str, dict] | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
 ) -> TrackRun:
-    from tokenmill.route import inspect_file
+    from tokenmill import selection
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
 
     started = time.monotonic()
-    files = expand_inputs(list(inputs), text_mode=text_mode)
-    routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    files, excluded = selection.exclude_files(expand_inputs(list(inputs), text_mode=text_mode), exclude)
+    routes = selection.route_all(files, text_mode=text_mode)
     given = schemas or {}
+    skipped: list[dict] = []
+    if skip_misrouted:
+        files, routes, skipped = selection.split_misrouted(track, files, routes, given)
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     refuse_misrouted(track, unmapped, force=force)
@@ -108,9 +114,10 @@ def prepare_run(
     else:
         sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
         tok = load_tokenizer_isolated(tokenizer, parity_sample=sample)
-    units = plan_units(files, unit_bytes=unit_bytes)
+    units = plan_units(files, unit_bytes=unit_bytes if limit is None else 1 << 62)  # limit: one unit per input
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
+    cfg.update({k: v for k, v in (("excluded", excluded), ("skipped_inputs", skipped), ("limit", limit)) if v})
     return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started)
 
 
@@ -135,6 +142,9 @@ def finish_run(
         report=summarize(results) if summarize else None,
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    from tokenmill.selection import per_source
+
+    manifest["sources"] = per_source(run.units, results)  # records, kept and tokens of every input
     write_manifest(run.out, manifest)
     return manifest
 
@@ -146,6 +156,13 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
     print(manifest["identity"], file=stream)
     print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
+    sources = manifest.get("sources") or {}
+    for rel, row in sources.items() if len(sources) > 1 else ():
+        print(f"  {rel}: {row['kept']:,} kept of {row['records']:,} records, {row['tokens']:,} tokens", file=stream)
+    for item in manifest["config"].get("skipped_inputs") or []:
+        print(f"skipped {item['path']}: {item['kind']} data, not {manifest['track']}", file=stream)
+    for rel in manifest["config"].get("excluded") or []:
+        print(f"excluded {rel}", file=stream)
     if manifest.get("rejects_file"):
         print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
     print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)

@@ -20,6 +20,7 @@ from tokenmill.io.base import WorkUnit
 from tokenmill.pretrain.documents import to_documents
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.track import TrackRun, prepare_run, finish_run
 
@@ -55,6 +56,7 @@ class PretrainTask:
     text_mode: str = "auto"
     batch_rows: int = 512
     steps: Sequence[Step] = field(default_factory=tuple)
+    limit: int | None = None  # first records of every input only (a trial run)
 
     def __call__(self, unit: WorkUnit, staging: Path) -> dict:
         tok = self.tokenizer
@@ -64,7 +66,7 @@ class PretrainTask:
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, unit)
         bos = tok.bos_id if tok.add_bos else None
-        for raw in read_unit(unit, batch_rows=self.batch_rows, text_mode=self.text_mode):
+        for raw in take_records(read_unit(unit, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
@@ -103,16 +105,26 @@ def run_pretrain(
     progress: bool | None = None,
     schemas: dict[str, dict] | None = None,
     config: dict | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
 ) -> dict:
-    """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``)."""
+    """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
+
+    ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
+    returns the plan and writes nothing.
+    """
     run: TrackRun = prepare_run(
         "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
         text_mode=text_mode, config={"steps": [repr(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
-        schemas=schemas,
+        schemas=schemas, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit,
     )
     _check_eos(run.tokenizer)
+    if dry_run:
+        return dry_run_plan(run)
     task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                        text_mode=text_mode, steps=tuple(steps))
+                        text_mode=text_mode, steps=tuple(steps), limit=limit)
     return finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress)
 
 

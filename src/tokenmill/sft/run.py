@@ -17,6 +17,7 @@ from tokenmill.io import read_unit
 from tokenmill.io.base import WorkUnit
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy
 from tokenmill.sft.report import example_report, merge, summarize
@@ -52,6 +53,7 @@ class SftTask:
     options: SftOptions
     shard_tokens: int = 1 << 28
     batch_rows: int = 1024
+    limit: int | None = None  # first records of every input only (a trial run)
 
     def __call__(self, unit: WorkUnit, staging: Path) -> dict:
         stats, report = Stats(), {"parity": {"checked": 0, "exempt": 0}}
@@ -61,7 +63,7 @@ class SftTask:
         sink = RejectSink(staging, unit)
         oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         schema = self.schemas.get(unit.file.rel, {})
-        for raw in read_unit(unit, batch_rows=self.batch_rows):
+        for raw in take_records(read_unit(unit, batch_rows=self.batch_rows), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
@@ -142,19 +144,30 @@ def run_sft(
     seq_len: int | None = None,
     progress: bool | None = None,
     schemas: dict[str, dict] | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
     **options: Any,
 ) -> dict:
-    """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``)."""
+    """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``).
+
+    ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
+    returns the plan and writes nothing.
+    """
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
     run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-                      text_mode="auto", config=None, schemas=schemas)
+                      text_mode="auto", config=None, schemas=schemas, exclude=exclude,
+                      skip_misrouted=skip_misrouted, limit=limit)
     template = resolve_template(chat_template, run.tokenizer)
     run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                        "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
+    if dry_run:
+        return {**dry_run_plan(run), "chat_template": template.origin}
     if opts.verify:
         _check_oracle(run.tokenizer)
-    task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens)
+    task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, limit=limit)
     manifest = finish_run(run, task, workers=workers, overwrite=overwrite, progress=progress,
                           summarize=_summarize,
                           chat_template=template.source)
