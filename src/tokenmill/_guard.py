@@ -29,7 +29,8 @@ def main_script() -> str | None:
 @lru_cache(maxsize=8)
 def _unguarded(path: str) -> bool:
     try:
-        tree = ast.parse(open(path, "rb").read(), filename=path)
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), filename=path)
     except (OSError, SyntaxError, ValueError):
         return False  # unreadable: assume guarded, as before
     return not any(isinstance(node, ast.If) and _is_main_test(node.test) for node in tree.body)

@@ -13,7 +13,7 @@ import pytest
 from tokenmill.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
-import trackkit as tk  # noqa: E402
+import trackkit as tk
 
 
 @pytest.fixture

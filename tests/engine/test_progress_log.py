@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
-import trackkit as tk  # noqa: E402
+import trackkit as tk
 
-from tokenmill.cli import main  # noqa: E402
+from tokenmill.cli import main
 
 
 def run(tmp_path, name, *extra):

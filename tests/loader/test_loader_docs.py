@@ -14,13 +14,13 @@ transformers = pytest.importorskip("transformers")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sft"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
-import chatkit  # noqa: E402
-import trackkit as tk  # noqa: E402
+import chatkit
+import trackkit as tk
 
-from tokenmill.errors import ConfigError  # noqa: E402
-from tokenmill.loader import PackedCollator, PackedDataset  # noqa: E402
-from tokenmill.pretrain import run_pretrain  # noqa: E402
-from tokenmill.sft.run import run_sft  # noqa: E402
+from tokenmill.errors import ConfigError
+from tokenmill.loader import PackedCollator, PackedDataset
+from tokenmill.pretrain import run_pretrain
+from tokenmill.sft.run import run_sft
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "loader.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)

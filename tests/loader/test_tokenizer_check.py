@@ -10,14 +10,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sft"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
-import chatkit  # noqa: E402
-import trackkit as tk  # noqa: E402
+import chatkit
+import trackkit as tk
 
-from tokenmill import open_shards  # noqa: E402
-from tokenmill.errors import ShardError  # noqa: E402
-from tokenmill.loader import PackedDataset  # noqa: E402
-from tokenmill.pretrain import run_pretrain  # noqa: E402
-from tokenmill.shards.audit import audit  # noqa: E402
+from tokenmill import open_shards
+from tokenmill.errors import ShardError
+from tokenmill.loader import PackedDataset
+from tokenmill.pretrain import run_pretrain
+from tokenmill.shards.audit import audit
 
 
 @pytest.fixture(scope="module")

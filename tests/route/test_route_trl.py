@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
-import trackkit as tk  # noqa: E402
+import trackkit as tk
 
-from tokenmill import inspect  # noqa: E402
-from tokenmill.pretrain import run_pretrain  # noqa: E402
-from tokenmill.shards import open_shards  # noqa: E402
-from tokenmill.sft.run import run_sft  # noqa: E402
+from tokenmill import inspect
+from tokenmill.pretrain import run_pretrain
+from tokenmill.sft.run import run_sft
+from tokenmill.shards import open_shards
 
 N = 12
 
