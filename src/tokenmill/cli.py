@@ -8,9 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tokenmill.errors import TokenmillError
+from tokenmill.errors import ConfigError, TokenmillError, UsageError
 
-EXIT_ERROR = 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2  # 1: data or configuration errors; 2: usage errors (as argparse)
+EXIT_PIPE = 141  # the reader of our output went away (``| head``): 128 + SIGPIPE, as shell tools exit
+EXIT_INTERRUPTED = 130
+DEFAULT_TOKENIZER_WARNING = (
+    "warning: no --tokenizer given: using the embedded default cl100k_im. Its ids fit inside most larger "
+    "vocabularies, so a model with another tokenizer would train on the wrong ids without any error. Pass "
+    "--tokenizer with your model's tokenizer (or --tokenizer default to choose the embedded one)."
+)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -27,6 +34,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="leave out inputs whose path matches GLOB (repeatable), e.g. '*.warc.gz'")
+    p.add_argument("--skip-misrouted", action="store_true", default=None,
+                   help="leave out (and name in the manifest) inputs of the other kind instead of refusing the run")
+    p.add_argument("--limit", type=int, metavar="N", help="read only the first N records of every input (a trial run)")
+    p.add_argument("--dry-run", action="store_true", help="route and plan, print what would run; write nothing")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,16 +151,22 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """Pipeline file first, then CLI flags on top."""
     from tokenmill.config import load_config, validate
 
-    cfg: dict[str, Any] = load_config(args.config) if args.config else {}
+    cfg: dict[str, Any] = load_config(args.config) if args.config else {}  # a bad file: ConfigError, exit 1
     flags = {
         "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
         "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
         "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
         "preset": getattr(args, "preset", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
+        "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
+        "limit": getattr(args, "limit", None),
     }
-    cfg.update({k: v for k, v in flags.items() if v is not None})
-    cfg = validate(cfg, source="command line")
+    flags = {k: v for k, v in flags.items() if v is not None}
+    try:
+        flags = validate(flags, source="command line")
+    except ConfigError as exc:  # a bad flag value is a usage error (exit 2)
+        raise UsageError(str(exc)) from None
+    cfg.update(flags)
     problems = []
     if cfg.get("track") not in (None, args.command):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
@@ -158,12 +177,12 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if problems:
-        from tokenmill.errors import ConfigError
-
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
-        raise TokenmillError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
+        raise UsageError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
+    if not cfg.get("tokenizer"):
+        print(DEFAULT_TOKENIZER_WARNING, file=sys.stderr)
     return cfg
 
 
@@ -238,12 +257,28 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
         config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
+        **_selection(cfg, args),
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     print_summary(manifest, Path(cfg["out"]))
     if manifest.get("funnel"):
         from tokenmill.curate.funnel import render_funnel
 
         print(render_funnel(manifest["funnel"]))
+    return 0
+
+
+def _selection(cfg: dict, args: argparse.Namespace) -> dict[str, Any]:
+    """Which inputs and records the run takes (see ``tokenmill.selection``)."""
+    return {"exclude": tuple(cfg.get("exclude") or ()), "skip_misrouted": cfg.get("skip_misrouted", False),
+            "limit": cfg.get("limit"), "dry_run": args.dry_run}
+
+
+def _print_plan(plan: dict) -> int:
+    from tokenmill.selection import render_plan
+
+    print(render_plan(plan))
     return 0
 
 
@@ -267,8 +302,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **sft,
+        progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **_selection(cfg, args),
+        **sft,
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     print_summary(manifest, Path(cfg["out"]))
     from tokenmill.sft.report import render_report
 
@@ -294,7 +332,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tokenmill.shards.export import export
 
     written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len)
-    print(f"exported {args.directory} as {args.to}: {written}")
+    print(f"exported {args.directory} as {args.to}: {written['n_sequences']:,} sequences, "
+          f"{written['n_tokens']:,} tokens -> {', '.join(written['paths'])}")
+    if written.get("dtype_note"):
+        print(f"token dtype: {written['dtype_note']}")
     return 0
 
 
@@ -354,18 +395,38 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; the exit status is 0, 1 (data or configuration error) or 2 (usage error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]
-    args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        args = build_parser().parse_args(argv)  # argparse's own usage errors exit 2
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except UsageError as exc:
+        print(f"usage error: {exc}\n(run `tokenmill {args.command} -h` for the options)", file=sys.stderr)
+        return EXIT_USAGE
     except TokenmillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not print a second BrokenPipeError."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+        pass
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ Example::
     shard_tokens: 268435456
     text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
     preset: fineweb            # curation steps of a published pipeline (tokenmill curate / pretrain)
+    exclude: ["*.warc.gz"]     # inputs left out (globs over the relative or full path)
+    skip_misrouted: false      # leave out inputs of the other kind (named in the manifest) instead of refusing
+    limit: 1000                # only the first N records of every input (a trial run)
     steps:                     # curation steps, in order, after the preset's (SFT: over each conversation)
       - {name: length, min_chars: 200, max_chars: 1000000}
     schema:                    # optional explicit field mappings, by input path (or "*")
@@ -108,6 +111,9 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "schema": _typed(dict),
     "steps": _typed(list),
     "sft": _typed(dict),
+    "exclude": _paths,
+    "skip_misrouted": _typed(bool),
+    "limit": _typed(int, positive=True),
 }
 SFT: dict[str, Callable[[Any], Any]] = {
     "chat_template": _typed(str, nullable=True),

@@ -1,6 +1,7 @@
 """The whole tokenmill exception tree, in one file.
 
     TokenmillError
+    ├── UsageError           a command line that cannot run (missing INPUT/--out, bad flag values): exit 2
     ├── ConfigError          bad flags or pipeline file (lists every problem at once)
     ├── InputError           a path that does not exist, an unreadable or unknown format
     ├── RoutingError         data sent to the wrong track (SFT data to `pretrain`, ...)
@@ -11,6 +12,9 @@
     ├── ShardError           a shard directory that is corrupt or does not match its reader
     └── ServerError          an inference server that cannot be reached, or does not serve the model
 
+The ``tokenmill`` command exits 2 for a ``UsageError`` (and argparse's own usage errors), 1 for every
+other error here, 0 on success.
+
 Bad *records* never raise: they become rejects (see ``tokenmill.report``).
 Messages say what went wrong, where, and how to fix it.
 """
@@ -20,6 +24,10 @@ from __future__ import annotations
 
 class TokenmillError(Exception):
     """Base class of every error tokenmill raises on purpose."""
+
+
+class UsageError(TokenmillError):
+    """The command line itself is wrong; the command exits 2, like argparse's usage errors."""
 
 
 class ConfigError(TokenmillError):

@@ -126,31 +126,38 @@ def prepare_run(
     schemas: dict[str, dict] | None = None,
     executor: Any = None,
     workers: int | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
 ) -> TrackRun:
     """Resolve, route (refusing the other track's data), check the mappings, plan the work units and load
     the tokenizer (in a short-lived child process unless the run has one worker: then this process
     encodes, and keeps the encoders it loads). The executor, when it can, starts its workers first, so
-    that they start while this runs.
+    that they start while this runs. ``exclude``, ``skip_misrouted`` and ``limit``: :mod:`tokenmill.selection`.
     """
-    from tokenmill.route import inspect_file
+    from tokenmill import selection
     from tokenmill.route.mapping import check_mappings
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
     from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
-    files, skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
+    files, walk_skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
     check_output_path(out, [*map(str, inputs), *(f.path for f in files)])  # engine/outdir.py
+    files, excluded = selection.exclude_files(files, exclude)
     prepare = getattr(executor, "prepare", None)
     if callable(prepare):
         prepare(estimate_units(files, unit_bytes=unit_bytes), preload=(TASK_MODULES[track],))
-    routes = [inspect_file(f, text_mode=text_mode) for f in files]
+    routes = selection.route_all(files, text_mode=text_mode)
     check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}
+    skipped: list[dict] = []
+    if skip_misrouted:
+        files, routes, skipped = selection.split_misrouted(track, files, routes, given)
     # an explicit mapping is the user's own routing decision; every other input is checked by the router
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    units = plan_units(files, unit_bytes=unit_bytes)
+    units = plan_units(files, unit_bytes=unit_bytes if limit is None else 1 << 62)  # limit: one unit per input
     if isinstance(tokenizer, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         tok = tokenizer
     else:
@@ -158,7 +165,8 @@ def prepare_run(
         tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
-    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=skipped)
+    cfg.update({k: v for k, v in (("excluded", excluded), ("skipped_inputs", skipped), ("limit", limit)) if v})
+    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=walk_skipped)
 
 
 def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
@@ -224,6 +232,9 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     manifest["skipped_inputs"] = run.skipped
+    from tokenmill.selection import per_source
+
+    manifest["sources"] = per_source(run.units, results)  # records, kept and tokens of every input
     write_manifest(run.out, manifest)
     return manifest
 
@@ -249,6 +260,21 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records, {c['tokens']:,} tokens "
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
     print(manifest["identity"], file=stream)
+    print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
+    sources = manifest.get("sources") or {}
+    for rel, row in sources.items() if len(sources) > 1 else ():
+        print(f"  {rel}: {row['kept']:,} kept of {row['records']:,} records, {row['tokens']:,} tokens", file=stream)
+    for item in manifest["config"].get("skipped_inputs") or []:
+        print(f"skipped {item['path']}: {item['kind']} data, not {manifest['track']}", file=stream)
+    for rel in manifest["config"].get("excluded") or []:
+        print(f"excluded {rel}", file=stream)
     if manifest.get("rejects_file"):
         print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
     print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
+
+
+def tokenizer_line(info: dict) -> str:
+    """``tokenizer: NAME (vocab N, fingerprint 0123456789ab, PATH)``: which ids the shards hold, in every summary."""
+    where = info.get("path") or info.get("origin") or ""
+    return (f"tokenizer: {info.get('name')} (vocab {info.get('vocab_size') or 0:,}, fingerprint "
+            f"{str(info.get('fingerprint'))[:12]}{', ' + where if where else ''})")

@@ -56,14 +56,14 @@ def test_funnel_cli_json_and_errors(tmp_path, capsys):
     funnel = json.loads(capsys.readouterr().out)
     assert funnel["rows"][0]["step"] == "rejected" and funnel["kept"] >= 0
     assert main(["funnel", str(tmp_path / "a"), "--set", "nope.x=1", "--set", "language.bogus=2",
-                 "--set", "url.block_domains=[]", "--set", "bad"]) == 2
+                 "--set", "url.block_domains=[]", "--set", "bad"]) == 1
     err = capsys.readouterr().err
     assert "--set 'bad'" in err
     assert main(["funnel", str(tmp_path / "a"), "--set", "nope.x=1", "--set", "language.bogus=2",
-                 "--set", "url.block_domains=[]"]) == 2
+                 "--set", "url.block_domains=[]"]) == 1
     err = capsys.readouterr().err
     assert "no step 'nope'" in err and "no parameter 'bogus'" in err and "ledger cannot replay" in err
-    assert main(["funnel", str(tmp_path)]) == 2 and "no manifest.json" in capsys.readouterr().err
+    assert main(["funnel", str(tmp_path)]) == 1 and "no manifest.json" in capsys.readouterr().err
 
 
 def test_parse_sets_reads_yaml_values():

@@ -46,10 +46,10 @@ def test_curate_cli_prints_the_funnel(tmp_path, capsys):
     assert "funnel:" in out and "language_v1" in out and "rewritten: pii:" in out and "input 13 = kept" in out
     for name in ("manifest.json", "rejects.jsonl", "report.html"):
         assert (tmp_path / "out" / name).is_file()
-    assert main(["curate", str(src), "--out", str(tmp_path / "o2"), "--preset", "nope"]) == 2
+    assert main(["curate", str(src), "--out", str(tmp_path / "o2"), "--preset", "nope"]) == 1
     assert "unknown preset" in capsys.readouterr().err
     cfg.write_text("steps:\n  - {name: language, threshold: high}\n  - {name: url, domain_files: [nope.txt]}\n")
-    assert main(["curate", str(src), "--out", str(tmp_path / "o3"), "--config", str(cfg)]) == 2
+    assert main(["curate", str(src), "--out", str(tmp_path / "o3"), "--config", str(cfg)]) == 1
     err = capsys.readouterr().err
     assert "steps[0]: threshold" in err and "steps[1]: domain_files: no file 'nope.txt'" in err
 

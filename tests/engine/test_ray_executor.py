@@ -80,7 +80,7 @@ def test_cli_engine_ray_joins_the_running_cluster_and_matches_local(cluster, tmp
 def test_ray_address_without_engine_ray_is_refused(tmp_path, capsys):
     from tokenmill.cli import main
 
-    assert main(["pretrain", "x.jsonl", "--out", str(tmp_path), "--ray-address", "auto"]) == 2
+    assert main(["pretrain", "x.jsonl", "--out", str(tmp_path), "--ray-address", "auto"]) == 1
     assert "--engine ray" in capsys.readouterr().err
 
 

@@ -107,9 +107,11 @@ def test_sharegpt_function_call_and_observation_with_tools():
     msgs = kept[0]["messages"]
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant"]
     assert msgs[1]["content"] == "Let me check."
-    assert msgs[1]["tool_calls"] == [{"id": None, "name": "get_weather", "arguments": '{"city": "Paris"}'}]
-    assert msgs[2] == {**msgs[2], "content": '{"temp": 21}', "name": "get_weather"}
-    assert json.loads(kept[0]["tools"]) == tools
+    call_id = msgs[1]["tool_calls"][0]["id"]  # none in the data: a deterministic 9-character one
+    assert msgs[1]["tool_calls"] == [{"id": call_id, "name": "get_weather", "arguments": '{"city": "Paris"}'}]
+    assert len(call_id) == 9 and call_id.isalnum()
+    assert msgs[2] == {**msgs[2], "content": '{"temp": 21}', "name": "get_weather", "tool_call_id": call_id}
+    assert json.loads(kept[0]["tools"]) == [{"type": "function", "function": t} for t in tools]
 
 
 def test_openai_messages_tool_calls_parts_weights_and_reasoning():
@@ -266,6 +268,6 @@ def test_tools_column_shapes():
     spec = {"name": "f", "parameters": {}}
     rows = [{"p": "q", "r": "a", "t": t} for t in ([spec], json.dumps(spec), "", "[]", None, "{bad", 7)]
     kept, rejects = run(rows, schema)
-    assert [c["tools"] for c in kept] == [json.dumps([spec])] * 2 + [None] * 3
+    assert [c["tools"] for c in kept] == [json.dumps([{"type": "function", "function": spec}])] * 2 + [None] * 3
     assert [(r.loc, r.reason) for r in rejects] == [(6, "wrong_type"), (7, "wrong_type")]
     assert "not valid JSON" in rejects[0].detail

@@ -122,3 +122,22 @@ def test_unknown_format_is_a_config_error(tmp_path, corpus):
     corpus.write(tmp_path)
     with pytest.raises(ConfigError, match="unknown export format"):
         export(tmp_path, to="parquet", out=tmp_path / "x")
+
+
+@pytest.mark.parametrize(("vocab", "dtype", "nanogpt"), [(50_257, np.uint16, True), (65_536, np.uint16, True),
+                                                           (100_277, np.uint32, False)])
+def test_bin_dtype_is_said_in_the_sidecar_and_by_the_command(tmp_path, make_corpus, info, capsys, vocab, dtype,
+                                                             nanogpt):
+    from tokenmill.cli import main
+
+    corpus = make_corpus(n_docs=30, vocab=vocab, seed=3)
+    corpus.write(tmp_path / "shards", info={**info, "vocab_size": vocab}, max_tokens=200)
+    assert main(["export", str(tmp_path / "shards"), "--to", "bin", "--out", str(tmp_path / "t.bin")]) == 0
+    printed = capsys.readouterr().out
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "t.bin", dtype), corpus.flat)
+    side = json.loads((tmp_path / "t.bin.json").read_text())
+    assert side["dtype"] == np.dtype(dtype).name and np.dtype(dtype).name in side["dtype_note"]
+    assert f"token dtype: {np.dtype(dtype).name}" in printed
+    assert ("nanoGPT's loader reads it" in side["dtype_note"]) is nanogpt
+    if not nanogpt:
+        assert "hard-codes" in printed and f"{vocab:,} ids" in printed

@@ -35,14 +35,14 @@ def run(capsys, *args) -> tuple[int, str]:
 
 def test_sft_refuses_a_document_corpus(files, tmp_path, capsys):
     code, err = run(capsys, "sft", files["docs"], "--out", tmp_path / "out")
-    assert code == 2
+    assert code == 1  # a data error (exit statuses: README)
     assert "refusing" in err and "docs.jsonl" in err and "pretrain" in err and "--force" in err
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
 def test_sft_forced_on_documents_fails_cleanly(files, tmp_path):
     done = tk.cli("sft", str(files["docs"]), "--out", str(tmp_path / "out"), "--force", "--workers", "1")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "documents" in done.stderr and "tokenmill pretrain" in done.stderr
 
@@ -50,7 +50,7 @@ def test_sft_forced_on_documents_fails_cleanly(files, tmp_path):
 @pytest.mark.parametrize("name, why", [("sharegpt", "sft data"), ("chatml", "chat transcripts")])
 def test_pretrain_refuses_conversations(files, tmp_path, capsys, name, why):
     code, err = run(capsys, "pretrain", files[name], "--out", tmp_path / "out")
-    assert code == 2
+    assert code == 1  # a data error (exit statuses: README)
     assert "refusing" in err and files[name].name in err and why in err
     assert not (tmp_path / "out" / "manifest.json").exists()
 
@@ -65,20 +65,20 @@ def test_pretrain_forced_on_transcripts_runs(files, tmp_path, capsys):
 @pytest.mark.parametrize("force", [[], ["--force"]])
 def test_sft_refuses_preference_pairs_even_when_forced(files, tmp_path, capsys, force):
     code, err = run(capsys, "sft", files["prefs"], "--out", tmp_path / "out", *force)
-    assert code == 2
+    assert code == 1  # a data error (exit statuses: README)
     assert "preference" in err and "chosen" in err and "rejected" in err
     assert "--force" not in err  # forcing does not help here
 
 
 def test_mixed_inputs_name_only_the_wrong_ones(files, tmp_path, capsys):
     code, err = run(capsys, "pretrain", files["docs"], files["sharegpt"], "--out", tmp_path / "out")
-    assert code == 2
+    assert code == 1  # a data error (exit statuses: README)
     assert "sharegpt.json" in err and "docs.jsonl" not in err
 
 
 def test_missing_input_is_a_clean_error(tmp_path):
     done = tk.cli("pretrain", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "out"))
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "nope.jsonl" in done.stderr
 
 

@@ -32,6 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Sequence
 
+from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
@@ -52,7 +53,7 @@ class LocalExecutor:
     """
 
     def __init__(self, *, workers: int | None = None):
-        self.workers = workers or default_workers()
+        self.workers = allowed_workers(workers or default_workers())  # 1 for a script without a __main__ guard
         self._pool: ProcessPoolExecutor | None = None
         self._held = 0  # depth of nested ``with`` blocks: the pool closes when the outermost one ends
         self._tasks = itertools.count()

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tokenmill.errors import ConfigError
-from tokenmill.io.formats import local_path
 
 STATE = "_state"
 LOCK = "lock"
@@ -42,6 +41,8 @@ def check_output_path(out: str | os.PathLike, inputs: Iterable[str]) -> None:
         raise ConfigError(f"--out {out} is a file, not a directory; give a directory path for the shards")
     resolved = _real(target)
     for given in inputs:
+        from tokenmill.io.formats import local_path  # io sits above the engine: imported when used
+
         local = local_path(given)
         if local is None:
             continue

@@ -51,6 +51,9 @@ class BlendedDataset:
         return "blend(" + ",".join(parts) + ")"
 
     tokenizer_fingerprint = property(lambda self: self.datasets[0].tokenizer_fingerprint)
+    tokenizer = property(lambda self: self.datasets[0].tokenizer)
+    vocab_size = property(lambda self: self.datasets[0].vocab_size)
+    pad_id = property(lambda self: self.datasets[0].pad_id)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)

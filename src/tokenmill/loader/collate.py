@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenmill._extras import require
+from tokenmill.errors import ConfigError
 
 IGNORE = -100
 
@@ -65,12 +66,26 @@ class PackedCollator:
 
 def _row(sample: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, mask, lengths of the document pieces, weights: the sample's own or its mask as 0.0/1.0)."""
+    _check_keys(sample)
     ids = np.asarray(sample["input_ids"], np.int64)
     mask = np.asarray(sample["loss_mask"], np.bool_)
     lens = np.asarray(sample.get("seq_lens", [ids.size]), np.int64)
     weights = sample.get("loss_weights")
     weights = mask.astype(np.float32) if weights is None else np.asarray(weights, np.float32)
     return ids, mask, lens, weights
+
+
+def _check_keys(sample) -> None:
+    """A sample stripped of ``loss_mask``/``seq_lens`` (HF ``Trainer`` drops the columns its model's
+    ``forward`` does not name) would train every token of one long document: refuse it, naming the fix."""
+    missing = [k for k in ("input_ids", "loss_mask") if not isinstance(sample, dict) or k not in sample]
+    if not missing:
+        return
+    keys = sorted(sample) if isinstance(sample, dict) else type(sample).__name__
+    raise ConfigError(
+        f"a sample given to PackedCollator lacks {', '.join(map(repr, missing))} (it has {keys}). With the "
+        "transformers Trainer or TRL, pass remove_unused_columns=False in TrainingArguments / SFTConfig: "
+        "by default they drop every column the model's forward() does not take before collating")
 
 
 def _split_rows(samples: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:

@@ -13,16 +13,17 @@ from tokenmill.errors import ShardError
 def open_sets(sources, *, tokenizer=None) -> list:
     """Normalise a path, a ShardSet, or a list of them into a list of ShardSets."""
     from tokenmill.shards import ShardSet, open_shards
+    from tokenmill.tokenize.identity import describe, fingerprint_of
 
     if isinstance(sources, (str, os.PathLike, ShardSet)):
         sources = [sources]
-    sets = [s if isinstance(s, ShardSet) else open_shards(s, tokenizer=tokenizer) for s in sources]
+    expected = None if tokenizer is None else fingerprint_of(tokenizer)  # loaded once for every set
+    sets = [s if isinstance(s, ShardSet) else open_shards(s, tokenizer=expected) for s in sources]
     if not sets:
         raise ShardError("no shard directories given; pass a directory, a ShardSet, or a list of them")
     named = [(s.fingerprint, str(s.directory)) for s in sets]
     if tokenizer is not None:  # sets given already open are checked here too
-        expected = tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "fingerprint", None)
-        named.insert(0, (expected, f"the tokenizer given ({type(tokenizer).__name__})"))
+        named.insert(0, (expected, f"the tokenizer given ({describe(tokenizer)})"))
     check_same_tokenizer(named)
     return sets
 

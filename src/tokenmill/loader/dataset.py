@@ -57,6 +57,26 @@ class PackedDataset:
         return self.corpus.tokenizer_fingerprint
 
     @property
+    def tokenizer(self) -> dict:
+        """What the shards record about their tokenizer: ``name``, ``fingerprint``, ``path`` (where it was read
+        from, None for the embedded one), ``origin``, ``vocab_size``, ``bos_id``, ``eos_id``, ``pad_id``.
+        Load it with ``tokenmill.load_tokenizer(ds.tokenizer["path"] or ds.tokenizer["name"])``."""
+        header = self.corpus.sets[0].header
+        return {"name": header["tokenizer"], "fingerprint": header["tokenizer_fingerprint"],
+                **{k: v for k, v in (header.get("tokenizer_info") or {}).items() if k not in ("name", "fingerprint")}}
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids are below this: the size a model's embedding needs at least."""
+        return int(self.corpus.sets[0].vocab_size)
+
+    @property
+    def pad_id(self) -> int:
+        """The tokenizer's pad id, else its EOS id, else 0: padding is never trained (labels -100)."""
+        first = self.corpus.sets[0]
+        return next((int(i) for i in (first.pad_id, first.eos_id) if i is not None), 0)
+
+    @property
     def plan(self):
         """The current :class:`~tokenmill.pack.PackPlan` (None in ``concat`` mode)."""
         return self._plan

@@ -30,6 +30,7 @@ from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.pretrain.documents import to_documents
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.track import TrackRun, finish_run, holding, pick_executor, prepare_run, staged_files
 
@@ -65,6 +66,7 @@ class PretrainTask:
     text_mode: str = "auto"
     batch_rows: int = 512
     steps: Sequence[Step] = field(default_factory=tuple)
+    limit: int | None = None  # first records of every input only (a trial run)
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()`` (load a model)."""
@@ -82,7 +84,7 @@ class PretrainTask:
         # curation steps (tokenmill.curate) run as a cascade that writes the ledger beside the shards;
         # plain callables (``step(batch) -> (kept, counts)``) run as they are
         ledger = UnitLedger(Cascade(tuple(self.steps)), staging, unit.name) if is_doc_steps(self.steps) else None
-        for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode):
+        for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
@@ -132,22 +134,31 @@ def run_pretrain(
     progress: bool | None = None,
     schemas: dict[str, dict] | None = None,
     config: dict | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
 ) -> dict:
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
+    ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
+    returns the plan and writes nothing.
     """
     _check_steps(steps)
     executor = pick_executor(executor, workers)
     with holding(executor):
         run: TrackRun = prepare_run(
             "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-            text_mode=text_mode, schemas=schemas, executor=executor, workers=workers,
+            text_mode=text_mode, schemas=schemas, executor=executor, workers=workers, exclude=exclude,
+            skip_misrouted=skip_misrouted, limit=limit,
             config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
         )
         _check_eos(run.tokenizer)
+        if dry_run:
+            return dry_run_plan(run)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                            text_mode=text_mode, steps=tuple(steps))
+                            text_mode=text_mode, steps=tuple(steps), limit=limit)
         manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                               chat_template="")
     return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest

@@ -67,7 +67,7 @@ def classify_rows(rows: list[dict[str, Any]], *, format: str) -> Result:
     layout = find_messages(rows, cols)
     if layout and layout.fit * 2 >= len(rows):
         named = layout.role_key in ROLE_KEYS and layout.content_key in CONTENT_KEYS
-        return _conversations(rows, sch.messages_schema(layout, cols), cols, evidence, named=named)
+        return _conversations(rows, sch.messages_schema(layout, cols, rows), cols, evidence, named=named)
     named = sch.alpaca_schema(cols) or sch.pair_schema(cols, len(rows))
     if named:
         return _conversations(rows, named, cols, evidence, named=True)

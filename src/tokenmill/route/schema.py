@@ -19,6 +19,8 @@ Conversation (``record: "Conversation"``, kind ``sft``); ``style`` says which ke
         history (or None)     list of [user, assistant] pairs that come before the instruction
     style "sharegpt" | "messages"   one column holds the list of turns
         messages              the column
+        response              column of the final reply's turns, or absent (TRL's conversational
+                              prompt/completion: ``prompt`` and ``completion`` both lists of messages)
         role_key, content_key keys inside each turn dict (``from``/``value``, ``role``/``content``, ...)
         roles                 sorted role values seen in the sample (e.g. ``gpt``, ``human``, ``observation``)
         content_parts         True when content is a list of typed parts ``{"type", "text"|"value"}``
@@ -77,12 +79,13 @@ def preference_schema(cols: dict[str, Column]) -> dict | None:
     return _finish(schema, cols)
 
 
-def messages_schema(layout: MessageLayout, cols: dict[str, Column]) -> dict:
+def messages_schema(layout: MessageLayout, cols: dict[str, Column], rows: list[dict[str, Any]] | None = None) -> dict:
     sharegpt = layout.role_key == "from" and layout.content_key == "value"
+    prompt, completion = _turn_pair(layout, rows or [], cols)
     schema = {
         "record": "Conversation",
         "style": "sharegpt" if sharegpt else "messages",
-        "messages": layout.column,
+        "messages": prompt,
         "role_key": layout.role_key,
         "content_key": layout.content_key,
         "roles": sorted(layout.roles),
@@ -90,7 +93,25 @@ def messages_schema(layout: MessageLayout, cols: dict[str, Column]) -> dict:
         "reasoning_key": layout.reasoning_key,
         "weight_key": layout.weight_key,
     }
+    if completion is not None:
+        schema["response"] = completion
     return _finish(_conversation_extras(schema, cols), cols)
+
+
+def _turn_pair(layout: MessageLayout, rows: list[dict[str, Any]], cols: dict[str, Column]) -> tuple[str, str | None]:
+    """(prompt turns column, completion turns column) for TRL's conversational prompt/completion layout
+    (``prompt`` and ``completion`` both lists of messages); (the layout's column, None) otherwise."""
+    def turn_lists(name: str) -> bool:
+        values = [r.get(name) for r in rows if r.get(name) is not None]
+        return bool(values) and all(isinstance(v, list) and all(isinstance(t, dict) and layout.role_key in t
+                                                                  for t in v) for v in values)
+
+    lists = [c.name for c in cols.values() if c.lists and turn_lists(c.name)]
+    prompt = next((c for w in PROMPT_WORDS for c in lists if c.lower() == w), None)
+    completion = next((c for c in lists if c != prompt and has_word(c, RESPONSE_WORDS)), None)
+    if prompt is None or completion is None:
+        return layout.column, None
+    return prompt, completion
 
 
 def alpaca_schema(cols: dict[str, Column]) -> dict | None:
@@ -177,6 +198,9 @@ def record_texts(row: dict[str, Any], schema: dict) -> tuple[str, str] | None:
     style = schema["style"]
     if style in ("sharegpt", "messages"):
         turns = row.get(schema["messages"])
+        reply = row.get(schema["response"]) if schema.get("response") else None
+        if isinstance(turns, list) and isinstance(reply, list):  # conversational prompt/completion
+            turns = turns + reply
         return split_turns(turns, _layout_of(schema)) if isinstance(turns, list) else None
     if style == "alpaca":
         prompt = [row.get(schema["instruction"]), row.get(schema["input"]) if schema["input"] else None]

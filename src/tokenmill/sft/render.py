@@ -82,6 +82,8 @@ def hf_messages(
         out = {"role": m.get("role"), "content": m.get("content")}
         if m.get("name") is not None:
             out["name"] = m["name"]
+        if m.get("tool_call_id") is not None:  # the call a tool result answers (Mistral's templates print it)
+            out["tool_call_id"] = m["tool_call_id"]
         if m.get("tool_calls"):
             out["tool_calls"] = [_hf_tool_call(c) for c in m["tool_calls"]]
         reasoning = m.get("reasoning")

@@ -27,6 +27,7 @@ from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import TemplateError
 from tokenmill.io import read_unit
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
@@ -72,6 +73,7 @@ class SftTask:
     shard_tokens: int = 1 << 28
     batch_rows: int = 1024
     steps: Sequence[Any] = field(default_factory=tuple)
+    limit: int | None = None  # first records of every input only (a trial run)
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
@@ -90,7 +92,7 @@ class SftTask:
         sink = RejectSink(staging, work)
         oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         schema = self.schemas.get(work.file.rel, {})
-        for raw in read_unit(work, batch_rows=self.batch_rows):
+        for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
@@ -197,11 +199,17 @@ def run_sft(
     seq_len: int | None = None,
     progress: bool | None = None,
     schemas: dict[str, dict] | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
     **options: Any,
 ) -> dict:
     """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``).
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
+    ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
+    returns the plan and writes nothing.
     """
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
@@ -209,16 +217,19 @@ def run_sft(
     with holding(executor):
         run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
                           text_mode="auto", config=None, schemas=schemas, executor=executor,
-                          workers=workers)
+                          workers=workers, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
         template = resolve_template(chat_template, run.tokenizer)
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
             run.config["steps"] = [step_identity(s) for s in steps]
+        if dry_run:
+            return {**dry_run_plan(run), "chat_template": template.origin}
         if opts.verify:
             _check_oracle(run.tokenizer)
-        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=tuple(steps))
+        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=tuple(steps),
+                      limit=limit)
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                           summarize=lambda results, out: _report(results, out, seq_len=seq_len),
                           chat_template=template.source)

@@ -8,6 +8,7 @@ typed parts: text parts (``text`` or ``value``) are joined with no separator, ot
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -160,16 +161,32 @@ def _add_calls(out: list[dict], calls: list[dict], weight: float | None) -> None
 
 
 def _name_tool_results(messages: list[dict]) -> None:
-    """Give each unnamed tool result the name of the call it answers (by id, else by position)."""
+    """Give every call an id (its own, else :func:`call_id`), and each tool result the name and id of the
+    call it answers (by id, else by position)."""
     calls: list[dict] = []
     k = 0
-    for m in messages:
+    for t, m in enumerate(messages):
         if m["role"] == "assistant":
             calls, k = m["tool_calls"] or [], 0
+            for j, c in enumerate(calls):
+                c["id"] = c["id"] if c["id"] is not None else call_id(t, j, c)
         elif m["role"] != "tool":
             calls, k = [], 0
-        elif m["name"] is None and calls:
+        elif calls:
             by_id = [c for c in calls if m["tool_call_id"] is not None and c["id"] == m["tool_call_id"]]
             match = by_id[0] if by_id else calls[k] if k < len(calls) else None
-            m["name"] = match["name"] if match else None
+            if match is not None:
+                m["name"] = m["name"] if m["name"] is not None else match["name"]
+                m["tool_call_id"] = m["tool_call_id"] if m["tool_call_id"] is not None else match["id"]
             k += 1
+
+
+_ALNUM = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def call_id(turn: int, index: int, call: dict) -> str:
+    """A deterministic 9-character alphanumeric id for a call that has none (turn, position, name, arguments):
+    the same record gives the same ids on every run."""
+    digest = hashlib.sha256(f"{turn}\0{index}\0{call['name']}\0{call['arguments']}".encode()).digest()
+    n = int.from_bytes(digest[:8], "big")
+    return "".join(_ALNUM[(n // 62**i) % 62] for i in range(9))

@@ -5,7 +5,10 @@ Conventions of the canonical message (``records.MESSAGE``):
 - ``tool_calls`` is None when a message makes no call (never an empty list);
 - ``reasoning`` is None when absent and ``""`` when present but empty (``<think></think>``);
 - tool-call ``arguments`` and the conversation's ``tools`` are JSON strings written with ``json.dumps``
-  (``ensure_ascii=False``, default separators), the same text a chat template's ``tojson`` produces.
+  (``ensure_ascii=False``, default separators), the same text a chat template's ``tojson`` produces;
+- every tool in ``tools`` has the OpenAI wrapper ``{"type": "function", "function": {...}}``;
+- every tool call has an ``id``: its own, else a deterministic 9-character alphanumeric id (the form
+  Mistral's templates require; any template accepts it), which the tool result answering it also gets.
 """
 
 from __future__ import annotations
@@ -98,4 +101,17 @@ def tools_json(value: Any) -> str | None:
         specs = [specs]
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
         raise RecordProblem("wrong_type", f"the tools field must be a list of tool specs, got {type_name(specs)}")
-    return dumps(specs) if specs else None
+    return dumps([wrap_tool(s, k) for k, s in enumerate(specs)]) if specs else None
+
+
+def wrap_tool(spec: dict, k: int) -> dict:
+    """One tool in the wrapper chat templates expect: ``{"type": "function", "function": {name, ...}}``.
+
+    A bare function schema (``{name, description, parameters}``, as ShareGPT/Glaive data stores them) is
+    wrapped, so a tool renders the same way whichever dataset it came from; a wrapped one stays as it is.
+    """
+    if isinstance(spec.get("function"), dict):
+        return spec if "type" in spec else {"type": "function", **spec}
+    if isinstance(spec.get("name"), str):
+        return {"type": "function", "function": spec}
+    raise RecordProblem("wrong_type", f"tool {k} has neither a 'name' nor a 'function' object: {dumps(spec)[:80]}")

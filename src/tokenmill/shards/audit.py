@@ -90,11 +90,11 @@ def _decoder(shards: ShardSet, spec, result: dict):
     name = shards.tokenizer_name
     result["decoder"] = {"from": "argument" if spec is not None else "shard header"}
     if spec is None:
-        spec = name
+        spec, why_not = recorded_tokenizer(shards.header.get("tokenizer_info") or {}, name)
+        if spec is None:
+            result["decoder"].update(spec=name, error=why_not)
+            return None
     result["decoder"]["spec"] = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else repr(spec)
-    if not spec:
-        result["decoder"]["error"] = "the shard headers name no tokenizer; pass --tokenizer to decode"
-        return None
     try:
         tok = load_tokenizer(spec, fast=False)
     except (TokenmillError, OSError) as exc:
@@ -109,6 +109,26 @@ def _decoder(shards: ShardSet, spec, result: dict):
         f"{name!r} (fingerprint {shards.fingerprint}): its ids mean other text; decoding skipped. "
         "Use the tokenizer the shards were made with, or re-tokenize the data")
     return None
+
+
+def recorded_tokenizer(info: dict, name: str) -> tuple[str | None, str]:
+    """(spec to load, "") for the tokenizer the shards record, or (None, why not).
+
+    The recorded local path comes first (a hub snapshot's too); the network is tried only for a tokenizer
+    that came from the Hub and is no longer on disk, or for old shards naming an ``org/name`` hub id.
+    """
+    from tokenmill.tokenize import sources
+
+    path, origin = info.get("path"), info.get("origin")
+    if path and os.path.exists(path):
+        return path, ""
+    if origin == "embedded" or name in ("default", "cl100k_im") or name in sources.tk.encoding_names():
+        return name, ""
+    if origin == "hub" or (origin is None and name and (name.count("/") == 1 or sources.looks_local(name))):
+        return name, ""  # a hub id, or (old shards) a path: either loads or says why, a path never online
+    where = f"was read from {path}, which no longer exists" if path else "was not read from a recorded path"
+    return None, (f"the shards' tokenizer {name!r} {where}; pass --tokenizer with its directory or file "
+                  "(nothing is looked up on the network for a local tokenizer)")
 
 
 def _stop_ids(shards: ShardSet, tok) -> np.ndarray | None:

@@ -133,24 +133,39 @@ def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype) -> No
         fh.write(doc_index.tobytes())
 
 
+def bin_dtype(vocab_size: int) -> np.dtype:
+    """uint16 whenever every id fits (vocab_size <= 65,536: what nanoGPT's loader reads), else uint32."""
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
+
+
+def bin_note(dtype: np.dtype, vocab_size: int) -> str:
+    """What a reader of the flat file must know about its dtype (said in the sidecar and by the command)."""
+    if dtype.itemsize == 2:
+        return "uint16, as nanoGPT's loader reads it: np.memmap(path, dtype=np.uint16, mode='r')"
+    return (f"uint32: a vocabulary of {vocab_size:,} ids does not fit in uint16; nanoGPT's train.py hard-codes "
+            "np.uint16, change it to np.memmap(path, dtype=np.uint32, mode='r')")
+
+
 def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     n_seq = n_tok = 0
+    dtype = bin_dtype(ds.vocab_size)
     mask_path = Path(f"{out}.mask") if ds.has_mask else None
     with open(out, "wb") as fh, open(mask_path or os.devnull, "wb") as mh:
         for batch in iter_batches(ds, seq_len=seq_len):
-            fh.write(memoryview(np.ascontiguousarray(batch.ids)).cast("B"))
+            fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
             if batch.mask is not None:
                 mh.write(memoryview(np.ascontiguousarray(batch.mask).view(np.uint8)).cast("B"))
             n_seq, n_tok = n_seq + len(batch.offsets) - 1, n_tok + len(batch.ids)
+    note = bin_note(dtype, ds.vocab_size)
     sidecar = {
-        "format": "tokenmill-bin", "dtype": ds.dtype.name, "byte_order": "little", "n_tokens": n_tok,
-        "n_sequences": n_seq, "seq_len": seq_len, "vocab_size": ds.vocab_size, "bos_id": ds.bos_id,
-        "eos_id": ds.eos_id, "pad_id": ds.pad_id, "tokenizer": ds.tokenizer_name,
+        "format": "tokenmill-bin", "dtype": dtype.name, "dtype_note": note, "byte_order": "little",
+        "n_tokens": n_tok, "n_sequences": n_seq, "seq_len": seq_len, "vocab_size": ds.vocab_size,
+        "bos_id": ds.bos_id, "eos_id": ds.eos_id, "pad_id": ds.pad_id, "tokenizer": ds.tokenizer_name,
         "tokenizer_fingerprint": ds.fingerprint, "mask_file": mask_path.name if mask_path else None,
     }  # fmt: skip
     Path(f"{out}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
     paths = [str(out), f"{out}.json"] + ([str(mask_path)] if mask_path else [])
-    return {"paths": paths, "n_sequences": n_seq, "n_tokens": n_tok}
+    return {"paths": paths, "n_sequences": n_seq, "n_tokens": n_tok, "dtype": dtype.name, "dtype_note": note}
 
 
 def _to_hf(ds: ShardSet, out: Path, seq_len: int | None) -> dict:

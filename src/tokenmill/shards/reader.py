@@ -231,8 +231,9 @@ def _read_shard_lengths(shard: Shard, out: np.ndarray) -> None:
 def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False) -> ShardSet:
     """Open every shard header in ``directory`` (sorted by name) as one ShardSet.
 
-    ``tokenizer``: None, a fingerprint string, or an object with ``.fingerprint``; a mismatch raises
-    ShardError. ``verify=True`` also checks checksums and contents (reads every byte).
+    ``tokenizer``: None, any spec ``--tokenizer`` accepts (hub name, directory, file, ``"default"``), a
+    tokenizer object (``transformers``, ``tokenizers``, tokenmill), or a fingerprint string; a mismatch
+    raises ShardError. ``verify=True`` also checks checksums and contents (reads every byte).
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -298,15 +299,15 @@ def _check_consistent(shards: list[Shard], directory: Path) -> None:
 def _check_fingerprint(header: dict, tokenizer, directory: Path) -> None:
     if tokenizer is None:
         return
-    expected = tokenizer if isinstance(tokenizer, str) else getattr(tokenizer, "fingerprint", None)
-    if expected is None:
-        raise ShardError(f"tokenizer must be a fingerprint string or have .fingerprint, got {type(tokenizer).__name__}")
+    from tokenmill.tokenize.identity import describe, fingerprint_of
+
+    expected = fingerprint_of(tokenizer)  # any spec --tokenizer takes, an object, or a fingerprint
     found = header["tokenizer_fingerprint"]
     if expected != found:
         raise ShardError(
             f"shards in {directory} were written with tokenizer {header['tokenizer']!r} (fingerprint {found}), "
-            f"but the tokenizer given has fingerprint {expected}; use the tokenizer the shards were made with "
-            "or re-tokenize the data"
+            f"but the tokenizer given ({describe(tokenizer)}) has fingerprint {expected}; use the tokenizer the "
+            "shards were made with or re-tokenize the data"
         )
 
 

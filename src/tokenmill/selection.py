@@ -1,0 +1,148 @@
+"""Which inputs and records a run takes: ``--exclude``, ``--skip-misrouted``, ``--limit``, ``--dry-run``.
+
+- ``exclude``: glob patterns matched against each input's path relative to its root and its full path
+  (``*.warc.gz``, ``raw/**``); excluded inputs are named in the manifest (``config.excluded``).
+- ``skip_misrouted``: inputs the router gives to the other track (preference pairs included) are left out
+  instead of refusing the run; each is named with its kind in the manifest (``config.skipped_inputs``).
+- An optional dependency missing for several inputs (WARC without the ``warc`` extra) is reported once,
+  naming the inputs, the install line, and ``--exclude`` as the way around it.
+- ``limit``: only the first N records (kept or rejected) of every input are read, for a trial run.
+- ``dry run``: route and plan, then print what would run and how big it is; nothing is written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any, Iterable, Iterator
+
+from tokenmill.errors import InputError, MissingExtraError
+
+_LISTED = 5
+
+
+def exclude_files(files: list, patterns: Iterable[str]) -> tuple[list, list[str]]:
+    """(inputs kept, relative paths excluded) for glob ``patterns`` over ``rel`` and the full path."""
+    patterns = list(patterns)
+    if not patterns:
+        return files, []
+    kept, excluded = [], []
+    for f in files:
+        hit = any(fnmatch.fnmatch(f.rel, p) or fnmatch.fnmatch(str(f.path), p) for p in patterns)
+        (excluded if hit else kept).append(f)
+    if not kept:
+        raise InputError(f"--exclude {' '.join(patterns)} leaves no input of the {len(files)} found")
+    return kept, [f.rel for f in excluded]
+
+
+def route_all(files: list, *, text_mode: str) -> list:
+    """The router's decision for every input; a missing optional dependency is reported once for all."""
+    from tokenmill.route import inspect_file
+
+    routes, missing = [], defaultdict(list)
+    for f in files:
+        try:
+            routes.append(inspect_file(f, text_mode=text_mode))
+        except MissingExtraError as exc:
+            missing[(exc.module, exc.extra, _purpose(exc))].append(f.rel)
+    if missing:
+        (module, extra, purpose), rels = next(iter(missing.items()))
+        shown = ", ".join(rels[:_LISTED]) + (f" and {len(rels) - _LISTED} more" if len(rels) > _LISTED else "")
+        raise MissingExtraError(module, extra, f"{purpose} ({len(rels)} input(s): {shown}; or leave them out "
+                                               "with --exclude GLOB)")
+    return routes
+
+
+def _purpose(exc: MissingExtraError) -> str:
+    text = str(exc)
+    return text.split(" is needed to ", 1)[1].split("; install it", 1)[0] if " is needed to " in text else "run"
+
+
+def split_misrouted(track: str, files: list, routes: list, given: dict) -> tuple[list, list, list[dict]]:
+    """Inputs of ``track`` (and explicitly mapped ones) kept; the others described for the manifest."""
+    kept_files, kept_routes, skipped = [], [], []
+    for f, r in zip(files, routes):
+        mapped = f.rel in given or "*" in given
+        if mapped or r.kind == track:
+            kept_files.append(f)
+            kept_routes.append(r)
+        else:
+            skipped.append({"path": f.rel, "kind": r.kind, "confidence": r.confidence,
+                            "why": "; ".join(r.warnings) if getattr(r, "warnings", None) else ""})
+    if not kept_files:
+        raise InputError(f"--skip-misrouted leaves no input for the {track} track: every input is of another "
+                         f"kind ({', '.join(sorted({s['kind'] for s in skipped}))})")
+    return kept_files, kept_routes, skipped
+
+
+def take_records(batches: Iterable[Any], limit: int | None) -> Iterator[Any]:
+    """The reader's batches cut after the first ``limit`` records (rows and rejects, in file order)."""
+    if limit is None:
+        yield from batches
+        return
+    left = limit
+    for raw in batches:
+        if left <= 0:
+            return
+        size = len(raw) + len(raw.rejects)
+        if size <= left:
+            left -= size
+            yield raw
+            continue
+        yield _head(raw, left)
+        return
+
+
+def _head(raw: Any, k: int) -> Any:
+    """The first ``k`` records of one batch: rows and rejects up to the k-th location."""
+    cutoff = sorted([*raw.locs, *(r.loc for r in raw.rejects)])[k - 1]
+    m = sum(1 for loc in raw.locs if loc <= cutoff)
+    size = len(raw) + len(raw.rejects)
+    return replace(
+        raw, locs=raw.locs[:m], rows=None if raw.rows is None else raw.rows[:m],
+        table=None if raw.table is None else raw.table.slice(0, m),
+        rejects=[r for r in raw.rejects if r.loc <= cutoff], nbytes=raw.nbytes * k // max(size, 1),
+    )
+
+
+def per_source(units: list, results: list) -> dict[str, dict[str, int]]:
+    """Records read, kept and tokens written for every input (summed over its units), in input order."""
+    out: dict[str, dict[str, int]] = {}
+    for unit, result in zip(units, results):
+        stats = result.stats
+        row = out.setdefault(unit.file.rel, {"records": 0, "kept": 0, "tokens": 0})
+        row["records"] += stats.input
+        row["kept"] += stats.kept
+        row["tokens"] += stats.tokens
+    return out
+
+
+def dry_run_plan(run: Any) -> dict:
+    """What a run would do, without doing it: inputs with their routes and sizes, units, tokenizer."""
+    units_per_file: dict[str, int] = defaultdict(int)
+    for u in run.units:
+        units_per_file[u.file.rel] += 1
+    inputs = [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
+               "units": units_per_file[f.rel]} for f, r in zip(run.files, run.routes)]
+    return {"dry_run": True, "track": run.track, "out": str(run.out), "inputs": inputs,
+            "units": len(run.units), "bytes": sum(f.size for f in run.files),
+            "tokenizer": run.tokenizer.info(), "config": run.config}
+
+
+def render_plan(plan: dict) -> str:
+    """The dry-run plan as text."""
+    lines = [f"dry run: `tokenmill {plan['track']}` would process {len(plan['inputs'])} input(s), "
+             f"{plan['bytes']:,} bytes in {plan['units']} work unit(s) -> {plan['out']} (nothing written)"]
+    for i in plan["inputs"]:
+        lines.append(f"  {i['path']}: {i['format']}, {i['kind']} ({i['confidence']:.2f}), {i['bytes']:,} bytes, "
+                     f"{i['units']} unit(s)")
+    for key, what in (("excluded", "excluded"), ("skipped_inputs", "skipped (other kind)")):
+        for item in plan["config"].get(key) or []:
+            lines.append(f"  {item['path'] if isinstance(item, dict) else item}: {what}")
+    tok = plan["tokenizer"]
+    lines.append(f"tokenizer: {tok.get('name')} (vocab {tok.get('vocab_size') or 0:,}, fingerprint "
+                 f"{str(tok.get('fingerprint'))[:12]})")
+    if plan["config"].get("limit"):
+        lines.append(f"limit: the first {plan['config']['limit']:,} records of every input")
+    return "\n".join(lines)
