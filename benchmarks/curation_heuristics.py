@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from common import REPO, machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent
@@ -112,8 +113,12 @@ def run_tokenmill(corpus: str) -> dict:
 
 def run_datatrove(corpus: str, n: int) -> dict:
     from datatrove.data import Document
-    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                            GopherRepetitionFilter)
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
 
     texts = pq.read_table(corpus, columns=["text"]).column("text").to_pylist()[:n]
     filters = [GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(), FineWebQualityFilter()]

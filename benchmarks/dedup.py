@@ -177,8 +177,8 @@ def run_tokenmill(args: argparse.Namespace) -> dict:
     from dataclasses import dataclass  # noqa: F401
 
     import pyarrow.parquet as pq
-    from bench_dedup_source import jsonl_source_stage
 
+    from bench_dedup_source import jsonl_source_stage
     from tokenmill.curate.dedup.minhash import MinHashDedup
     from tokenmill.engine import LocalExecutor, run_workflow
 
@@ -366,7 +366,7 @@ def report(info: dict, results: dict, scale: list, bound: int) -> str:
                     "held |")
     lines = [corpus, "", header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "", speed, "",
              bound_line, "", scale_header, "|---:|---:|---:|---:|---:|---|---|"]
-    for mb, meta, r in scale:
+    for _mb, meta, r in scale:
         p = r["stage_peak_rss_mb"]
         stages = " / ".join(f"{p.get(k, 0):.0f}" for k in ("minhash_dedup.signatures", "minhash_dedup.buckets",
                                                            "minhash_dedup.verify", "minhash_dedup.components",

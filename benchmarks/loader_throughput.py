@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from common import machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from common import REPO, machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent

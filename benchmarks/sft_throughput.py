@@ -35,6 +35,7 @@ from typing import Self
 
 import numpy as np
 import psutil
+
 from common import machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent

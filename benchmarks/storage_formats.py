@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from common import REPO, update_section
-
 from tokenmill.bench.formats import __doc__ as METHOD
 from tokenmill.bench.formats import bench_formats
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import fnmatch
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from tokenmill.errors import InputError, MissingExtraError
 

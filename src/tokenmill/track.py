@@ -14,9 +14,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tokenmill.base.inputs import InputFile, WorkUnit
 from tokenmill.engine import LocalExecutor, Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow

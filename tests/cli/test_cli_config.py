@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))
 import trackkit as tk  # noqa: E402
+
 from tokenmill.cli import main  # noqa: E402
 
 BAD = """\

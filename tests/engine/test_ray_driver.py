@@ -17,7 +17,6 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'toke
 
 from test_workflow import _tree  # noqa: E402
 
-
 SRC = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), str(Path(__file__).resolve().parent)])
 
 

@@ -12,6 +12,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tokenmill[ray]')")
 
 import killkit  # noqa: E402
+
 from tokenmill.engine import LocalExecutor, run_workflow  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tokenmill.base.accounting import Stats
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.errors import ConfigError
-from tokenmill.base.accounting import Stats
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import killkit
+import pytest
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("emit_v1", "group_v1", "apply_v1")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from loaderkit import EOS, PAD, VOCAB, pretrain_docs, sft_docs  # noqa: F401
 
 from tokenmill.shards import ShardWriter
-
-from loaderkit import EOS, PAD, VOCAB, pretrain_docs, sft_docs  # noqa: F401
 
 
 @pytest.fixture

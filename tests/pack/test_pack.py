@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tokenmill.errors import ConfigError
-from tokenmill.pack import (best_fit_decreasing, boundary_aware, concat_chunk, packing_stats,
-                            window_pieces)
+from tokenmill.pack import best_fit_decreasing, boundary_aware, concat_chunk, packing_stats, window_pieces
 
 
 def naive_bfd(lengths, seq_len):

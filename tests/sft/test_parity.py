@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import chatkit as ck
 import numpy as np
 import pytest
 
-import chatkit as ck
 from tokenmill.errors import ParityError
 from tokenmill.sft.parity import check_parity
 from tokenmill.sft.render import render_conversation

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pickle
 
+import chatkit as ck
 import numpy as np
 import pytest
 
-import chatkit as ck
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.parity import check_parity
 from tokenmill.sft.render import MaskPolicy, render_conversation

@@ -8,9 +8,9 @@ import random
 import shutil
 from pathlib import Path
 
+import chatkit as ck
 import pytest
 
-import chatkit as ck
 from tokenmill.sft.render import render_conversation
 from tokenmill.sft.template import load_template
 from tokenmill.tokenize import load_tokenizer

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import chatkit as ck
 import pytest
 
-import chatkit as ck
 from tokenmill.errors import TemplateError
 from tokenmill.sft.render import render_conversation
 from tokenmill.sft.template import load_template

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenmill.errors import ConfigError, ShardError
 import tokenmill.shards as shards_pkg
+from tokenmill.errors import ConfigError, ShardError
 from tokenmill.shards import ShardWriter, open_shards
 
 

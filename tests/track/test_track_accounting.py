@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 import trackkit as tk
+
 from tokenmill.cli import main
 from tokenmill.shards import open_shards
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import trackkit as tk
+
 from tokenmill.cli import main
 from tokenmill.shards import open_shards, verify_shards
 

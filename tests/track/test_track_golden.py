@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 import trackkit as tk
+
 from tokenmill.cli import main
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import tiktoken
-
 import trackkit as tk
+
 from tokenmill.cli import main
 from tokenmill.sft.oracle import hf_oracle
 from tokenmill.sft.template import load_template

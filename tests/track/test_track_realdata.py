@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 import trackkit as tk
+
 from tokenmill.cli import main
 from tokenmill.pretrain import run_pretrain
 from tokenmill.shards import open_shards, verify_shards

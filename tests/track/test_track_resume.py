@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import trackkit as tk
+
 from tokenmill.cli import main
 
 N_DOCS = 1400  # ~300 KB of JSONL; with 2 KB units, about 150 work units

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import trackkit as tk
+
 from tokenmill.cli import main
 
 

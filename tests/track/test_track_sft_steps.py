@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 import trackkit as tk
+
 from tokenmill.curate.step import Scored
 from tokenmill.errors import ConfigError
 from tokenmill.sft.run import run_sft

@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 import trackkit as tk
+
 from tokenmill.curate.step import Scored, step_fingerprint
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
 import orjson
 
@@ -63,7 +64,7 @@ class Stats:
     def filter(self, reason: str, n: int = 1) -> None:
         self.filtered[reason] += n
 
-    def __add__(self, other: "Stats") -> "Stats":
+    def __add__(self, other: Stats) -> Stats:
         return Stats(
             input=self.input + other.input,
             kept=self.kept + other.kept,
@@ -91,7 +92,7 @@ class Stats:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Stats":
+    def from_dict(cls, d: dict[str, Any]) -> Stats:
         return cls(
             input=d["input"],
             kept=d["kept"],

@@ -117,7 +117,7 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
     problems = [f"--set {s}.{p}: no step {s!r} in this run (its steps: {', '.join(e['name'] for e in entries)})"
                 for s, p in sets if s not in names]
     steps = []
-    for i, e in enumerate(entries):
+    for _i, e in enumerate(entries):
         if e["kind"] != "document":
             steps.append(None)
             continue
@@ -170,7 +170,7 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
     order = {e["id"]: k for k, e in enumerate(entries)}
     old_at = np.array([order.get(r.split(":", 1)[0], len(entries)) if r else len(entries) for r in old])
     unscored = 0
-    for k, (entry, step) in enumerate(zip(entries, steps)):
+    for k, (_entry, step) in enumerate(zip(entries, steps)):
         scored = np.ones(n, dtype=bool) if score_removed else old_at >= k
         todo = alive & (new == None)
         unscored += int(np.sum(todo & ~scored))

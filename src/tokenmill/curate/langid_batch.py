@@ -17,7 +17,8 @@ about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default).
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -16,8 +16,9 @@ filter keeps what it can vouch for). The source file and line of every document 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa

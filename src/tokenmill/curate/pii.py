@@ -28,8 +28,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa

@@ -4,7 +4,8 @@ tokenmill reads, train the classifier, print held-out accuracy and AUC, write th
 from __future__ import annotations
 
 import argparse
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from tokenmill.errors import ConfigError
 

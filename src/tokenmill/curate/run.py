@@ -18,9 +18,10 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tokenmill.curate.build import build_steps, step_specs
 from tokenmill.curate.cascade import Cascade

@@ -22,8 +22,8 @@ Everything else is vectorised over the batch (Arrow regexes, numpy over n-gram h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import pyarrow as pa

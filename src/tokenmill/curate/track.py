@@ -9,9 +9,9 @@ ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads
 from __future__ import annotations
 
 from collections import Counter
-
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 

@@ -27,10 +27,11 @@ import os
 import pickle
 import shutil
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
@@ -58,7 +59,7 @@ class LocalExecutor:
         self._held = 0  # depth of nested ``with`` blocks: the pool closes when the outermost one ends
         self._tasks = itertools.count()
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         self._held += 1
         return self
 

@@ -43,7 +43,7 @@ class RayExecutor:
         self.workers, self.address, self.retries = workers, address, retries
         self._started = False  # whether this executor started (and so shuts down) the Ray runtime
 
-    def __enter__(self) -> "RayExecutor":
+    def __enter__(self) -> RayExecutor:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -19,9 +19,10 @@ convention; they are tokenmill's own and a finalize step may remove them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from tokenmill.base.accounting import Stats
 
@@ -47,7 +48,7 @@ class UnitResult:
     seconds: float = 0.0
     step_seconds: Counter = field(default_factory=Counter)  # time spent per step, by step name
 
-    def __add__(self, other: "UnitResult") -> "UnitResult":
+    def __add__(self, other: UnitResult) -> UnitResult:
         return UnitResult(
             stats=self.stats + other.stats,
             outputs=self.outputs + other.outputs,
@@ -67,7 +68,7 @@ class UnitResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "UnitResult":
+    def from_dict(cls, d: dict[str, Any]) -> UnitResult:
         return cls(
             stats=Stats.from_dict(d["stats"]),
             outputs=list(d.get("outputs", [])),

@@ -24,9 +24,10 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from tokenmill.base.files import atomic_write
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult

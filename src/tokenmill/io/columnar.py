@@ -17,10 +17,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base.accounting import Reject
 from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, RawBatch, WorkUnit
 from tokenmill.io.formats import ARROW_FILE_MAGIC, local_path, open_raw, read_head
-from tokenmill.base.accounting import Reject
 
 ARROW_ERRORS = (OSError, ValueError, pa.ArrowException)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from typing import Any
 
+from tokenmill.base.accounting import Reject
 from tokenmill.errors import InputError
 from tokenmill.io.base import FORMATS, InputFile, RawBatch, WorkUnit
 from tokenmill.io.columnar import read_arrow, read_hf_dataset, read_parquet
@@ -13,7 +14,6 @@ from tokenmill.io.jsonfmt import read_json, read_jsonl
 from tokenmill.io.paths import check_text_mode
 from tokenmill.io.text import read_text
 from tokenmill.io.warc import read_warc
-from tokenmill.base.accounting import Reject
 
 READERS: dict[str, Callable[..., Iterator[RawBatch]]] = {
     "jsonl": read_jsonl,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tokenmill.io.base import RawBatch
 from tokenmill.base.accounting import Reject
+from tokenmill.io.base import RawBatch
 
 
 class RowBatcher:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import bisect
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tokenmill.errors import ConfigError
 from tokenmill.loader.blend import _as_dataset, _taken

@@ -14,9 +14,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.base.accounting import Reject
 from tokenmill.io.base import RawBatch
 from tokenmill.records import DOCUMENT, record_id
-from tokenmill.base.accounting import Reject
 
 
 def _dig(row: dict, path: str | None) -> Any:

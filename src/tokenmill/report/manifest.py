@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill import __version__

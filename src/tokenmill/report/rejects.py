@@ -8,8 +8,9 @@ not UTF-8).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from tokenmill.base.accounting import Reject, Stats
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from tokenmill.base.accounting import Reject
 from tokenmill.errors import ConfigError, InputError, RoutingError
 from tokenmill.io.base import RawBatch
 from tokenmill.records import CONVERSATION, record_id
-from tokenmill.base.accounting import Reject
 from tokenmill.sft.schemas_chat import chat_messages
 from tokenmill.sft.schemas_common import cell, message, optional_text, tools_json
 from tokenmill.sft.schemas_pairs import alpaca_messages, pair_messages

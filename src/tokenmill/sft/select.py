@@ -21,9 +21,10 @@ sft`` reads directly), ``DIR/selection.parquet`` (one row per example that reach
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -170,8 +171,8 @@ def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int) 
 
 def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_rules: Any = None) -> dict:
     """Run the selection; write the outputs; return the manifest."""
-    from tokenmill.curate.sft_quality import SftQuality
     from tokenmill.base.files import atomic_write
+    from tokenmill.curate.sft_quality import SftQuality
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

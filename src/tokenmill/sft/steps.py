@@ -16,7 +16,8 @@ into the messages). Removed conversations are counted as filtered with the step'
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 

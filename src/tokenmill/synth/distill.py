@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tokenmill.engine import Unit, UnitResult
 from tokenmill.records import record_id
