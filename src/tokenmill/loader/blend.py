@@ -73,27 +73,11 @@ class BlendedDataset:
 
     def route(self, k: int) -> tuple[int, int]:
         """(component, index inside it) of blended sample ``k``."""
-        lo, hi = 0, len(self.weights)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            a, b = sum(self.weights[lo:mid]), sum(self.weights[mid:hi])
-            left = _taken(k, a, b)
-            if _taken(k + 1, a, b) > left:
-                hi, k = mid, left
-            else:
-                lo, k = mid, k - left
-        return lo, k
+        return route(k, self.weights)
 
     def counts(self, n: int) -> list[int]:
         """Samples each component contributes to the first ``n`` blended samples."""
-        return self._counts(n, 0, len(self.weights))
-
-    def _counts(self, n: int, lo: int, hi: int) -> list[int]:
-        if hi - lo == 1:
-            return [n]
-        mid = (lo + hi) // 2
-        left = _taken(n, sum(self.weights[lo:mid]), sum(self.weights[mid:hi]))
-        return self._counts(left, lo, mid) + self._counts(n - left, mid, hi)
+        return counts(n, self.weights)
 
     def _no_repeat_len(self) -> int:
         """Largest n whose counts stay within every component's length (binary search)."""
@@ -104,6 +88,33 @@ class BlendedDataset:
             ok = all(c <= s for c, s in zip(self.counts(mid), sizes))
             lo, hi = (mid, hi) if ok else (lo, mid)
         return lo
+
+
+def route(k: int, weights: list[int]) -> tuple[int, int]:
+    """(component, index inside it) of sample ``k`` of the counter rule over integer ``weights`` (a zero
+    weight takes nothing)."""
+    lo, hi = 0, len(weights)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        a, b = sum(weights[lo:mid]), sum(weights[mid:hi])
+        left = _taken(k, a, b)
+        if _taken(k + 1, a, b) > left:
+            hi, k = mid, left
+        else:
+            lo, k = mid, k - left
+    return lo, k
+
+
+def counts(n: int, weights: list[int], lo: int = 0, hi: int | None = None) -> list[int]:
+    """Samples each component gives to the first ``n`` samples of the counter rule over ``weights``."""
+    hi = len(weights) if hi is None else hi
+    if hi - lo == 1:
+        return [n]
+    if n == 0:
+        return [0] * (hi - lo)
+    mid = (lo + hi) // 2
+    left = _taken(n, sum(weights[lo:mid]), sum(weights[mid:hi]))
+    return counts(left, weights, lo, mid) + counts(n - left, weights, mid, hi)
 
 
 def _taken(k: int, a: int, b: int) -> int:

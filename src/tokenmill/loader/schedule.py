@@ -25,34 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenmill.errors import ConfigError
-from tokenmill.loader.blend import _as_dataset, _taken
+from tokenmill.loader.blend import _as_dataset, counts, route
 from tokenmill.loader.corpus import check_same_tokenizer
 
 _SCALE = 1 << 32
-
-
-def _route(k: int, weights: list[int]) -> tuple[int, int]:
-    lo, hi = 0, len(weights)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        a, b = sum(weights[lo:mid]), sum(weights[mid:hi])
-        left = _taken(k, a, b)
-        if _taken(k + 1, a, b) > left:
-            hi, k = mid, left
-        else:
-            lo, k = mid, k - left
-    return lo, k
-
-
-def _counts(n: int, weights: list[int], lo: int = 0, hi: int | None = None) -> list[int]:
-    hi = len(weights) if hi is None else hi
-    if hi - lo == 1:
-        return [n]
-    if n == 0:
-        return [0] * (hi - lo)
-    mid = (lo + hi) // 2
-    left = _taken(n, sum(weights[lo:mid]), sum(weights[mid:hi]))
-    return _counts(left, weights, lo, mid) + _counts(n - left, weights, mid, hi)
 
 
 def parse_phases(phases: list[Mapping[str, Any]], names: list[str], *,
@@ -121,7 +97,7 @@ class ScheduledBlend:
         bounds = self.starts[1:] + [self._len]
         for start, end, w in zip(self.starts, bounds, self.weights):
             out.append(list(acc))
-            acc = [a + c for a, c in zip(acc, _counts(max(0, min(end, self._len) - start), w))]
+            acc = [a + c for a, c in zip(acc, counts(max(0, min(end, self._len) - start), w))]
         return out
 
     @property
@@ -146,13 +122,13 @@ class ScheduledBlend:
     def route(self, k: int) -> tuple[int, int]:
         """(component, index inside it, before wrapping) of blended sample ``k``."""
         p = self.phase_of(k)
-        c, j = _route(k - self.starts[p], self.weights[p])
+        c, j = route(k - self.starts[p], self.weights[p])
         return c, self.offsets[p][c] + j
 
     def counts(self, n: int) -> dict[str, int]:
         """Samples each component gives to the first ``n`` blended samples."""
         p = self.phase_of(max(0, n - 1)) if n else 0
-        inside = _counts(n - self.starts[p], self.weights[p]) if n else [0] * len(self.names)
+        inside = counts(n - self.starts[p], self.weights[p]) if n else [0] * len(self.names)
         return {name: self.offsets[p][i] + inside[i] for i, name in enumerate(self.names)}
 
     def __getitem__(self, k) -> dict:

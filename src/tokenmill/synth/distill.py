@@ -31,7 +31,7 @@ from tokenmill.engine import Unit, UnitResult
 from tokenmill.records import record_id
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.synth.client import Client, Reply
-from tokenmill.synth.rephrase import failure
+from tokenmill.synth.rephrase import add_usage, failure
 from tokenmill.synth.run import Prompt, load_prompt, run_synth
 
 THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -165,10 +165,7 @@ class DistillTask:
         out = []
         for row, loc, p in todo:
             got = [next(replies) for _ in range(n(row))]
-            for r in got:
-                if isinstance(r, Reply):
-                    usage["prompt_tokens"] += r.prompt_tokens
-                    usage["completion_tokens"] += r.completion_tokens
+            add_usage(usage, got)
             picked, why = self._pick(got, ground_truth(row))
             if picked is None:
                 stats.filter(why)

@@ -75,6 +75,14 @@ def _fit(text: str, max_chars: int, seps: tuple[str, ...]) -> list[str]:
     return out
 
 
+def add_usage(usage: dict, replies: list) -> None:
+    """Add the tokens of ``replies`` (those that are replies, cached or not) to a unit's ``usage``."""
+    for r in replies:
+        if isinstance(r, Reply):
+            usage["prompt_tokens"] += r.prompt_tokens
+            usage["completion_tokens"] += r.completion_tokens
+
+
 def failure(reply: Reply | Exception) -> str | None:
     """Why a reply is unusable, or ``None``."""
     if isinstance(reply, MalformedReply):
@@ -128,10 +136,7 @@ class RephraseTask:
         for i, ps in enumerate(pieces):
             got = [next(replies) for _ in ps]
             why = next((w for w in map(failure, got) if w), None) if got else "synth_empty"
-            for r in got:
-                if isinstance(r, Reply):
-                    usage["prompt_tokens"] += r.prompt_tokens
-                    usage["completion_tokens"] += r.completion_tokens
+            add_usage(usage, got)
             if why:
                 stats.filter(why)
                 continue
