@@ -1,5 +1,6 @@
 """Imported only by the multiprocessing fork server (the first of its preload modules), never by the main
-process: the fork server then dies with the run that started it, and with it every worker it forked.
+process: the fork server then dies with the run that started it, and every process it forks dies with it
+(see :mod:`tokenmill.engine.workers`).
 
 The main process may already be gone when this runs (it can be killed while the server starts); the
 kernel only signals deaths after the request, so the main process (its id is in the environment it
@@ -12,6 +13,7 @@ from tokenmill.engine.workers import (
     MAIN_PID_VARIABLE,
     alive,
     die_with_parent,
+    guard_forked_children,
     watch_main_process,
 )
 
@@ -21,3 +23,4 @@ if _main and not alive(_main):
     os._exit(1)
 if _main:
     watch_main_process(_main)
+guard_forked_children()

@@ -1,10 +1,16 @@
 """Worker processes that never outlive their run, and a clear message when one dies.
 
-* **No orphans.** The fork server is told to die with the main process (``PR_SET_PDEATHSIG`` on Linux,
-  set by a preload module). A worker's first act, before it unpickles the task (which can take seconds:
-  it rebuilds the tokenizer), is the same request about its own parent, and a thread that exits within
-  half a second once the main process is gone. So a ``kill -9`` of the run at any moment, pool start-up
-  included, leaves no process behind.
+* **No orphans.** A ``kill -9`` of the run at any moment, pool start-up included, leaves no process
+  behind. On Linux the kernel does it, as a chain: the fork server asks (``PR_SET_PDEATHSIG``, set by its
+  first preload module) to be killed when the main process dies, and every process the fork server forks
+  makes the same request about the fork server as its very first act (an at-fork hook, before it reads
+  its task): the engine's workers, the short-lived tokenizer loader, any other pool's. Each request is
+  followed by a look at the parent: one that died before the request was made would never signal, so the
+  process exits at once. Elsewhere (no ``prctl``) a thread watches the parent and exits within half a
+  second of it being gone. Engine workers also watch the main process, and ask about their own parent in
+  the pool initializer (what covers ``spawn``, where the main process is that parent). Multiprocessing's
+  resource tracker is not killed: it exits when the last of these processes has closed its pipe, after
+  removing what they left (semaphores).
 * **A dead worker is named.** When the operating system kills a worker (most often the out-of-memory
   killer), ``concurrent.futures`` reports only ``BrokenProcessPool``. ``worker_died`` says which units
   were running (their staging directories are still there), that memory most likely ran out, and that
@@ -14,6 +20,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import os
 import pickle
@@ -30,14 +37,58 @@ from tokenmill.errors import TokenmillError
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
-    """Have the kernel send SIGKILL to this process when its parent exits (Linux; elsewhere a no-op)."""
+def _find_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` on Linux, looked up once at import (never by a freshly forked child), else None."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+
+
+_PRCTL = _find_prctl()
+
+
+def die_with_parent() -> bool:
+    """Have the kernel send SIGKILL to this process when its parent exits (Linux; elsewhere a no-op).
+
+    Returns whether the request was taken (False: not Linux, or ``prctl`` unavailable).
+    """
+    return _PRCTL is not None and _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+
+
+def die_with(parent: int) -> None:
+    """Make sure this process, forked by ``parent``, does not outlive it: the kernel's signal where there
+    is one, else a watching thread. A parent already gone (this process was re-parented before the
+    request) means exit now."""
+    signalled = die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
+    if not signalled:
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def guard_forked_children() -> None:
+    """In this process (the fork server), make every child it forks from now on call :func:`die_with`
+    first, before any Python code of the child runs. Their own children are left alone."""
+    os.register_at_fork(after_in_child=functools.partial(_guard_child, os.getpid()))
+
+
+def _guard_child(server: int) -> None:
+    global _GUARDED
+    if not _GUARDED:  # a child of the fork server (its children inherit True: their parent is not the server)
+        _GUARDED = True
+        die_with(server)
+
+
+_GUARDED = False
 
 
 def watch_main_process(main_pid: int) -> None:
