@@ -66,19 +66,31 @@ def _gone_within(seconds: float, pgid: int) -> list[str]:
     return left
 
 
-def test_kill_9_during_pool_start_up_leaves_no_process(tmp_path):
+def _grandchildren(pid: int) -> list[int]:
+    return [g for c in _children(pid) for g in _children(c)]
+
+
+# When to kill the run: while the fork server starts (and imports), or once it has forked the pool's two
+# workers and the child that loads the tokenizer (the third), while that child works.
+_START_UP = {"fork server starting": lambda pid: bool(_children(pid)),
+             "tokenizer loading": lambda pid: len(_grandchildren(pid)) >= 3}
+
+
+@pytest.mark.parametrize("moment", list(_START_UP))
+def test_kill_9_during_pool_start_up_leaves_no_process(tmp_path, moment):
     data = hk.docs(tmp_path / "in" / "a.jsonl", 200)
     proc = subprocess.Popen([sys.executable, "-m", "tokenmill.cli", "pretrain", str(data), "--out", str(tmp_path / "out"),
                              "--workers", "2", "--unit-bytes", "2KiB", "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not _children(proc.pid):
-        time.sleep(0.02)  # the forkserver (and soon the workers) appear
-    time.sleep(0.3)  # workers are starting, and the fork server's child that loads the tokenizer
+    while time.monotonic() < deadline and proc.poll() is None and not _START_UP[moment](proc.pid):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before the moment to kill it"
+    time.sleep(0.1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     left = _gone_within(20, proc.pid)
-    assert not left, f"processes of the killed run were still alive 20 s later: {left}"
+    assert not left, f"processes of the run killed ({moment}) were still alive 20 s later: {left}"
 
 
 # A main process that starts a pool of its own on the fork server (as the tokenizer loader does: no
