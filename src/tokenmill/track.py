@@ -315,7 +315,8 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
     print(manifest["identity"], file=stream)
     if manifest.get("split"):
-        print(split_line(manifest["split"], out), file=stream)
+        print(split_line(manifest["split"], out, noun="examples" if manifest["track"] == "sft" else "documents"),
+              file=stream)
     print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
     sources = manifest.get("sources") or {}
     for rel, row in sources.items() if len(sources) > 1 else ():
@@ -329,12 +330,12 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
 
 
-def split_line(split: dict, out: Path) -> str:
-    """``split: train N documents, T tokens; val n documents, t tokens -> OUT/val (fraction 0.05, seed 0)``."""
+def split_line(split: dict, out: Path, *, noun: str = "documents") -> str:
+    """``split: train N documents, T tokens; val n documents, t tokens ... -> OUT/val (fraction 0.05, seed 0)``."""
     train, val = split["train"], split["val"]
     how = f"count {split['val_count']:,}" if split.get("val_count") else f"fraction {split['val_fraction']}"
-    return (f"split: train {train['documents']:,} documents, {train['tokens']:,} tokens; val {val['documents']:,} "
-            f"documents, {val['tokens']:,} tokens in {val['shards']} shard(s) -> {Path(out) / val['directory']} "
+    return (f"split: train {train['documents']:,} {noun}, {train['tokens']:,} tokens; val {val['documents']:,} "
+            f"{noun}, {val['tokens']:,} tokens in {val['shards']} shard(s) -> {Path(out) / val['directory']} "
             f"({how}, seed {split['val_seed']})")
 
 

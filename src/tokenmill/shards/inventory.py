@@ -77,3 +77,13 @@ def _shard_counts(manifest: dict) -> dict:
     if isinstance(train, dict):
         return {"kept": train.get("documents", 0), "tokens": train.get("tokens", 0)}
     return manifest.get("counts") or {}
+
+
+def val_directory(directory: Path) -> Path | None:
+    """The validation shard directory of a run made with a validation split (``val/``), else None."""
+    manifest = _manifest(Path(directory))
+    split = manifest.get("split") if manifest else None
+    val = split.get("val") if isinstance(split, dict) else None
+    if not isinstance(val, dict) or not isinstance(val.get("directory"), str):
+        return None
+    return Path(directory) / val["directory"]
