@@ -1,7 +1,9 @@
 """The validation split of both tracks: which kept records go to ``OUT/val/`` instead of the training shards.
 
 **By record, by content.** Every kept record (a pretraining document, an SFT conversation) gets a 64-bit
-key: ``blake2b`` of its content keyed by the seed (``--val-seed``, default 0): the UTF-8 text of a
+key: ``blake2b`` of its content (8-byte digest, read little-endian) keyed by the seed (``--val-seed``,
+default 0; the blake2b key is ``tokenmill-val:text:<seed>`` for documents, ``tokenmill-val:conversation:<seed>``
+for conversations): the UTF-8 text of a
 document as it is tokenized (after any curation step that rewrites it), the canonical conversation
 (messages and tools as normalised, whatever the dataset's style) of an example. A record is never split,
 and the key depends on nothing else: not on the number of workers, the unit size, the engine, the order
