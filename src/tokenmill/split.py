@@ -110,11 +110,10 @@ def text_keys(texts: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
         array = array.cast(pa.large_string())
     n, buffers = len(array), array.buffers()
     width = np.int64 if pa.types.is_large_string(array.type) else np.int32
-    offsets = np.frombuffer(buffers[1], dtype=width)[array.offset:array.offset + n + 1] if n else ()
+    bounds = np.frombuffer(buffers[1], dtype=width)[array.offset:array.offset + n + 1].tolist() if n else []
     data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
     key = _hasher_key(seed, b"text")
-    return np.fromiter((_digest(data[int(offsets[i]):int(offsets[i + 1])], key) for i in range(n)),
-                       dtype=np.uint64, count=n)
+    return np.fromiter((_digest(data[a:b], key) for a, b in zip(bounds, bounds[1:])), dtype=np.uint64, count=n)
 
 
 def identity_keys(sources: list[str], ids: list[str], seed: int) -> np.ndarray:

@@ -218,3 +218,23 @@ def test_kill_in_either_stage_of_a_count_split_and_resume_gives_the_same_bytes(c
     done = tk.cli(*args, "--out", str(out))
     assert done.returncode == 0, done.stderr
     tk.assert_same_output(reference, out)
+
+
+def test_an_empty_validation_split_is_counted_and_audits_clean(corpus, tmp_path, capsys):
+    src, texts = corpus
+    out = tmp_path / "out"
+    manifest = pretrain(src, out, val_fraction=1e-9)
+    assert manifest["split"]["val"] == {"documents": 0, "tokens": 0, "shards": 0, "directory": "val"}
+    assert json.loads((out / "val" / "manifest.json").read_text())["shards"] == []
+    assert len(ids(out)) == len(texts)
+    assert main(["audit", str(out), "--n", "0"]) == 0
+    assert main(["stats", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.split("OK: no problems found\n")[-1])["val"]["documents"] == 0
+
+
+def test_the_dry_run_names_the_split(corpus, tmp_path, capsys):
+    src, _ = corpus
+    args = ["pretrain", str(src), "--out", str(tmp_path / "out"), "--tokenizer", "default", "--dry-run"]
+    assert main([*args, "--val-count", "9", "--val-seed", "3"]) == 0
+    assert "validation split: exactly 9 records (a ranking pass, then the shards), seed 3" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
