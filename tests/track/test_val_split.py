@@ -238,3 +238,20 @@ def test_the_dry_run_names_the_split(corpus, tmp_path, capsys):
     assert main([*args, "--val-count", "9", "--val-seed", "3"]) == 0
     assert "validation split: exactly 9 records (a ranking pass, then the shards), seed 3" in capsys.readouterr().out
     assert not (tmp_path / "out").exists()
+
+
+def test_a_fraction_split_resumed_after_losing_units_gives_the_same_bytes(corpus, tmp_path):
+    src, _ = corpus
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    pretrain(src, reference, val_fraction=0.25)
+    pretrain(src, resumed, val_fraction=0.25)
+    (resumed / "manifest.json").unlink()
+    markers = sorted((resumed / tk.DONE).iterdir())
+    for marker in markers[len(markers) // 2:]:  # what a run killed half-way leaves: no files, no marker
+        index = marker.stem.split("-")[-1]
+        for f in [*resumed.glob(f"shard-{index}*"), *(resumed / "val").glob(f"shard-{index}*")]:
+            f.unlink()
+        marker.unlink()
+    assert len(list((resumed / "val").glob("*.ids"))) < len(list((reference / "val").glob("*.ids")))
+    pretrain(src, resumed, val_fraction=0.25)
+    tk.assert_same_output(reference, resumed)
