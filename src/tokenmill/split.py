@@ -245,7 +245,8 @@ def find_cut(out: Path, results: list[Any], count: int) -> tuple[int, int]:
     kept = sum(r.stats.kept for r in results)
     if kept <= count:
         raise ConfigError(f"val_count={count} (--val-count): the run keeps only {kept:,} records, so nothing would be "
-                          f"left to train on; ask for fewer than {kept:,} or use --val-fraction")
+                          f"left to train on; ask for fewer than {kept:,} (with --overwrite: this run's ranking "
+                          "is kept under its settings) or use --val-fraction")
     pairs = [np.load(out / r.data["pairs"]) for r in results if r.data.get("n")]
     top = smallest(np.concatenate(pairs), count)
     return int(top[-1, 0]), int(top[-1, 1])
