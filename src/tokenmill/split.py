@@ -8,8 +8,9 @@ document as it is tokenized (after any curation step that rewrites it), the cano
 (messages and tools as normalised, whatever the dataset's style) of an example. A record is never split,
 and the key depends on nothing else: not on the number of workers, the unit size, the engine, the order
 of the inputs, their names or a resume, so the same record lands on the same side in every run with the
-same seed. Exact duplicates share a key and so always land on the same side (no copy of a validation
-document trains). A second key, of the record's source and id, only breaks ties between equal contents.
+same seed (with a count split, given the same kept records). Exact duplicates share a key and so land on
+the same side (no copy of a validation document trains; with a count split, unless the copies sit exactly
+at the cut). A second key, of the record's source and id, only breaks ties between equal contents.
 
 * ``--val-fraction F``: a record is validation when its key is below ``F * 2**64``; each record is
   decided on its own, in the one pass that writes the shards. The share is ``F`` up to sampling noise
