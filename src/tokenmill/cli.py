@@ -40,6 +40,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="leave out (and name in the manifest) inputs of the other kind instead of refusing the run")
     p.add_argument("--limit", type=int, metavar="N", help="read only the first N records of every input (a trial run)")
     p.add_argument("--dry-run", action="store_true", help="route and plan, print what would run; write nothing")
+    p.add_argument("--val-fraction", type=float, metavar="F",
+                   help="send this share of the records (whole, by a seeded hash of their content) to DIR/val/")
+    p.add_argument("--val-count", type=int, metavar="N",
+                   help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
+    p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,12 +165,17 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
         "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
         "limit": getattr(args, "limit", None),
+        "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
+        "val_seed": getattr(args, "val_seed", None),
     }
     flags = {k: v for k, v in flags.items() if v is not None}
     try:
         flags = validate(flags, source="command line")
     except ConfigError as exc:  # a bad flag value is a usage error (exit 2)
         raise UsageError(str(exc)) from None
+    for given, other in (("val_fraction", "val_count"), ("val_count", "val_fraction")):
+        if given in flags:
+            cfg.pop(other, None)  # one way to split on the command line replaces the file's other one
     cfg.update(flags)
     problems = []
     if cfg.get("track") not in (None, args.command):
@@ -272,7 +282,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 def _selection(cfg: dict, args: argparse.Namespace) -> dict[str, Any]:
     """Which inputs and records the run takes (see ``tokenmill.selection``)."""
     return {"exclude": tuple(cfg.get("exclude") or ()), "skip_misrouted": cfg.get("skip_misrouted", False),
-            "limit": cfg.get("limit"), "dry_run": args.dry_run}
+            "limit": cfg.get("limit"), "dry_run": args.dry_run, "val_fraction": cfg.get("val_fraction"),
+            "val_count": cfg.get("val_count"), "val_seed": cfg.get("val_seed", 0)}
 
 
 def _print_plan(plan: dict) -> int:

@@ -14,6 +14,8 @@ Example::
     exclude: ["*.warc.gz"]     # inputs left out (globs over the relative or full path)
     skip_misrouted: false      # leave out inputs of the other kind (named in the manifest) instead of refusing
     limit: 1000                # only the first N records of every input (a trial run)
+    val_fraction: 0.01         # whole records to out/val/ by a seeded content hash (or val_count: N, exact)
+    val_seed: 0
     steps:                     # curation steps, in order, after the preset's (SFT: over each conversation)
       - {name: length, min_chars: 200, max_chars: 1000000}
     schema:                    # optional explicit field mappings, by input path (or "*")
@@ -97,6 +99,18 @@ def _positive_size(v: Any) -> int:
     return n
 
 
+def _fraction(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+        raise ValueError(f"expected a fraction between 0 and 1 (exclusive), e.g. 0.05, got {v!r}")
+    return float(v)
+
+
+def _seed(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"expected a non-negative integer, got {v!r}")
+    return v
+
+
 TOP: dict[str, Callable[[Any], Any]] = {
     "track": _choice("pretrain", "sft", "curate"),
     "preset": _typed(str),
@@ -115,6 +129,9 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "exclude": _paths,
     "skip_misrouted": _typed(bool),
     "limit": _typed(int, positive=True),
+    "val_fraction": lambda v: _fraction(v),
+    "val_count": _typed(int, positive=True),
+    "val_seed": lambda v: _seed(v),
 }
 SFT: dict[str, Callable[[Any], Any]] = {
     "chat_template": _typed(str, nullable=True),
@@ -164,6 +181,8 @@ def check(data: Any, *, source: str = "config") -> tuple[dict, list[str]]:
     if isinstance(clean.get("sft"), dict):
         clean["sft"] = _check_section(clean["sft"], SFT, "sft.", problems)
     problems.extend(_step_problems(clean.get("steps") or []))
+    if clean.get("val_fraction") is not None and clean.get("val_count") is not None:
+        problems.append("val_fraction, val_count: give one of them, not both")
     return clean, [f"{source}: {p}" for p in problems]
 
 

@@ -146,4 +146,9 @@ def render_plan(plan: dict) -> str:
                  f"{str(tok.get('fingerprint'))[:12]})")
     if plan["config"].get("limit"):
         lines.append(f"limit: the first {plan['config']['limit']:,} records of every input")
+    split = plan["config"].get("val_split")
+    if split:
+        how = (f"exactly {split['val_count']:,} records (a ranking pass, then the shards)" if split.get("val_count")
+               else f"a fraction {split['val_fraction']} of the records")
+        lines.append(f"validation split: {how}, seed {split['val_seed']} -> {plan['out']}/val")
     return "\n".join(lines)

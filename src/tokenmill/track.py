@@ -184,10 +184,39 @@ def unit_size(unit: WorkUnit) -> int:
     return unit.file.size
 
 
+def engine_units(run: TrackRun) -> list[Unit]:
+    """The run's work units as engine units (each unit's payload is its ``WorkUnit``)."""
+    return [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
+
+
 def shards_stage(run: TrackRun, task: Callable) -> Stage:
-    """The track's one stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``)."""
-    units = [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
+    """The track's one stage: ``task`` over the work units."""
+    units = engine_units(run)
     return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, task))
+
+
+def track_stages(run: TrackRun, checked: Any) -> list[Stage]:
+    """The track's workflow: the ``shards`` stage, after a ``val_rank`` stage when ``--val-count`` needs its cut.
+
+    ``checked`` is the track's task wrapped by :func:`guard_inputs`; its task's ``split`` (or None) says
+    which (see :mod:`tokenmill.split`).
+    """
+    from dataclasses import replace
+
+    from tokenmill.split import RANK_STAGE, RankTask, find_cut
+
+    split = getattr(checked.task, "split", None)
+    if split is None or split.count is None:
+        return [shards_stage(run, checked)]
+    units = engine_units(run)
+    ranking = replace(checked, task=RankTask(replace(checked.task, split=replace(split, ranking=True)), split.count))
+
+    def plan_shards(ctx: StageContext) -> StagePlan:
+        cut = find_cut(ctx.out, ctx.results[RANK_STAGE], split.count)
+        task = replace(checked, task=replace(checked.task, split=replace(split, cut=cut)))
+        return StagePlan(units, task, params={"val_cut": [str(cut[0]), str(cut[1])]})
+
+    return [Stage(RANK_STAGE, 1, lambda ctx: StagePlan(units, ranking)), Stage(SHARDS_STAGE, 1, plan_shards)]
 
 
 def _pool_size(workers: int | None, units: list[WorkUnit]) -> int:
@@ -216,7 +245,7 @@ def finish_run(
     with hold_output(run.out, overwrite=overwrite):  # exclusive lock until the manifest is written
         state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
         checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
-        run_workflow([shards_stage(run, checked)], out=run.out, fingerprint=fingerprint, executor=executor,
+        run_workflow(track_stages(run, checked), out=run.out, fingerprint=fingerprint, executor=executor,
                      progress=stage_progress(progress), finalize=finalize, locked=True)
     return run.manifest
 
@@ -236,8 +265,32 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
     from tokenmill.selection import per_source
 
     manifest["sources"] = per_source(run.units, results)  # records, kept and tokens of every input
+    if "val_split" in run.config:
+        manifest["split"] = write_val_manifest(run.out, manifest, results)
     write_manifest(run.out, manifest)
     return manifest
+
+
+def write_val_manifest(out: Path, manifest: dict, results: list[UnitResult]) -> dict:
+    """Write ``val/manifest.json`` (the validation shard set's own, so ``open_shards(out/val)`` checks it
+    against its shards) and return the main manifest's ``split`` section: train and val counts."""
+    from tokenmill.split import VAL_DIR, split_counts
+
+    val = split_counts(results)
+    counts = manifest["counts"]
+    train = {"documents": counts["kept"] - val["documents"], "tokens": counts["tokens"] - val["tokens"],
+             "shards": len(manifest["shards"]), "directory": "."}
+    section = {**manifest["config"]["val_split"], "train": train,
+               "val": {"documents": val["documents"], "tokens": val["tokens"], "shards": len(val["shards"]),
+                       "directory": VAL_DIR}}
+    (out / VAL_DIR).mkdir(exist_ok=True)
+    write_manifest(out / VAL_DIR, {
+        "tokenmill": manifest["tokenmill"], "track": manifest["track"], "split": "val",
+        "tokenizer": manifest["tokenizer"], "config": manifest["config"],
+        "counts": {"kept": val["documents"], "tokens": val["tokens"]}, "shards": val["shards"],
+        "of": "../manifest.json",
+    })
+    return section
 
 
 def stage_progress(enabled: bool | None) -> Callable[[str, list[Unit], dict[int, UnitResult]], Progress]:
@@ -261,6 +314,9 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records, {c['tokens']:,} tokens "
           f"in {len(manifest['shards'])} shard(s) -> {out}", file=stream)
     print(manifest["identity"], file=stream)
+    if manifest.get("split"):
+        print(split_line(manifest["split"], out, noun="examples" if manifest["track"] == "sft" else "documents"),
+              file=stream)
     print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
     sources = manifest.get("sources") or {}
     for rel, row in sources.items() if len(sources) > 1 else ():
@@ -272,6 +328,15 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     if manifest.get("rejects_file"):
         print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
     print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
+
+
+def split_line(split: dict, out: Path, *, noun: str = "documents") -> str:
+    """``split: train N documents, T tokens; val n documents, t tokens ... -> OUT/val (fraction 0.05, seed 0)``."""
+    train, val = split["train"], split["val"]
+    how = f"count {split['val_count']:,}" if split.get("val_count") else f"fraction {split['val_fraction']}"
+    return (f"split: train {train['documents']:,} {noun}, {train['tokens']:,} tokens; val {val['documents']:,} "
+            f"{noun}, {val['tokens']:,} tokens in {val['shards']} shard(s) -> {Path(out) / val['directory']} "
+            f"({how}, seed {split['val_seed']})")
 
 
 def tokenizer_line(info: dict) -> str:

@@ -5,7 +5,7 @@
   ``--overwrite`` can never reach an input.
 * **What is deleted.** ``--overwrite`` refuses a non-empty directory that is not a tokenmill output (no
   ``_state/run.json``), and even then removes only the names tokenmill writes (``_state/``,
-  ``manifest.json``, ``rejects.jsonl``, ``shard-*`` files); anything else in the directory stays.
+  ``manifest.json``, ``rejects.jsonl``, ``shard-*`` files, ``val/``); anything else in the directory stays.
 * **Who.** A run holds an exclusive ``flock`` on ``_state/lock`` from before it clears or resumes the
   directory until its manifest is written; a second run into the same ``--out`` is refused at once,
   naming the process that holds it. The lock is released by the kernel when the process dies, so a run
@@ -29,8 +29,8 @@ RUN_FILE = "run.json"
 OWN_FILES = ("manifest.json", "manifest.json.tmp", "rejects.jsonl", "rejects.jsonl.tmp", "report.html",
              "selected.jsonl", "selection.parquet")
 # directories only tokenmill writes inside its outputs: curation documents and ledgers, corpus-step work
-# files, synthetic conversations
-OWN_DIRS = ("documents", "ledger", "steps", "_work", "conversations")
+# files, synthetic conversations, validation shards
+OWN_DIRS = ("documents", "ledger", "steps", "_work", "conversations", "val")
 OWN_PATTERN = re.compile(r"^shard-\d{6}-\d{4}\.(ids|mask|weights|idx|docs|json)(\.tmp)?$")
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tokenmill.pack import boundary_aware, packing_stats
+from tokenmill.shards.inventory import val_directory
 
 
 def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -> dict:
@@ -36,17 +39,38 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
         if not shards.has_mask:
             stats["packing"]["concat_samples"] = shards.n_tokens // seq_len
             stats["packing"]["boundary_efficiency"] = boundary_aware(lengths, seq_len).efficiency
+    val = val_directory(Path(directory))
+    if val is not None:  # a run with a validation split: the numbers of val/ beside the training shards'
+        stats["val"] = _val_stats(val, seq_len=seq_len, batch_size=batch_size)
     return stats
+
+
+def _val_stats(val: Path, *, seq_len: int | None, batch_size: int) -> dict:
+    from tokenmill.shards.inventory import shard_headers
+
+    if not shard_headers(val):  # an empty split (a tiny --val-fraction): nothing to open
+        return {"directory": str(val), "shards": 0, "documents": 0, "tokens": 0}
+    found = shard_stats(val, seq_len=seq_len, batch_size=batch_size)
+    return {k: v for k, v in found.items() if k not in ("tokenizer", "tokenizer_fingerprint", "track")}
 
 
 def render_stats(stats: dict) -> str:
     """Aligned ``key: value`` lines; shares as percentages."""
     lines = [f"{stats['directory']}  ({stats['track']}, tokenizer {stats['tokenizer']})"]
-    lines += _lines({k: v for k, v in stats.items() if k not in ("directory", "track", "tokenizer", "packing")})
-    if "packing" in stats:
-        lines.append(f"packing at seq_len {stats['packing']['seq_len']}:")
-        lines += _lines({k: v for k, v in stats["packing"].items() if k != "seq_len"}, indent="  ")
+    lines += _body(stats)
+    if "val" in stats:
+        lines.append(f"validation split {stats['val']['directory']}:")
+        lines += _body(stats["val"], indent="  ")
     return "\n".join(lines)
+
+
+def _body(stats: dict, indent: str = "") -> list[str]:
+    lines = _lines({k: v for k, v in stats.items() if k not in ("directory", "track", "tokenizer", "packing", "val")},
+                   indent)
+    if "packing" in stats:
+        lines.append(f"{indent}packing at seq_len {stats['packing']['seq_len']}:")
+        lines += _lines({k: v for k, v in stats["packing"].items() if k != "seq_len"}, indent=indent + "  ")
+    return lines
 
 
 def _lines(values: dict, indent: str = "") -> list[str]:

@@ -33,6 +33,7 @@ from tokenmill.pretrain.documents import to_documents
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter
+from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import TrackRun, finish_run, holding, pick_executor, prepare_run, staged_files
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
@@ -68,6 +69,7 @@ class PretrainTask:
     batch_rows: int = 512
     steps: Sequence[Step] = field(default_factory=tuple)
     limit: int | None = None  # first records of every input only (a trial run)
+    split: ValSplit | None = None  # validation split (tokenmill.split): val/ shards beside the training ones
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()`` (load a model)."""
@@ -78,8 +80,8 @@ class PretrainTask:
         work, tok = unit.payload, self.tokenizer
         stats, seconds = Stats(), Counter()
         info = tok.info(chat_template="")  # pretraining shards name no chat template (shard spec)
-        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=info,
-                             max_tokens=self.shard_tokens)
+        out = SplitWriters(self.split, staging, lambda where: ShardWriter(
+            where, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=info, max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
         bos = tok.bos_id if tok.add_bos else None
         # curation steps (tokenmill.curate) run as a cascade that writes the ledger beside the shards;
@@ -103,20 +105,29 @@ class PretrainTask:
                 seconds.update(applied.seconds)
             if docs.num_rows == 0:
                 continue
-            started = time.perf_counter()
-            flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
-            flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
-            seconds["tokenize"] += time.perf_counter() - started
-            writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(),
-                            sources=docs.column("source").to_pylist())
             stats.kept += docs.num_rows
-            stats.tokens += int(offsets[-1])
-        shards = writer.close()
+            if out.ranking:
+                out.rank(docs)  # the first pass of a --val-count split: keys only, nothing encoded
+                continue
+            for target, part in out.route(docs):
+                tokens = self._encode_into(target, part, bos, seconds)
+                stats.tokens += tokens
+                out.count(target, part.num_rows, tokens)
         sink.close()
         ledger_file = ledger.close() if ledger else None
         seconds.update(ledger.seconds if ledger else {})
-        return UnitResult(stats=stats, outputs=staged_files(staging), data={"shards": shards, "ledger": ledger_file},
-                          step_seconds=seconds)
+        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
+                          data={**out.close(), "ledger": ledger_file})
+
+    def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter) -> int:
+        """Encode a Document batch and append it to ``writer``; the number of tokens written."""
+        tok = self.tokenizer
+        started = time.perf_counter()
+        flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
+        flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
+        seconds["tokenize"] += time.perf_counter() - started
+        writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(), sources=docs.column("source").to_pylist())
+        return int(offsets[-1])
 
 
 def run_pretrain(
@@ -139,27 +150,33 @@ def run_pretrain(
     skip_misrouted: bool = False,
     limit: int | None = None,
     dry_run: bool = False,
+    val_fraction: float | None = None,
+    val_count: int | None = None,
+    val_seed: int = 0,
 ) -> dict:
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
-    returns the plan and writes nothing.
+    returns the plan and writes nothing. ``val_fraction`` or ``val_count`` (with ``val_seed``) split whole
+    documents off into ``out/val/``: see :mod:`tokenmill.split`.
     """
     _check_steps(steps)
+    split = make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed)
     executor = pick_executor(executor, workers)
     with holding(executor):
         run: TrackRun = prepare_run(
             "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
             text_mode=text_mode, schemas=schemas, executor=executor, workers=workers, exclude=exclude,
             skip_misrouted=skip_misrouted, limit=limit,
-            config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens},
+            config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
+                    **({"val_split": split.describe()} if split else {})},
         )
         _check_eos(run.tokenizer)
         if dry_run:
             return dry_run_plan(run)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                            text_mode=text_mode, steps=tuple(steps), limit=limit)
+                            text_mode=text_mode, steps=tuple(steps), limit=limit, split=split)
         manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                               chat_template="")
     return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest

@@ -36,6 +36,7 @@ from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.shards import ShardWriter
+from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import finish_run, holding, pick_executor, prepare_run, staged_files
 
 
@@ -75,6 +76,7 @@ class SftTask:
     batch_rows: int = 1024
     steps: Sequence[Any] = field(default_factory=tuple)
     limit: int | None = None  # first records of every input only (a trial run)
+    split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
@@ -87,9 +89,10 @@ class SftTask:
         work = unit.payload
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
         plan = VerifyPlan(self.options.verify)
-        writer = ShardWriter(staging, stem_prefix=f"shard-{work.index:06d}", with_mask=True,
-                             tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
-                             max_tokens=self.shard_tokens)
+        info = self.tokenizer.info(chat_template=self.template.source)
+        out = SplitWriters(self.split, staging, lambda where: ShardWriter(
+            where, stem_prefix=f"shard-{work.index:06d}", with_mask=True, tokenizer_info=info,
+            max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
         oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         schema = self.schemas.get(work.file.rel, {})
@@ -112,16 +115,19 @@ class SftTask:
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
                     sink.add([Reject(raw.source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
+                stats.kept += 1
+                writer = out.pick(conv, rendered.id, raw.source)  # None: ranking pass of a --val-count split
+                if writer is None:
+                    continue
                 writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
                            source=raw.source)
-                stats.kept += 1
                 stats.tokens += len(rendered.ids)
+                out.count(writer, 1, len(rendered.ids))
                 report = merge(report, example_report(rendered.stats))
         report["parity"]["shapes_present"] = plan.present
-        shards = writer.close()
         sink.close()
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
-                          data={"shards": shards, "report": report, "parity_unavailable": unavailable})
+                          data={**out.close(), "report": report, "parity_unavailable": unavailable})
 
     def _render(self, convs: list[dict]) -> list:
         """Rendered examples, or the TemplateError of each conversation that cannot be rendered."""
@@ -204,14 +210,19 @@ def run_sft(
     skip_misrouted: bool = False,
     limit: int | None = None,
     dry_run: bool = False,
+    val_fraction: float | None = None,
+    val_count: int | None = None,
+    val_seed: int = 0,
     **options: Any,
 ) -> dict:
     """Run the SFT track end to end; return the manifest (also written to ``out/manifest.json``).
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
-    returns the plan and writes nothing.
+    returns the plan and writes nothing. ``val_fraction`` or ``val_count`` (with ``val_seed``) split whole
+    conversations off into ``out/val/``: see :mod:`tokenmill.split`.
     """
+    split = make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed)
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
     executor = pick_executor(executor, workers)
@@ -225,12 +236,14 @@ def run_sft(
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
             run.config["steps"] = [step_identity(s) for s in steps]
+        if split:
+            run.config["val_split"] = split.describe()
         if dry_run:
             return {**dry_run_plan(run), "chat_template": template.origin}
         if opts.verify:
             _check_oracle(run.tokenizer)
         task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=tuple(steps),
-                      limit=limit)
+                      limit=limit, split=split)
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                           summarize=lambda results, out: _report(results, out, seq_len=seq_len),
                           chat_template=template.source)

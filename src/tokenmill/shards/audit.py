@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 
 from tokenmill.errors import ShardError, TokenmillError
+from tokenmill.shards.inventory import val_directory
 from tokenmill.shards.reader import ShardSet, open_shards
 from tokenmill.shards.verify import verify_shards
 
@@ -60,7 +62,29 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
         result["problems"].append(f"could not read the documents: {type(exc).__name__}: {exc}")
     result["warnings"] += _mask_warnings(result)
     result["problems"] += _stop_problem(result)
+    _audit_val(directory, result, tokenizer)
     return result
+
+
+def _audit_val(directory: str | os.PathLike, result: dict, tokenizer) -> None:
+    """A run made with a validation split: audit ``val/`` too; its problems count, prefixed ``val/``."""
+    val = val_directory(Path(directory))
+    if val is None:
+        return
+    if not (val / "manifest.json").is_file():
+        result["problems"].append(f"{val}: the run's manifest names a validation split, but its directory or "
+                                  "manifest is missing; rewrite the output")
+        return
+    sub = audit(val, n=0, tokenizer=tokenizer)
+    if not sub["documents"] and all("no tokenmill shard headers" in p for p in sub["problems"]):
+        sub["problems"] = []  # an empty validation split (a tiny --val-fraction) is not a fault
+    found = (sub.get("tokenizer") or {}).get("tokenizer_fingerprint")
+    if found and found != (result.get("tokenizer") or {}).get("tokenizer_fingerprint"):
+        sub["problems"].append(f"the validation shards' tokenizer fingerprint {found} differs from the training shards'")
+    result["val"] = {k: sub[k] for k in ("directory", "shards", "documents", "tokens", "trained_tokens", "problems",
+                                         "warnings")}
+    result["problems"] += [f"val/: {p}" for p in sub["problems"]]
+    result["warnings"] += [f"val/: {w}" for w in sub["warnings"]]
 
 
 def _stop_problem(result: dict) -> list[str]:
@@ -306,6 +330,8 @@ def _summary(result: dict) -> list[str]:
         f"  {counts}, {result['trained_tokens']:,} trained ({share:.2f} %)",
         f"  tokenizer {header.get('tokenizer')!r}, fingerprint {header.get('tokenizer_fingerprint')}",
         f"  {_decoder_line(result)}",
+        *([f"  validation split {val['directory']}: {_plural(val['shards'], 'shard')}, "
+           f"{_plural(val['documents'], 'document')}, {_plural(val['tokens'], 'token')}"] if (val := result.get("val")) else []),
     ]
 
 

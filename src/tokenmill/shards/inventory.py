@@ -59,7 +59,7 @@ def _against_manifest(manifest: dict, stems: set[str], headers: list[tuple[Path,
     problems = [f"{MANIFEST} lists shard {s}, whose header is missing or unreadable" for s in sorted(listed - stems)]
     problems += [f"shard {s} is not listed in {MANIFEST}: it was left by another run; move it to its own directory"
                  for s in sorted(stems - listed)]
-    counts = manifest.get("counts") or {}
+    counts = _shard_counts(manifest)
     if problems or not counts:
         return problems
     docs = sum(int(h.get("n_docs", 0)) for _, h in headers)
@@ -68,3 +68,22 @@ def _against_manifest(manifest: dict, stems: set[str], headers: list[tuple[Path,
         if key in counts and int(counts[key]) != found:
             problems.append(f"the shards hold {found:,} {name} but {MANIFEST} counts {int(counts[key]):,}")
     return problems
+
+
+def _shard_counts(manifest: dict) -> dict:
+    """What the directory's own shards hold: the run's kept records, less its validation split when it has one
+    (``manifest["split"]["train"]``; the ``val/`` directory has its own manifest)."""
+    train = manifest.get("split", {}).get("train") if isinstance(manifest.get("split"), dict) else None
+    if isinstance(train, dict):
+        return {"kept": train.get("documents", 0), "tokens": train.get("tokens", 0)}
+    return manifest.get("counts") or {}
+
+
+def val_directory(directory: Path) -> Path | None:
+    """The validation shard directory of a run made with a validation split (``val/``), else None."""
+    manifest = _manifest(Path(directory))
+    split = manifest.get("split") if manifest else None
+    val = split.get("val") if isinstance(split, dict) else None
+    if not isinstance(val, dict) or not isinstance(val.get("directory"), str):
+        return None
+    return Path(directory) / val["directory"]
