@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
-    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
+    p.add_argument("--quality-model", metavar="PATH",
+                   help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
     p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
@@ -156,7 +158,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
         "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
         "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
-        "preset": getattr(args, "preset", None),
+        "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
         "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
         "limit": getattr(args, "limit", None),
@@ -215,6 +217,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     manifest = run_curate(
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), workers=cfg.get("workers"),
+        quality_model=cfg.get("quality_model"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
@@ -248,7 +251,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmill.track import print_summary
 
     cfg = _settings(args)
-    specs = step_specs(cfg.get("preset"), cfg.get("steps"))
+    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
