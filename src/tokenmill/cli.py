@@ -129,9 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
 
-    from tokenmill.curate import quality_cli
+    from tokenmill.curate import decontam_cli, quality_cli
 
     quality_cli.add_parser(sub)
+    decontam_cli.add_parser(sub)
 
     from tokenmill.synth import cli as synth_cli
 
@@ -183,7 +184,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
         raise UsageError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
-    if not cfg.get("tokenizer"):
+    if not cfg.get("tokenizer") and args.command != "curate":  # curate writes documents, not tokens
         print(DEFAULT_TOKENIZER_WARNING, file=sys.stderr)
     return cfg
 
@@ -371,6 +372,12 @@ def cmd_quality(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_decontaminate(args: argparse.Namespace) -> int:
+    from tokenmill.curate.decontam_cli import cmd_decontaminate as run
+
+    return run(args)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from tokenmill.synth.cli import cmd_synth as run
 
@@ -393,7 +400,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
-    "demo": cmd_demo, "quality": cmd_quality, "synth": cmd_synth, "sft-select": cmd_sft_select,
+    "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth, "sft-select": cmd_sft_select,
 }
 
 
