@@ -251,7 +251,10 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmill.pretrain import run_pretrain
     from tokenmill.track import print_summary
 
+    from tokenmill.curate.presets import refuse_in_pretrain
+
     cfg = _settings(args)
+    refuse_in_pretrain(cfg.get("preset"))
     specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
@@ -400,7 +403,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
-    "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth, "sft-select": cmd_sft_select,
+    "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
+    "sft-select": cmd_sft_select,
 }
 
 

@@ -79,6 +79,8 @@ def test_cli_refuses_dclm_without_a_model_before_any_work(tmp_path, capsys):
     src, _ = write_inputs(tmp_path / "in")
     assert main(["curate", str(src), "--preset", "dclm", "--out", str(tmp_path / "out")]) == 1
     assert "tokenmill quality train" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main(["pretrain", str(src), "--preset", "dclm", "--out", str(tmp_path / "p")]) == 1
+    assert "curate first" in capsys.readouterr().err and not (tmp_path / "p").exists()
     cfg = tmp_path / "p.yaml"
     cfg.write_text("steps:\n  - {name: language}\n  - {name: exact_dedup}\n")
     assert main(["pretrain", str(src), "--config", str(cfg), "--out", str(tmp_path / "p")]) == 1
@@ -206,3 +208,52 @@ def test_real_data_dclm_preset_with_a_model_trained_by_the_cli(shared_data, tmp_
     q = rows["quality_v1"]
     assert q["reached"] > 50 and q["left"] >= 0.1 * q["reached"] and q["left"] <= 0.1 * q["reached"] + 2
     assert sum(pq.read_metadata(out / f).num_rows for f in m["documents"]) == q["left"] == m["counts"]["kept"]
+
+
+def test_funnel_shows_cluster_sizes_and_the_score_histogram(dclm_run, capsys):
+    tmp, m, _ = dclm_run
+    rows = {r["step"]: r for r in m["funnel"]["rows"]}
+    exact = rows["exact_dedup_v1"]["clusters"]
+    assert exact["column"] == "exact_dedup.group_size" and exact["largest"] == 3
+    assert exact["sizes"] == [{"size": 2, "clusters": 1, "documents": 2, "removed": 1},
+                              {"size": 3, "clusters": 1, "documents": 3, "removed": 2}]
+    near = rows["minhash_dedup_v1"]["clusters"]
+    assert near["sizes"] == [{"size": 2, "clusters": 2, "documents": 4, "removed": 2}]
+    assert sum(r["removed"] for r in near["sizes"]) == rows["minhash_dedup_v1"]["removed"]
+    hist = rows["quality_v1"]["histogram"]
+    assert hist["column"] == "quality.score" and sum(hist["counts"]) == hist["documents"] == 24
+    cut = m["steps"][-1]["cut"]
+    assert hist["cut"] == cut and 0 < cut < 1
+    assert sum(hist["counts"][int(cut * 20):]) >= 12  # the kept half lies at or above the cut's bin
+    assert "clusters" not in rows["language_v1"] and "histogram" not in rows["exact_dedup_v1"]
+    assert recompute(tmp / "out", {})["rows"][-1]["histogram"] == hist  # `tokenmill funnel` shows them too
+    assert main(["funnel", str(tmp / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "clusters: 2 of 5 documents (count x size: 1x2, 1x3)" in printed and f"cut {cut:.4g}" in printed
+
+
+def test_threshold_mode_has_the_histogram_with_its_threshold(model, tmp_path):
+    src, _ = write_inputs(tmp_path / "in")
+    m = run_curate([str(src)], out=tmp_path / "out", steps=[{"name": "quality", "model": model, "threshold": 0.5}],
+                   workers=1, progress=False)
+    hist = m["funnel"]["rows"][0]["histogram"]
+    assert hist["cut"] == 0.5 and sum(hist["counts"]) == m["counts"]["input"] == 30
+    assert sum(hist["counts"][10:]) == m["counts"]["kept"]  # kept: scores >= 0.5, bins 10..19
+
+
+def test_report_shows_cluster_sizes_and_the_score_histogram(dclm_run):
+    from test_report import CHROMIUM, _elements, load
+
+    html = (dclm_run[0] / "out" / "report.html").read_text()
+    el = _elements(html)
+    assert el.count("svg", "clusters") == 2 and el.count("table", "clusters") == 2
+    assert el.count("svg", "score-hist") == 1
+    assert 'data-column="exact_dedup.group"' not in html and 'data-column="minhash_dedup.cluster"' not in html
+    assert "2 cluster(s) of duplicates holding 5 documents (largest 3)" in html
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed: the page was checked as HTML only")
+    dom, errors = load(dclm_run[0] / "out" / "report.html")
+    assert errors == []
+    el = _elements(dom)
+    assert el.count("svg", "clusters") == 2 and el.count("svg", "score-hist") == 1
+    assert el.count("line", "threshold") >= 1

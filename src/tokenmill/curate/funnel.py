@@ -55,12 +55,18 @@ def _row(name: str, reached: int, removed: int, records: int, rules: dict) -> di
 
 def funnel_from_ledger(out: Path, manifest: dict) -> dict:
     """The recorded funnel of a run (from its counts, which the ledger's ``reason`` column matches)."""
+    from tokenmill.curate.details import attach
+
     c = manifest["counts"]
-    return build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+    funnel = build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+    return attach(funnel, Path(out), manifest)
 
 
 def render_funnel(funnel: dict) -> str:
-    """The funnel as a text table, as every run prints it."""
+    """The funnel as a text table, as every run prints it (with dedup cluster sizes and score histograms
+    under their steps, :mod:`tokenmill.curate.details`)."""
+    from tokenmill.curate.details import render_details
+
     lines = ["funnel: share removed of the input and of what reached each step",
              f"  {'step':<24} {'reached':>10} {'removed':>10} {'of input':>9} {'of reached':>11} {'left':>10}"]
     for r in funnel["rows"]:
@@ -68,6 +74,7 @@ def render_funnel(funnel: dict) -> str:
                      f"{r['share_of_reached']:>10.1%} {r['left']:>10,}")
         for rule, n in sorted(r["rules"].items(), key=lambda kv: -kv[1]):
             lines.append(f"      {rule.split(':', 1)[-1]:<24} {'':>6} {n:>10,}")
+        lines += render_details(r)
     share = funnel["kept"] / funnel["input"] if funnel["input"] else 0.0
     lines.append(f"  {'kept':<24} {'':>10} {'':>10} {'':>9} {'':>11} {funnel['kept']:>10,}  ({share:.1%} of the input)")
     if funnel.get("unscored"):
@@ -185,6 +192,8 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
 
 def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     """The funnel of run ``directory`` with the parameters changed by ``sets``, from its ledger alone."""
+    from tokenmill.curate.details import attach
+
     directory = Path(directory)
     manifest = read_manifest(directory)
     entries = manifest["steps"]
@@ -212,7 +221,7 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
         filtered.update(r for r in reasons[alive] if r is not None)
         alive_keys = {k for k, a, r in zip(keys, alive, reasons) if a and r is None}
     c = manifest["counts"]
-    funnel = build_funnel(c["input"], Counter(c["rejected"]), entries, filtered)
+    funnel = attach(build_funnel(c["input"], Counter(c["rejected"]), entries, filtered), directory, manifest)
     funnel["unscored"] = unscored
     funnel["set"] = {f"{s}.{p}": v for (s, p), v in sets.items()}
     return funnel

@@ -52,8 +52,19 @@ PRESETS: dict[str, list[dict]] = {
 PRESETS["dclm"] = [*PRESETS["refinedweb"], {"name": "exact_dedup"}, {"name": "minhash_dedup"},
                    {"name": "quality", "top_fraction": 0.1}]
 
+# presets whose steps decide after seeing every document: `tokenmill curate` only, not the pretraining pass
+CURATE_ONLY: dict[str, str] = {"dclm": "exact_dedup, minhash_dedup and the quality step's top 10%"}
+
 TRAIN_HINT = ("train one with `tokenmill quality train --positive REFERENCE_TEXT... --negative WEB_TEXT... "
               "--out quality.bin` (see docs/curation.md, \"The quality classifier\")")
+
+
+def refuse_in_pretrain(name: str | None) -> None:
+    """``ConfigError`` for a preset the single tokenizing pass cannot run, saying how to run it instead."""
+    if name in CURATE_ONLY:
+        raise ConfigError(f"--preset {name}: {CURATE_ONLY[name]} decide after seeing every document, which the "
+                          f"pretraining pass cannot do (no dedup there); curate first (`tokenmill curate INPUT... "
+                          f"--preset {name} --quality-model MODEL --out DIR`), then `tokenmill pretrain DIR/documents`")
 
 
 def preset_specs(name: str, *, quality_model: str | None = None) -> list[dict]:

@@ -236,6 +236,10 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
 
     stats = total_stats(stages, results)
     last = results[stages[-1].name]
+    for entry in placed:  # a corpus-wide cut (quality's top_fraction) is known only once the stage has run
+        cuts = {r.data["cut"] for r in results.get(entry["stage"], []) if "cut" in r.data}
+        if entry["kind"] == "corpus" and len(cuts) == 1:
+            entry["cut"] = cuts.pop()
     every = [r for s in stages for r in results[s.name]]
     step_seconds: dict[str, float] = {}
     for r in every:
