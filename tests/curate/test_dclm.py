@@ -126,6 +126,7 @@ def test_dedup_then_top_fraction_in_one_curate_run(dclm_run):
         assert [Path(f).stem for f in files] == [Path(f).stem for f in m["documents"]]
         assert "loc" in pq.read_table(tmp / "out" / files[0]).column_names
     assert m["ledger"]["quality_apply"][0].startswith("steps/quality/ledger/")
+    assert set(m["run"]["stage_seconds"]) == set(m["stages"])  # wall seconds of every stage
 
 
 def test_funnel_recomputed_from_the_ledger_matches_the_run(dclm_run):
@@ -257,3 +258,18 @@ def test_report_shows_cluster_sizes_and_the_score_histogram(dclm_run):
     el = _elements(dom)
     assert el.count("svg", "clusters") == 2 and el.count("svg", "score-hist") == 1
     assert el.count("line", "threshold") >= 1
+
+
+def test_funnel_set_top_fraction_equals_a_rerun(dclm_run, model, tmp_path, capsys):
+    tmp, m, _ = dclm_run
+    again = recompute(tmp / "out", {("quality", "top_fraction"): 0.25})
+    steps = steps_with(model)
+    steps[-1]["top_fraction"] = 0.25
+    rerun = run_curate([str(tmp / "in")], out=tmp_path / "rerun", steps=steps, workers=1, progress=False)
+    assert again["kept"] == rerun["counts"]["kept"] < m["counts"]["kept"]
+    assert again["rows"][-1]["rules"] == rerun["funnel"]["rows"][-1]["rules"]
+    assert again["rows"][-1]["histogram"]["cut"] == rerun["steps"][-1]["cut"] > m["steps"][-1]["cut"]
+    assert main(["funnel", str(tmp / "out"), "--set", "exact_dedup.keep=longest"]) == 1
+    assert "exact_dedup is a corpus step" in capsys.readouterr().err
+    assert main(["funnel", str(tmp / "out"), "--set", "quality.top_fraction=2"]) == 1
+    assert "expected a fraction" in capsys.readouterr().err

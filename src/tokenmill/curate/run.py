@@ -200,21 +200,26 @@ def run_curate(
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
               "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas}
+    stage_seconds: dict[str, float] = {}
     results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
-                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress))
+                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress, stage_seconds))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     _finish(out, manifest, results, report=report)
     return manifest
 
 
 class _StageBar:
-    """The engine's progress line for one stage, fed with unit results."""
+    """The engine's progress line for one stage, fed with unit results; it also times the stage (wall
+    seconds from its plan to its last unit, into ``seconds[key]``)."""
 
-    def __init__(self, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None):
+    def __init__(self, key: str, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None,
+                 seconds: dict[str, float]):
         from tokenmill.engine.progress import Progress
 
+        self.key, self.seconds, self.started = key, seconds, time.monotonic()
         self.bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
         self.bar.skip(len(done), list(done.values()))
 
@@ -223,10 +228,11 @@ class _StageBar:
 
     def close(self) -> None:
         self.bar.close()
+        self.seconds[self.key] = round(time.monotonic() - self.started, 3)
 
 
-def _bar(enabled: bool | None):
-    return lambda key, units, done: _StageBar(units, done, enabled)
+def _bar(enabled: bool | None, seconds: dict[str, float]):
+    return lambda key, units, done: _StageBar(key, units, done, enabled, seconds)
 
 
 def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,
