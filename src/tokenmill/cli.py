@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
-    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
+    p.add_argument("--quality-model", metavar="PATH",
+                   help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
     p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
@@ -132,9 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
 
-    from tokenmill.curate import quality_cli
+    from tokenmill.curate import decontam_cli, quality_cli
 
     quality_cli.add_parser(sub)
+    decontam_cli.add_parser(sub)
 
     from tokenmill.synth import cli as synth_cli
 
@@ -161,7 +164,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
         "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
         "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
-        "preset": getattr(args, "preset", None),
+        "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
         "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
         "limit": getattr(args, "limit", None),
@@ -191,7 +194,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
         raise UsageError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
-    if not cfg.get("tokenizer"):
+    if not cfg.get("tokenizer") and args.command != "curate":  # curate writes documents, not tokens
         print(DEFAULT_TOKENIZER_WARNING, file=sys.stderr)
     return cfg
 
@@ -225,6 +228,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     manifest = run_curate(
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), workers=cfg.get("workers"),
+        quality_model=cfg.get("quality_model"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
@@ -257,8 +261,11 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmill.pretrain import run_pretrain
     from tokenmill.track import print_summary
 
+    from tokenmill.curate.presets import refuse_in_pretrain
+
     cfg = _settings(args)
-    specs = step_specs(cfg.get("preset"), cfg.get("steps"))
+    refuse_in_pretrain(cfg.get("preset"))
+    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
@@ -379,6 +386,12 @@ def cmd_quality(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_decontaminate(args: argparse.Namespace) -> int:
+    from tokenmill.curate.decontam_cli import cmd_decontaminate as run
+
+    return run(args)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from tokenmill.synth.cli import cmd_synth as run
 
@@ -401,7 +414,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
-    "demo": cmd_demo, "quality": cmd_quality, "synth": cmd_synth, "sft-select": cmd_sft_select,
+    "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
+    "sft-select": cmd_sft_select,
 }
 
 

@@ -55,14 +55,19 @@ def test_report_is_self_contained_and_has_every_section(report):
     assert el.count("pre", "sample") >= 3 and el.count("h3", "reason") >= 3
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium; .ci/run does it)")
-def test_report_loads_in_headless_chromium_without_console_errors(report, tmp_path):
-    def load(path):
-        proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                               "--v=0", "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120)
-        errors = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
-        return proc.stdout, errors
+def load(path):
+    """The DOM headless Chromium built from ``path``, and the console errors it logged."""
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", "--dump-dom", f"file://{path}"], capture_output=True, text=True, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
+    return proc.stdout, errors
 
+
+NO_CHROMIUM = "chromium not installed (apt-get install -y chromium; .ci/run does it)"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+def test_report_loads_in_headless_chromium_without_console_errors(report, tmp_path):
     # the detector works: a page with a script error is caught
     broken = tmp_path / "broken.html"
     broken.write_text("<html><body><script>undefined_function();</script></body></html>")

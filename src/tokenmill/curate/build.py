@@ -81,8 +81,14 @@ def build_steps(specs: list[dict] | None, *, source: str = "config") -> list:
     return steps
 
 
-def step_specs(preset: str | None, steps: list[dict] | None) -> list[dict]:
-    """The specs a run uses: the preset's, then the pipeline file's ``steps:`` after them."""
+def step_specs(preset: str | None, steps: list[dict] | None, *, quality_model: str | None = None) -> list[dict]:
+    """The specs a run uses: the preset's, then the pipeline file's ``steps:`` after them.
+
+    ``quality_model`` is the model of the preset's quality step (``--preset dclm --quality-model PATH``).
+    """
     from tokenmill.curate.presets import preset_specs
 
-    return (preset_specs(preset) if preset else []) + list(steps or [])
+    if quality_model and not preset:
+        raise ConfigError("--quality-model: it is the model of a preset's quality step (--preset dclm); without a "
+                          "preset give it in steps: [{name: quality, model: PATH, top_fraction: F}]")
+    return (preset_specs(preset, quality_model=quality_model) if preset else []) + list(steps or [])

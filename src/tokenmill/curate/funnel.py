@@ -10,7 +10,9 @@ statistics. With every step scoring every document (the default, see :mod:`token
 the result equals a full rerun with those parameters; otherwise documents a loosened threshold lets
 through to a step that never scored them are counted as ``unscored`` and kept, and the funnel says so.
 A step may name its decision parameters (``decision_params``); changing any other parameter of such a
-step changes its scores, and is refused (rerun instead).
+step changes its scores, and is refused (rerun instead). Of the corpus steps only a quality step's
+``top_fraction`` replays (a new percentile of the scores in its ledger, by the run's own histogram rule,
+over the documents that now reach it); a dedup decision needs the text, and is refused.
 """
 
 from __future__ import annotations
@@ -55,12 +57,18 @@ def _row(name: str, reached: int, removed: int, records: int, rules: dict) -> di
 
 def funnel_from_ledger(out: Path, manifest: dict) -> dict:
     """The recorded funnel of a run (from its counts, which the ledger's ``reason`` column matches)."""
+    from tokenmill.curate.details import attach
+
     c = manifest["counts"]
-    return build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+    funnel = build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+    return attach(funnel, Path(out), manifest)
 
 
 def render_funnel(funnel: dict) -> str:
-    """The funnel as a text table, as every run prints it."""
+    """The funnel as a text table, as every run prints it (with dedup cluster sizes and score histograms
+    under their steps, :mod:`tokenmill.curate.details`)."""
+    from tokenmill.curate.details import render_details
+
     lines = ["funnel: share removed of the input and of what reached each step",
              f"  {'step':<24} {'reached':>10} {'removed':>10} {'of input':>9} {'of reached':>11} {'left':>10}"]
     for r in funnel["rows"]:
@@ -68,6 +76,7 @@ def render_funnel(funnel: dict) -> str:
                      f"{r['share_of_reached']:>10.1%} {r['left']:>10,}")
         for rule, n in sorted(r["rules"].items(), key=lambda kv: -kv[1]):
             lines.append(f"      {rule.split(':', 1)[-1]:<24} {'':>6} {n:>10,}")
+        lines += render_details(r)
     share = funnel["kept"] / funnel["input"] if funnel["input"] else 0.0
     lines.append(f"  {'kept':<24} {'':>10} {'':>10} {'':>9} {'':>11} {funnel['kept']:>10,}  ({share:.1%} of the input)")
     if funnel.get("unscored"):
@@ -118,10 +127,11 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
                 for s, p in sets if s not in names]
     steps = []
     for _i, e in enumerate(entries):
+        changes = {p: v for (s, p), v in sets.items() if s == e["name"]}
         if e["kind"] != "document":
+            problems += _corpus_problems(e, changes)
             steps.append(None)
             continue
-        changes = {p: v for (s, p), v in sets.items() if s == e["name"]}
         unknown = [p for p in changes if p not in e["params"]]
         problems += [f"--set {e['name']}.{p}: {e['name']} has no parameter {p!r}; its parameters: "
                      f"{', '.join(e['params'])}" for p in unknown]
@@ -140,6 +150,31 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
     if problems:
         raise ConfigError(problems)
     return steps
+
+
+def _corpus_problems(entry: dict, changes: dict[str, Any]) -> list[str]:
+    """A corpus step replays only a new ``top_fraction`` (a percentile of the scores in its ledger)."""
+    problems = []
+    for p, v in changes.items():
+        if p == "top_fraction" and entry["params"].get("top_fraction") is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+                problems.append(f"--set {entry['name']}.top_fraction: expected a fraction in (0, 1], got {v!r}")
+            continue
+        problems.append(f"--set {entry['name']}.{p}: {entry['name']} is a corpus step (it decides over the whole "
+                        "corpus); the ledger replays only a quality step's top_fraction: rerun `tokenmill curate`")
+    return problems
+
+
+def _recut(table: pa.Table, entry: dict, fraction: float, alive: np.ndarray) -> tuple[np.ndarray, float]:
+    """New reasons of a ``top_fraction`` step's ledger rows for another fraction, and the new cut: the same
+    histogram rule as the run (:mod:`tokenmill.curate.quality_top`), over the rows that now reach it."""
+    from tokenmill.curate.quality_top import BINS, cut_from_histogram, score_bins
+
+    scores = table.column(f"{entry['name']}.score").to_numpy(zero_copy_only=False).astype(np.float64)
+    cut = cut_from_histogram(np.bincount(score_bins(scores[alive]), minlength=BINS), fraction)
+    reasons = np.full(len(scores), None, dtype=object)
+    reasons[scores < cut] = f"{entry['id']}:low_quality"
+    return reasons, cut
 
 
 def read_stage_ledger(directory: Path, files: list[str]) -> pa.Table | None:
@@ -185,6 +220,8 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
 
 def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     """The funnel of run ``directory`` with the parameters changed by ``sets``, from its ledger alone."""
+    from tokenmill.curate.details import attach
+
     directory = Path(directory)
     manifest = read_manifest(directory)
     entries = manifest["steps"]
@@ -192,6 +229,7 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     score_removed = bool(manifest.get("config", {}).get("score_removed", True))
     filtered: Counter = Counter()
     unscored = 0
+    cuts: dict[str, float] = {}
     alive_keys: set[str] | None = None
     for stage in dict.fromkeys(e["stage"] for e in entries):
         table = read_stage_ledger(directory, manifest["ledger"].get(stage, []))
@@ -204,6 +242,9 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
             unscored += len(alive_keys - set(keys))
         if entries[idx[0]]["kind"] == "corpus":
             reasons = np.array(table.column("reason").to_pylist(), dtype=object)
+            fraction = sets.get((entries[idx[0]]["name"], "top_fraction"))
+            if fraction is not None:
+                reasons, cuts[entries[idx[0]]["id"]] = _recut(table, entries[idx[0]], float(fraction), alive)
             reasons[~alive] = None
         else:
             reasons, missed = _replay_stage(table, [entries[k] for k in idx], [steps[k] for k in idx], alive,
@@ -212,7 +253,8 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
         filtered.update(r for r in reasons[alive] if r is not None)
         alive_keys = {k for k, a, r in zip(keys, alive, reasons) if a and r is None}
     c = manifest["counts"]
-    funnel = build_funnel(c["input"], Counter(c["rejected"]), entries, filtered)
+    manifest["steps"] = [{**e, "cut": cuts[e["id"]]} if e["id"] in cuts else e for e in entries]
+    funnel = attach(build_funnel(c["input"], Counter(c["rejected"]), entries, filtered), directory, manifest)
     funnel["unscored"] = unscored
     funnel["set"] = {f"{s}.{p}": v for (s, p), v in sets.items()}
     return funnel

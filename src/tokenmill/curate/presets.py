@@ -1,12 +1,21 @@
 """Named step lists: the published pipelines, each in its own order, with its own thresholds.
 
 Parameters not given here take the step's defaults (datatrove's reference values). ``none`` runs no
-step (documents pass through, with their provenance in the ledger). ``dclm`` (the DCLM baseline:
-RefinedWeb heuristics, then Bloom-filter dedup and the fastText quality filter) joins this table with
-the corpus-wide steps; until then asking for it names what is missing.
+step (documents pass through, with their provenance in the ledger).
+
+``dclm`` is the DCLM baseline (Li et al. 2024, Section 4 and Figure 4): the RefinedWeb reproduction
+(URL, English, Gopher repetition and quality, RefinedWeb's rules), then dedup, then the fastText quality
+filter keeping the top 10% of the corpus. DCLM deduplicated with a Bloom filter over n-grams of
+paragraphs and documents (BFF); tokenmill runs ``exact_dedup`` (normalised content hash) and then
+``minhash_dedup`` (word 5-gram MinHash, verified at Jaccard 0.8), both document-level at their defaults:
+exact copies go cheaply first, near-copies after, and no text is rewritten before the classifier scores
+it. The quality step needs a model, which tokenmill never downloads: the preset takes it from
+``quality_model`` (``--quality-model PATH``) and refuses to start without one, saying how to train one.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from tokenmill.errors import ConfigError
 
@@ -38,15 +47,46 @@ PRESETS: dict[str, list[dict]] = {
     ],
     "none": [],
 }
+# DCLM (Li et al. 2024): the RefinedWeb reproduction, exact then fuzzy document dedup, the top 10% by the
+# fastText quality classifier (its model comes from quality_model: see preset_specs)
+PRESETS["dclm"] = [*PRESETS["refinedweb"], {"name": "exact_dedup"}, {"name": "minhash_dedup"},
+                   {"name": "quality", "top_fraction": 0.1}]
 
-# presets announced but waiting for their corpus-wide steps
-PENDING: dict[str, str] = {"dclm": "needs the dedup and quality-model steps (exact_dedup, minhash_dedup, quality)"}
+# presets whose steps decide after seeing every document: `tokenmill curate` only, not the pretraining pass
+CURATE_ONLY: dict[str, str] = {"dclm": "exact_dedup, minhash_dedup and the quality step's top 10%"}
+
+TRAIN_HINT = ("train one with `tokenmill quality train --positive REFERENCE_TEXT... --negative WEB_TEXT... "
+              "--out quality.bin` (see docs/curation.md, \"The quality classifier\")")
 
 
-def preset_specs(name: str) -> list[dict]:
-    """A copy of preset ``name``'s step specs; ``ConfigError`` naming the known presets otherwise."""
-    if name in PRESETS:
-        return [dict(spec) for spec in PRESETS[name]]
-    if name in PENDING:
-        raise ConfigError(f"--preset {name}: not available yet: {PENDING[name]}")
-    raise ConfigError(f"--preset {name!r}: unknown preset; known: {', '.join(PRESETS)}")
+def refuse_in_pretrain(name: str | None) -> None:
+    """``ConfigError`` for a preset the single tokenizing pass cannot run, saying how to run it instead."""
+    if name in CURATE_ONLY:
+        raise ConfigError(f"--preset {name}: {CURATE_ONLY[name]} decide after seeing every document, which the "
+                          f"pretraining pass cannot do (no dedup there); curate first (`tokenmill curate INPUT... "
+                          f"--preset {name} --quality-model MODEL --out DIR`), then `tokenmill pretrain DIR/documents`")
+
+
+def preset_specs(name: str, *, quality_model: str | None = None) -> list[dict]:
+    """A copy of preset ``name``'s step specs; ``ConfigError`` naming the known presets otherwise.
+
+    ``quality_model`` is the model of the preset's ``quality`` step (``dclm``); a preset with such a step
+    and no model is refused here, before any work, and a model given to a preset without one is refused
+    too (it would silently do nothing).
+    """
+    if name not in PRESETS:
+        raise ConfigError(f"--preset {name!r}: unknown preset; known: {', '.join(PRESETS)}")
+    specs = [dict(spec) for spec in PRESETS[name]]
+    quality = [s for s in specs if s["name"] == "quality"]
+    if not quality and quality_model:
+        raise ConfigError(f"--quality-model: preset {name!r} has no quality step (dclm has one); give the model in "
+                          "steps: [{name: quality, model: PATH, threshold: T}] instead")
+    if quality and not quality_model:
+        raise ConfigError(f"--preset {name}: its quality step (top {quality[0]['top_fraction']:.0%} by a fastText "
+                          f"classifier) needs a model, and tokenmill downloads none: {TRAIN_HINT}, then pass "
+                          "--quality-model quality.bin (pipeline file: quality_model: quality.bin)")
+    if quality and not Path(str(quality_model)).is_file():
+        raise ConfigError(f"--quality-model {quality_model}: no such file; {TRAIN_HINT}")
+    for spec in quality:
+        spec["model"] = str(quality_model)
+    return specs

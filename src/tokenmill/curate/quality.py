@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -233,6 +233,8 @@ class Quality:
     name: str = "quality"
     version: int = 1
     model_sha256: str = field(default="", init=False)
+    thresholds: ClassVar[dict] = {"score": "threshold"}
+    histogram_stats: ClassVar[dict] = {"score": (0.0, 1.0)}  # the funnel's and the report's score histogram
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:

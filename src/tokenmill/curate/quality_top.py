@@ -4,7 +4,10 @@
    scored documents and a histogram of the scores (:data:`BINS` equal bins over [0, 1]).
 2. ``quality_apply``: the planner sums the histograms of every unit and takes the cut as the lower edge of
    the highest bin at which the documents at or above it reach ``top_fraction`` of the corpus; each unit
-   then keeps the documents scoring at least the cut and writes its documents and ledger part.
+   then keeps the documents scoring at least the cut and writes its documents and ledger part (``id``,
+   ``source``, ``loc`` where the documents carry it, ``quality.score``, ``kept``, ``reason``) to
+   ``steps/<step>/docs/<unit>.parquet`` and ``steps/<step>/ledger/<unit>.parquet``, like the dedup steps;
+   its results carry ``data["docs"]``, ``data["ledger"]``, ``data["unit"]`` and ``data["cut"]``.
 
 Memory is one histogram per unit (``BINS`` int64), whatever the corpus size. Documents sharing the cut's
 bin are all kept, so the kept share exceeds ``top_fraction`` by at most one bin's worth (1/65,536 of the
@@ -23,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.step import column, reason
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
@@ -47,7 +51,8 @@ def cut_from_histogram(hist: np.ndarray, fraction: float) -> float:
 
 
 def _upstream_units(ctx: StageContext, upstream: str) -> list[Unit]:
-    return [Unit(i, Path(r.data["docs"]).stem, payload=r.data["docs"]) for i, r in enumerate(ctx.results[upstream])]
+    return [Unit(i, r.data.get("unit") or Path(r.data["docs"]).stem, payload=r.data["docs"])
+            for i, r in enumerate(ctx.results[upstream])]
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,8 @@ class ApplyTask:
         rules = self.step.decide({"score": table.column(col).to_numpy()}, cut=self.cut)
         keep = np.array([r is None for r in rules], dtype=bool)
         why = [None if r is None else reason(self.step, r) for r in rules]
-        ledger = pa.table({"id": table.column("id"), "source": table.column("source"), col: table.column(col),
-                           "kept": pa.array(keep), "reason": pa.array(why, type=pa.string())})
+        ledger = pa.table({**provenance(table), col: table.column(col), "kept": pa.array(keep),
+                           "reason": pa.array(why, type=pa.string())})
         docs = table.drop_columns([col]).filter(pa.array(keep))
         rel_docs, rel_ledger = f"{self.work}/docs/{unit.name}.parquet", f"{self.work}/ledger/{unit.name}.parquet"
         for rel, t in ((rel_docs, docs), (rel_ledger, ledger)):
@@ -96,7 +101,7 @@ class ApplyTask:
         if (~keep).any():
             stats.filter(reason(self.step, "low_quality"), int((~keep).sum()))
         return UnitResult(stats=stats, outputs=[rel_docs, rel_ledger],
-                          data={"docs": rel_docs, "ledger": rel_ledger, "cut": self.cut})
+                          data={"docs": rel_docs, "ledger": rel_ledger, "unit": unit.name, "cut": self.cut})
 
 
 def as_batch(table: pa.Table) -> pa.RecordBatch:
@@ -121,7 +126,7 @@ def top_fraction_stages(step: Any, upstream: str) -> list[Stage]:
         hist = sum((np.load(ctx.out / r.data["hist"]) for r in scored), np.zeros(BINS, dtype=np.int64))
         cut = cut_from_histogram(hist, step.top_fraction)
         units = [Unit(i, Path(r.data["scored"]).stem, payload=r.data["scored"]) for i, r in enumerate(scored)]
-        return StagePlan(units, ApplyTask(step, str(ctx.out), f"_work/{step.name}_apply", cut),
+        return StagePlan(units, ApplyTask(step, str(ctx.out), f"steps/{step.name}", cut),
                          {**params, "cut": cut})
 
     return [Stage(f"{step.name}_score", 1, plan_score), Stage(f"{step.name}_apply", 1, plan_apply)]

@@ -94,10 +94,15 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
             units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
             return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode), params)
         prior = ctx.results[upstream]
-        units = [Unit(i, f"unit-{i:06d}", 0, payload=r.data["docs"]) for i, r in enumerate(prior)]
+        units = [Unit(i, _unit_name(r, i), 0, payload=r.data["docs"]) for i, r in enumerate(prior)]
         return StagePlan(units, DocsTask(cascade, name, docs_dir, str(out)), params)
 
     return Stage(name, 1, plan)
+
+
+def _unit_name(result: UnitResult, index: int) -> str:
+    """An upstream documents unit's name: the input unit's, so every stage's files line up with the input."""
+    return result.data.get("unit") or Path(result.data["docs"]).stem or f"unit-{index:06d}"
 
 
 def _unit_size(u: Any) -> int:
@@ -163,6 +168,7 @@ def run_curate(
     out: str | Path,
     steps: Sequence[dict] | None = None,
     preset: str | None = None,
+    quality_model: str | None = None,
     workers: int | None = None,
     executor: Any = None,
     force: bool = False,
@@ -176,7 +182,8 @@ def run_curate(
 ) -> dict:
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
-    ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s. ``executor`` is any
+    ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s; ``quality_model`` is the
+    model of the preset's quality step (``dclm``). ``executor`` is any
     :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``).
     """
     from tokenmill.engine.local import LocalExecutor
@@ -184,30 +191,35 @@ def run_curate(
     from tokenmill.report.rejects import merge_rejects
 
     started = time.monotonic()
-    specs = step_specs(preset, steps)
+    specs = step_specs(preset, steps, quality_model=quality_model)
     built = build_steps(specs, source="steps")
     out = Path(out)
     if overwrite and out.exists():
         shutil.rmtree(out)
     routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas)
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
-    config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs], "unit_bytes": unit_bytes, "text_mode": text_mode,
-              "score_removed": score_removed, "schemas": routed.schemas}
+    config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
+              "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas}
+    stage_seconds: dict[str, float] = {}
     results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
-                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress))
+                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress, stage_seconds))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     _finish(out, manifest, results, report=report)
     return manifest
 
 
 class _StageBar:
-    """The engine's progress line for one stage, fed with unit results."""
+    """The engine's progress line for one stage, fed with unit results; it also times the stage (wall
+    seconds from its plan to its last unit, into ``seconds[key]``)."""
 
-    def __init__(self, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None):
+    def __init__(self, key: str, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None,
+                 seconds: dict[str, float]):
         from tokenmill.engine.progress import Progress
 
+        self.key, self.seconds, self.started = key, seconds, time.monotonic()
         self.bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
         self.bar.skip(len(done), list(done.values()))
 
@@ -216,10 +228,11 @@ class _StageBar:
 
     def close(self) -> None:
         self.bar.close()
+        self.seconds[self.key] = round(time.monotonic() - self.started, 3)
 
 
-def _bar(enabled: bool | None):
-    return lambda key, units, done: _StageBar(units, done, enabled)
+def _bar(enabled: bool | None, seconds: dict[str, float]):
+    return lambda key, units, done: _StageBar(key, units, done, enabled, seconds)
 
 
 def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,
@@ -229,6 +242,10 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
 
     stats = total_stats(stages, results)
     last = results[stages[-1].name]
+    for entry in placed:  # a corpus-wide cut (quality's top_fraction) is known only once the stage has run
+        cuts = {r.data["cut"] for r in results.get(entry["stage"], []) if "cut" in r.data}
+        if entry["kind"] == "corpus" and len(cuts) == 1:
+            entry["cut"] = cuts.pop()
     every = [r for s in stages for r in results[s.name]]
     step_seconds: dict[str, float] = {}
     for r in every:

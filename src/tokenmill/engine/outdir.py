@@ -27,7 +27,7 @@ STATE = "_state"
 LOCK = "lock"
 RUN_FILE = "run.json"
 OWN_FILES = ("manifest.json", "manifest.json.tmp", "rejects.jsonl", "rejects.jsonl.tmp", "report.html",
-             "selected.jsonl", "selection.parquet")
+             "decontamination.json", "selected.jsonl", "selection.parquet")
 # directories only tokenmill writes inside its outputs: curation documents and ledgers, corpus-step work
 # files, synthetic conversations, validation shards
 OWN_DIRS = ("documents", "ledger", "steps", "_work", "conversations", "val")

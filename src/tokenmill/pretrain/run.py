@@ -24,6 +24,7 @@ from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.inline import apply_steps, setup_steps
+from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_identity
 from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
@@ -187,8 +188,12 @@ def _check_steps(steps: Sequence[Step]) -> None:
     ``score``/``decide`` (step specs given as dicts go through ``tokenmill.curate.build.build_steps``)."""
     problems = [f"steps[{i}]: expected a step, got {type(s).__name__}"
                 + (" (a step spec: build it with tokenmill.curate.build.build_steps)" if isinstance(s, dict) else "")
-                for i, s in enumerate(steps)
-                if not callable(s) and not (callable(getattr(s, "score", None)) and callable(getattr(s, "decide", None)))]
+                for i, s in enumerate(steps) if not is_corpus_step(s)
+                and not callable(s) and not (callable(getattr(s, "score", None)) and callable(getattr(s, "decide", None)))]
+    problems += [f"steps[{i}]: {s.name} is a corpus step (it decides after seeing every document), which the "
+                 "pretraining pass cannot run; curate first (`tokenmill curate INPUT... --out DIR` with the same "
+                 "steps or preset), then tokenize DIR/documents with `tokenmill pretrain`"
+                 for i, s in enumerate(steps) if is_corpus_step(s)]
     if problems:
         raise ConfigError(problems)
 

@@ -1,8 +1,10 @@
 """``report.html``: one self-contained page (inline SVG and CSS, no script, no external asset) per run.
 
-Sections: the funnel (a bar per step: what reached it, the part it removed), removals per rule, a
-histogram of every numeric ledger statistic with its step's threshold marked, and a few removed documents
-per reason (truncated, HTML-escaped). Thresholds come from a step's ``thresholds`` mapping
+Sections: the funnel (a bar per step: what reached it, the part it removed), removals per rule, the
+corpus steps' details from the funnel rows (:mod:`tokenmill.curate.details`: a table and a bar chart of
+dedup cluster sizes, the quality score histogram with its threshold or corpus-wide cut), a histogram of
+every numeric ledger statistic with its step's threshold marked (identifiers such as cluster ids left
+out), and a few removed documents per reason (truncated, HTML-escaped). Thresholds come from a step's ``thresholds`` mapping
 (``{stat: parameter}``) when it has one, else from parameters named ``min_<stat>`` / ``max_<stat>``.
 """
 
@@ -125,6 +127,7 @@ def _fmt(x: float) -> str:
 
 
 def histograms(directory: Path, manifest: dict) -> str:
+    from tokenmill.curate.details import step_class_of
     from tokenmill.curate.funnel import read_stage_ledger
 
     figs = []
@@ -135,8 +138,9 @@ def histograms(directory: Path, manifest: dict) -> str:
         for entry in [e for e in manifest["steps"] if e["stage"] == stage]:
             stats = tuple(c.split(".", 1)[1] for c in table.column_names if c.startswith(entry["name"] + "."))
             marks = thresholds_of(entry, stats)
+            ids = set(getattr(step_class_of(entry), "id_stats", ()) or ())
             for name in table.column_names:
-                if not name.startswith(entry["name"] + "."):
+                if not name.startswith(entry["name"] + ".") or name.split(".", 1)[1] in ids:
                     continue
                 t = table.schema.field(name).type
                 if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
@@ -144,6 +148,65 @@ def histograms(directory: Path, manifest: dict) -> str:
                 values = table.column(name).to_numpy().astype(np.float64)
                 figs.append(hist_svg(name, values, marks.get(name.split(".", 1)[1])))
     return f'<div class="hists">{"".join(f for f in figs if f)}</div>' if figs else '<p class="muted">no numeric statistic</p>'
+
+
+def clusters_html(step: str, c: dict) -> str:
+    """A dedup step's cluster sizes: a bar per size (documents in clusters of that size) and the table."""
+    if not c["sizes"]:
+        return f'<h3 class="step">{_e(step)}</h3><p class="muted">no duplicate found</p>'
+    top = max(r["documents"] for r in c["sizes"]) or 1
+    rows = c["sizes"][:30]
+    h = 22 * len(rows) + 10
+    bars = [f'<svg class="chart clusters" data-step="{_e(step)}" width="{W}" height="{h}" role="img" '
+            f'aria-label="cluster sizes of {_e(step)}">']
+    for i, r in enumerate(rows):
+        y, w = 5 + 22 * i, 480 * r["documents"] / top
+        bars.append(f'<text x="0" y="{y + 14}">size {r["size"]:,}</text><rect x="120" y="{y}" width="{w:.1f}" '
+                    f'height="16" fill="#a6c"/><text x="{125 + w:.1f}" y="{y + 14}">{r["clusters"]:,} cluster(s), '
+                    f'{r["documents"]:,} documents, {r["removed"]:,} removed</text>')
+    bars.append("</svg>")
+    more = f'<p class="muted">{len(c["sizes"]) - len(rows)} larger sizes not drawn</p>' if len(c["sizes"]) > len(rows) else ""
+    table = "".join(f'<tr><td>{r["size"]:,}</td><td>{r["clusters"]:,}</td><td>{r["documents"]:,}</td>'
+                    f'<td>{r["removed"]:,}</td></tr>' for r in c["sizes"])
+    return (f'<h3 class="step">{_e(step)}</h3><p>{c["clusters"]:,} cluster(s) of duplicates holding '
+            f'{c["documents"]:,} documents (largest {c["largest"]:,}); one survivor each. Column '
+            f'<code>{_e(c["column"])}</code>.</p>{"".join(bars)}{more}<table class="clusters"><tr><th>size</th>'
+            f"<th>clusters</th><th>documents</th><th>removed</th></tr>{table}</table>")
+
+
+def score_hist_svg(step: str, h: dict) -> str:
+    """A step's score histogram over its fixed range, the threshold or corpus-wide cut marked."""
+    counts, (lo, hi) = h["counts"], h["range"]
+    top = max(max(counts), 1)
+    w, ht, pad = 520, 160, 20
+    bw = w / len(counts)
+    parts = [f'<figure style="width:{w + 12}px"><svg class="chart score-hist" data-column="{_e(h["column"])}" '
+             f'width="{w}" height="{ht + pad}" role="img">']
+    for i, c in enumerate(counts):
+        bh = (ht - 10) * c / top
+        parts.append(f'<rect x="{i * bw:.1f}" y="{ht - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#58a">'
+                     f"<title>{lo + i * (hi - lo) / len(counts):.2f}-{lo + (i + 1) * (hi - lo) / len(counts):.2f}: "
+                     f"{c:,}</title></rect>")
+    if h.get("cut") is not None:
+        x = w * (h["cut"] - lo) / (hi - lo)
+        parts.append(f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{ht}" stroke="#c00" '
+                     f'stroke-width="2" stroke-dasharray="4 2"/>')
+    parts.append(f'<text x="0" y="{ht + 14}">{_fmt(lo)}</text><text x="{w}" y="{ht + 14}" text-anchor="end">'
+                 f"{_fmt(hi)}</text></svg>")
+    cut = f", kept at or above {_fmt(h['cut'])}" if h.get("cut") is not None else ""
+    parts.append(f"<figcaption>{_e(h['column'])} of {_e(step)} ({h['documents']:,} documents, {h['bins']} bins"
+                 f"{_e(cut)})</figcaption></figure>")
+    return "".join(parts)
+
+
+def corpus_html(funnel: dict) -> str:
+    parts = []
+    for row in funnel["rows"]:
+        if row.get("clusters"):
+            parts.append(clusters_html(row["step"], row["clusters"]))
+        if row.get("histogram"):
+            parts.append(f'<h3 class="step">{_e(row["step"])}</h3>{score_hist_svg(row["step"], row["histogram"])}')
+    return "".join(parts) or '<p class="muted">no dedup or quality step in this run</p>'
 
 
 def samples_html(samples: dict[str, list[dict]], per_reason: int = 3) -> str:
@@ -171,6 +234,7 @@ def render_report(directory: Path, manifest: dict, samples: dict[str, list[dict]
             f'<h2 id="funnel">Funnel</h2><p class="muted">bar: documents left after each step (green) and removed '
             f'by it (red); labels: removed, share of the input / of what reached the step</p>{funnel_svg(funnel)}'
             f'<h2 id="rules">Removals per rule</h2>{rules_svg(funnel)}'
+            f'<h2 id="corpus">Dedup clusters and quality scores</h2>{corpus_html(funnel)}'
             f'<h2 id="histograms">Statistics</h2>{histograms(directory, manifest)}'
             f'<h2 id="samples">Removed documents</h2>{samples_html(samples)}</body></html>')
 

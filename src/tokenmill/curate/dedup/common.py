@@ -9,9 +9,9 @@ unit reads its slice from every map unit with ``mmap``, so only that slice is ev
 are hash ranges: the high 32 bits of a 64-bit hash times ``P``, shifted down (:func:`partition_of`).
 
 The documents stage that ends each step (:class:`ApplyTask`) writes, per upstream unit, the surviving rows
-to ``steps/<step>/docs/<unit>.parquet`` and the ledger part (``id``, ``source``, the step's columns,
-``kept``, ``reason``) to ``steps/<step>/ledger/<unit>.parquet``; its results carry ``data["docs"]``,
-``data["ledger"]`` and ``data["unit"]``.
+to ``steps/<step>/docs/<unit>.parquet`` and the ledger part (``id``, ``source``, ``loc`` where the
+documents carry it, the step's columns, ``kept``, ``reason``) to ``steps/<step>/ledger/<unit>.parquet``; its
+results carry ``data["docs"]``, ``data["ledger"]`` and ``data["unit"]``.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Tab
     for rel in (docs_rel, ledger_rel):
         (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table.filter(pa.array(kept)), out_dir / docs_rel)
-    ledger = {"id": table.column("id"), "source": table.column("source")}
+    ledger = provenance(table)
     ledger.update({k: pa.array(v) for k, v in decision.columns.items()})
     ledger["kept"] = pa.array(kept)
     ledger["reason"] = pa.array(decision.reasons, type=pa.string())
@@ -287,6 +287,15 @@ def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Tab
     stats.extra.update(extra_stats or {})
     return UnitResult(stats=stats, outputs=[docs_rel, ledger_rel],
                       data={"docs": docs_rel, "ledger": ledger_rel, "unit": part.name})
+
+
+def provenance(table: pa.Table) -> dict[str, pa.ChunkedArray]:
+    """The ledger's identity columns of a documents table: ``id``, ``source`` and, where the documents carry
+    it, ``loc`` (the input line or row), by which the funnel follows a document from stage to stage."""
+    cols = {"id": table.column("id"), "source": table.column("source")}
+    if "loc" in table.column_names:
+        cols["loc"] = table.column("loc")
+    return cols
 
 
 def units_of(parts: Sequence[DocsPart]) -> list[Unit]:

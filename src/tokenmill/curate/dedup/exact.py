@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class ExactDedup:
     partition_rows: int = 4_000_000
     name: str = "exact_dedup"
     version: int = 1
+    cluster_size_stat: ClassVar[str] = "group_size"  # the funnel's and the report's cluster table
+    id_stats: ClassVar[tuple] = ("group",)
 
     def __post_init__(self):
         object.__setattr__(self, "normalize", tuple(self.normalize))

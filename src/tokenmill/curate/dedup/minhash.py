@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -74,6 +75,8 @@ class MinHashDedup:
     partition_edges: int = 2_000_000  # rows (entries, edges, nodes) one partition holds in memory
     name: str = "minhash_dedup"
     version: int = 1
+    cluster_size_stat: ClassVar[str] = "cluster_size"  # the funnel's and the report's cluster table
+    id_stats: ClassVar[tuple] = ("cluster",)
 
     def __post_init__(self):
         object.__setattr__(self, "normalize", tuple(self.normalize))

@@ -1,0 +1,110 @@
+"""``tokenmill decontaminate``: the ``decontaminate`` step as a curation run of its own, with a report per
+benchmark.
+
+The command is ``tokenmill curate`` with one step, ``{name: decontaminate, eval: [...], fields: [...],
+ngram: N}``: the same readers, rejects, ledger, funnel, resume and ``report.html``. On top it writes
+``DIR/decontamination.json`` and prints, for every benchmark (an eval file, or a directory of them), the
+files it was read from, the items read and the documents removed because they matched it (a document that
+matches several benchmarks is counted once, under the one with most matching n-grams, as its reason says).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tokenmill.errors import UsageError
+
+REPORT = "decontamination.json"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("decontaminate", help="remove documents sharing n-grams with eval sets; a count per benchmark")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
+    p.add_argument("--eval", dest="evals", action="extend", nargs="+", default=[], metavar="FILE",
+                   help="eval files or directories (JSONL, JSON, CSV, Parquet): a file is one benchmark, a directory "
+                        "one benchmark of all its files; repeatable")
+    p.add_argument("--out", help="output directory (documents/, ledger/, decontamination.json, report.html)")
+    p.add_argument("--fields", nargs="+", metavar="FIELD",
+                   help="the eval columns holding the text (default: detected per file: GSM8K, MATH, MMLU, HumanEval, MBPP)")
+    p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
+    p.add_argument("--min-matches", type=int, default=1, help="n-grams a document must share to be removed (default 1)")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--force", action="store_true", help="process inputs the router assigns to the SFT track")
+    p.add_argument("--overwrite", action="store_true", help="delete an existing output directory first")
+    p.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
+                   help="documents in plain-text inputs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def step_spec(args: argparse.Namespace) -> dict:
+    spec: dict[str, Any] = {"name": "decontaminate", "eval": list(args.evals), "ngram": args.ngram,
+                            "min_matches": args.min_matches}
+    if args.fields:
+        spec["fields"] = list(args.fields)
+    return spec
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    if not args.evals:
+        raise UsageError("give the eval sets with --eval FILE... (files or directories)")
+    if not args.inputs:
+        raise UsageError("no INPUT: --eval takes every path after it, so put the inputs first "
+                         "(tokenmill decontaminate INPUT... --eval FILE... --out DIR) or end the eval list with --")
+    if not args.out:
+        raise UsageError("missing --out DIR")
+    if args.ngram < 1 or args.min_matches < 1:
+        raise UsageError("--ngram and --min-matches must be whole numbers >= 1")
+
+
+def benchmark_report(manifest: dict, spec: dict) -> dict:
+    """Per benchmark: its files, items read and documents removed (from the run's counts)."""
+    from tokenmill.curate.build import build_step
+    from tokenmill.curate.decontam import eval_sources
+
+    step = build_step(spec, where="decontaminate")
+    index = step.index()
+    files: dict[str, list[str]] = {}
+    for name, path in eval_sources(step.eval):
+        files.setdefault(name, []).append(str(path))
+    prefix = f"{step.name}_v{step.version}:"
+    removed = Counter({k[len(prefix):]: v for k, v in manifest["counts"]["filtered"].items() if k.startswith(prefix)})
+    c = manifest["counts"]
+    return {
+        "ngram": step.ngram, "min_matches": step.min_matches, "fields": list(step.fields) if step.fields else None,
+        "documents": c["input"] - sum(c["rejected"].values()), "removed": sum(removed.values()), "kept": c["kept"],
+        "benchmarks": [{"name": n, "files": files.get(n, []), "items": index.items.get(n, 0),
+                        "documents_removed": removed.get(n, 0)} for n in index.names],
+    }
+
+
+def render(report: dict) -> str:
+    lines = [f"decontamination ({report['ngram']}-grams, at least {report['min_matches']} shared): "
+             f"{report['removed']:,} of {report['documents']:,} documents removed",
+             f"  {'benchmark':<28} {'items':>8} {'removed':>9}  files"]
+    for b in report["benchmarks"]:
+        shown = ", ".join(Path(f).name for f in b["files"][:3]) + (f" (+{len(b['files']) - 3})" if len(b["files"]) > 3 else "")
+        lines.append(f"  {b['name']:<28} {b['items']:>8,} {b['documents_removed']:>9,}  {shown}")
+    return "\n".join(lines)
+
+
+def cmd_decontaminate(args: argparse.Namespace) -> int:
+    from tokenmill.base.files import atomic_write
+    from tokenmill.curate.run import run_curate
+
+    _check_usage(args)
+    spec = step_spec(args)
+    manifest = run_curate(args.inputs, out=args.out, steps=[spec], workers=args.workers, force=args.force,
+                          overwrite=args.overwrite, text_mode=args.text_mode, progress=False if args.no_progress else None)
+    report = benchmark_report(manifest, spec)
+    out = Path(args.out)
+    atomic_write(out / REPORT, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
+    print(render(report))
+    print(manifest["identity"])
+    if manifest.get("rejects_file"):
+        print(f"rejects: {out / manifest['rejects_file']}")
+    print(f"documents: {out / 'documents'}\nledger: {out / 'ledger'}\nreport: {out / REPORT}, {out / 'report.html'}")
+    return 0
