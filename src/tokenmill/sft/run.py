@@ -233,6 +233,7 @@ def run_sft(
                       limit=limit)
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                           summarize=lambda results, out: _report(results, out, seq_len=seq_len),
+                          pull=("",) if seq_len else (),  # the packing plan reads every shard's lengths
                           chat_template=template.source)
 
 
