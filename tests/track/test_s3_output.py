@@ -110,7 +110,7 @@ def cli_env(endpoint: str, cache: Path) -> dict[str, str]:
 def test_cli_killed_midway_resumes_from_the_bucket_with_a_new_work_dir(s3, endpoint, tmp_path):
     fs, _, bucket = s3
     src = tmp_path / "docs.jsonl"
-    tk.write_docs(src, 1500)
+    tk.write_docs(src, 300)
     flags = ["--tokenizer", "default", "--workers", "1", "--unit-bytes", "2KB", "--no-progress"]
     assert tk.cli("pretrain", str(src), "--out", str(tmp_path / "local"), *flags).returncode == 0
     url = f"s3://{bucket}/web"
