@@ -178,3 +178,23 @@ def test_a_live_lock_and_a_foreign_prefix_are_refused(s3, tmp_path):
     with pytest.raises(ConfigError, match="refuses to clear"):
         run_pretrain([str(src)], out=mine, tokenizer="default", workers=1, progress=False, overwrite=True)
     assert fs.cat_file(f"{bucket}/mine/notes.txt") == b"not tokenmill's"
+
+
+def test_ray_actors_publish_into_s3_with_the_local_bytes(s3, tmp_path):
+    """The cluster case: Ray actors (their own processes) commit and upload the units, the driver finalizes."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tokenmill[ray]')")
+    from tokenmill.engine.ray import RayExecutor
+
+    fs, options, bucket = s3
+    src = tmp_path / "docs.jsonl"
+    tk.write_docs(src, 200, seed=3, broken_every=29)
+    common = {"tokenizer": "default", "unit_bytes": 4000, "shard_tokens": 600, "progress": False}
+    run_pretrain([str(src)], out=tmp_path / "local", workers=1, **common)
+    started = not ray.is_initialized()
+    try:
+        out = RemoteOutput(f"s3://{bucket}/ray", storage_options=options, work_dir=tmp_path / "w")
+        run_pretrain([str(src)], out=out, executor=RayExecutor(workers=2), **common)
+    finally:
+        if started and ray.is_initialized():
+            ray.shutdown()
+    assert_same_as_local(objects(fs, f"{bucket}/ray"), tmp_path / "local")
