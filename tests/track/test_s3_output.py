@@ -19,10 +19,12 @@ import trackkit as tk
 moto_server = pytest.importorskip("moto.moto_server.threaded_moto_server", reason="moto[server] is not installed")
 s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tokenmill[s3]')")
 
+from tokenmill.cli import main  # noqa: E402
 from tokenmill.engine.store import RemoteOutput  # noqa: E402
-from tokenmill.errors import ConfigError  # noqa: E402
+from tokenmill.errors import ConfigError, StorageError  # noqa: E402
 from tokenmill.pretrain import run_pretrain  # noqa: E402
 from tokenmill.sft.run import run_sft  # noqa: E402
+from tokenmill.shards import open_shards  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 # what a finished run leaves under _state/ in the bucket: fingerprint, input snapshot, markers, per-unit rejects
@@ -69,7 +71,7 @@ def assert_same_as_local(remote: dict[str, bytes], local: Path) -> None:
     assert not [k for k in remote if ".tmp" in k]
 
 
-def test_pretrain_into_s3_gives_the_local_bytes_and_frees_the_work_dir(s3, tmp_path):
+def test_pretrain_into_s3_gives_the_local_bytes_and_reads_back(s3, endpoint, tmp_path, monkeypatch):
     fs, options, bucket = s3
     src = tmp_path / "docs.jsonl"
     tk.write_docs(src, 300, broken_every=41)
@@ -88,6 +90,13 @@ def test_pretrain_into_s3_gives_the_local_bytes_and_frees_the_work_dir(s3, tmp_p
     again = run_pretrain([str(src)], out=RemoteOutput(url, storage_options=options, work_dir=work), **common)
     assert again["counts"] == manifest["counts"]  # a finished run resumed: nothing redone, the same objects
     assert_same_as_local(objects(fs, f"{bucket}/runs/web"), tmp_path / "local")
+
+    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}.items():  # as a user's shell sets them
+        monkeypatch.setenv(name, value)
+    remote, local = open_shards(url), open_shards(tmp_path / "local")
+    assert (remote.n_docs, remote.n_tokens) == (local.n_docs, local.n_tokens) > (0, 0)
+    assert list(remote[remote.n_docs - 1]["input_ids"]) == list(local[local.n_docs - 1]["input_ids"])
+    assert main(["audit", url, "--n", "1", "--json"]) == 0
 
 
 def test_sft_into_s3_with_the_packing_report(s3, tmp_path):
@@ -119,6 +128,8 @@ def test_cli_killed_midway_resumes_from_the_bucket_with_a_new_work_dir(s3, endpo
     committed = kill_after_markers(args, env, fs, f"{bucket}/web/_state/shards_v1/done", at_least=5)
     assert fs.exists(f"{bucket}/web/_state/lock.json")  # kill -9 leaves the lock object; this host sees it is stale
     assert not fs.exists(f"{bucket}/web/manifest.json")
+    with pytest.raises(StorageError, match="holds no finished tokenmill run"):
+        open_shards(url, storage_options={"endpoint_url": endpoint, "key": "testing", "secret": "testing"})
 
     resumed = tk_cli(env, "pretrain", str(src), "--out", url, *flags, "--work-dir", str(tmp_path / "second"))
     assert resumed.returncode == 0, resumed.stderr

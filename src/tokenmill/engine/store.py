@@ -286,3 +286,43 @@ def _stale(data: bytes) -> bool:
     except PermissionError:
         return False
     return False
+
+
+# ---- reading a finished output back ---------------------------------------------------------------------
+
+def local_copy(url: str, *, storage_options: Mapping[str, Any] | None = None, cache: Path | None = None) -> Path:
+    """A local copy of the finished run at ``url`` (everything but ``_state/``), for readers that map files.
+
+    Kept under ``$TOKENMILL_CACHE/in/<hash of the URL>`` (or ``cache``) and brought up to date on every
+    call: objects missing locally or of another size are downloaded, local files the bucket no longer
+    holds are removed. The shards' checksums (``audit``, ``verify=True``) catch anything else.
+    """
+    store = open_store(url, storage_options=storage_options)
+    if store.read(MANIFEST) is None:
+        raise StorageError(f"{store.where(MANIFEST)} does not exist: {url} holds no finished tokenmill run (a run "
+                           "writes its manifest last; resume it with the same command)")
+    target = cache or work_dir_for(store.url).parent.parent / "in" / work_dir_for(store.url).name
+    sizes = _sizes(store)
+    for path in [p for p in target.rglob("*") if p.is_file()] if target.is_dir() else []:
+        if str(path.relative_to(target)) not in sizes:
+            path.unlink()
+    stale = [rel for rel, size in sizes.items() if not (target / rel).is_file() or (target / rel).stat().st_size != size]
+    store.get_many(sorted(stale), target)
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def readable(directory: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Path:
+    """``directory`` as a local path: itself, or the :func:`local_copy` of an ``s3://`` (any fsspec URL) run."""
+    if is_remote(directory):
+        return local_copy(str(directory), storage_options=storage_options)
+    return Path(directory)
+
+
+def _sizes(store: Store) -> dict[str, int]:
+    """Size of every object outside ``_state/``, by key relative to the prefix."""
+    with _storage(store, "list the run's objects"):
+        store.fs.invalidate_cache()
+        found = store.fs.find(store.root, detail=True)
+    return {key[len(store.root) + 1:]: int(info.get("size") or 0) for key, info in found.items()
+            if key.startswith(store.root + "/") and not key[len(store.root) + 1:].startswith(STATE + "/")}
