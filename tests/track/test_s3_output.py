@@ -209,3 +209,19 @@ def test_ray_actors_publish_into_s3_with_the_local_bytes(s3, tmp_path):
         if started and ray.is_initialized():
             ray.shutdown()
     assert_same_as_local(objects(fs, f"{bucket}/ray"), tmp_path / "local")
+
+
+def test_cli_storage_options_reach_the_server_and_a_missing_bucket_is_named(endpoint, tmp_path, monkeypatch, capsys):
+    src = tmp_path / "docs.jsonl"
+    tk.write_docs(src, 10)
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)  # the endpoint comes from --storage-option alone
+    args = ["pretrain", str(src), "--tokenizer", "default", "--workers", "1", "--no-progress",
+            "--storage-option", f"endpoint_url={endpoint}", "--storage-option", "client_kwargs.region_name=us-east-1"]
+    assert main([*args, "--out", "s3://no-such-bucket/run"]) == 1
+    assert "the bucket 'no-such-bucket' does not exist" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "local")]) == 2  # storage options without a URL: a usage error
+    assert "apply to an object-storage --out" in capsys.readouterr().err
+    assert main(["curate", str(src), "--out", "s3://b/c", "--preset", "none"]) == 1
+    assert "writes to a directory" in capsys.readouterr().err

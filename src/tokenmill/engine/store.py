@@ -52,7 +52,7 @@ STATE = "_state"
 LOCK_KEY = f"{STATE}/lock.json"
 MANIFEST = "manifest.json"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_FILESYSTEMS: dict[tuple, Any] = {}  # one filesystem object per (url, options) in each process
+_FILESYSTEMS: dict[tuple[str, str], Any] = {}  # one filesystem object per (url, options) in each process
 
 
 def is_remote(out: Any) -> bool:
@@ -80,7 +80,7 @@ class Store:
 
     @property
     def fs(self) -> Any:
-        key = (self.url, self.options)
+        key = (self.url, json.dumps(self.options, sort_keys=True, default=str))  # option values may be dicts
         if key not in _FILESYSTEMS:
             _FILESYSTEMS[key] = _open_fs(self.url, dict(self.options))[0]
         return _FILESYSTEMS[key]
