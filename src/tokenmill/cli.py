@@ -22,7 +22,11 @@ DEFAULT_TOKENIZER_WARNING = (
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl)")
+    p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix")
+    p.add_argument("--work-dir", metavar="DIR",
+                   help="with an s3:// --out: the local directory units are staged in (default under $TOKENMILL_CACHE)")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   help="with an s3:// --out: an fsspec/s3fs option, e.g. endpoint_url=http://localhost:9000 (repeatable)")
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -191,12 +195,50 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if problems:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
+    if args.command not in ("pretrain", "sft") and _is_url(cfg.get("out")):
+        raise ConfigError(f"--out {cfg['out']}: `tokenmill {args.command}` writes to a directory (local or on a shared "
+                          "filesystem); object-storage outputs are for `tokenmill pretrain` and `tokenmill sft`")
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
         raise UsageError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")
     if not cfg.get("tokenizer") and args.command != "curate":  # curate writes documents, not tokens
         print(DEFAULT_TOKENIZER_WARNING, file=sys.stderr)
     return cfg
+
+
+def _is_url(out: Any) -> bool:
+    from tokenmill.engine.store import is_remote
+
+    return is_remote(out)
+
+
+def _out(args: argparse.Namespace, cfg: dict[str, Any]) -> Any:
+    """``--out`` as the tracks take it: a directory, or a ``RemoteOutput`` with its work dir and storage options."""
+    options = _storage_options(args.storage_option or [])
+    if not _is_url(cfg["out"]):
+        if options or args.work_dir:
+            raise UsageError("--work-dir and --storage-option apply to an object-storage --out (s3://bucket/prefix)")
+        return cfg["out"]
+    from tokenmill.engine.store import RemoteOutput
+
+    return RemoteOutput(cfg["out"], storage_options=options, work_dir=args.work_dir)
+
+
+def _storage_options(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (values read as YAML: ``use_ssl=false``; dotted keys nest: ``client_kwargs.region_name=x``)."""
+    import yaml
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"--storage-option {item!r}: expected KEY=VALUE, e.g. endpoint_url=http://localhost:9000")
+        *parents, leaf = key.split(".")
+        node = options
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = value if "://" in value else yaml.safe_load(value)
+    return options
 
 
 def _executor(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +310,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
-        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
+        cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
@@ -278,7 +320,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return _print_plan(manifest)
-    print_summary(manifest, Path(cfg["out"]))
+    print_summary(manifest, cfg["out"])
     if manifest.get("funnel"):
         from tokenmill.curate.funnel import render_funnel
 
@@ -317,7 +359,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(
-        cfg["inputs"], out=cfg["out"], tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
+        cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **_selection(cfg, args),
@@ -325,7 +367,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return _print_plan(manifest)
-    print_summary(manifest, Path(cfg["out"]))
+    print_summary(manifest, cfg["out"])
     from tokenmill.sft.report import render_report
 
     print(render_report(manifest.get("report", {})))

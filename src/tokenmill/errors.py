@@ -10,6 +10,7 @@
     ├── TemplateError        a chat template that does not render
     ├── ParityError          written ids differ from the reference chat-template ids
     ├── ShardError           a shard directory that is corrupt or does not match its reader
+    ├── StorageError         object storage (an ``s3://`` --out) that cannot be reached, read or written
     └── ServerError          an inference server that cannot be reached, or does not serve the model
 
 The ``tokenmill`` command exits 2 for a ``UsageError`` (and argparse's own usage errors), 1 for every
@@ -41,6 +42,10 @@ class ConfigError(TokenmillError):
 
 
 class InputError(TokenmillError):
+    pass
+
+
+class StorageError(TokenmillError):
     pass
 
 

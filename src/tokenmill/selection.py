@@ -126,7 +126,7 @@ def dry_run_plan(run: Any) -> dict:
         units_per_file[u.file.rel] += 1
     inputs = [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
                "units": units_per_file[f.rel]} for f, r in zip(run.files, run.routes)]
-    return {"dry_run": True, "track": run.track, "out": str(run.out), "inputs": inputs,
+    return {"dry_run": True, "track": run.track, "out": run.where, "inputs": inputs,
             "units": len(run.units), "bytes": sum(f.size for f in run.files),
             "tokenizer": run.tokenizer.info(), "config": run.config}
 

@@ -48,6 +48,12 @@ class TrackRun:
     started: float
     manifest: dict | None = None  # set by the finalize step
     skipped: list[dict] = field(default_factory=list)  # what the input walks left out, and why
+    store: Any = None  # object storage the outputs are published to (out is then the local work dir)
+
+    @property
+    def where(self) -> str:
+        """Where the outputs go: the bucket URL, or the output directory."""
+        return self.store.url if self.store is not None else str(self.out)
 
 
 def holding(executor: Any) -> Any:
@@ -143,7 +149,7 @@ def prepare_run(
 
     started = time.monotonic()
     files, walk_skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
-    check_output_path(out, [*map(str, inputs), *(f.path for f in files)])  # engine/outdir.py
+    out, store = resolve_out(out, [*map(str, inputs), *(f.path for f in files)])
     files, excluded = selection.exclude_files(files, exclude)
     prepare = getattr(executor, "prepare", None)
     if callable(prepare):
@@ -167,7 +173,29 @@ def prepare_run(
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
     cfg.update({k: v for k, v in (("excluded", excluded), ("skipped_inputs", skipped), ("limit", limit)) if v})
-    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=walk_skipped)
+    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=walk_skipped,
+                    store=store)
+
+
+def resolve_out(out: Any, inputs: list[str]) -> tuple[Path, Any]:
+    """The local directory a run writes in, and the object store it publishes to (None for a local ``--out``).
+
+    A local ``out`` is checked against the inputs (``engine/outdir.py``); a URL (``s3://bucket/prefix``, or a
+    :class:`~tokenmill.engine.store.RemoteOutput`) gets its work directory (``engine/store.py``).
+    """
+    from tokenmill.engine.store import is_remote, open_store, work_dir_for
+
+    if not is_remote(out):
+        check_output_path(out, inputs)
+        return Path(out), None
+    store = open_store(out)
+    for given in inputs:
+        if given.rstrip("/") == store.url or given.startswith(store.url + "/") or store.url.startswith(given.rstrip("/") + "/"):
+            raise ConfigError(f"--out {store.url} holds or lies inside the input {given}; write the output to a prefix "
+                              "of its own")
+    work = work_dir_for(out)
+    check_output_path(work, inputs)
+    return work, store
 
 
 def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
@@ -234,20 +262,46 @@ def finish_run(
     progress: bool | None,
     summarize: Callable[[list[UnitResult], Path], dict] | None = None,
     chat_template: str | None = None,
+    amend: Callable[[Path, dict], dict] | None = None,
+    pull: Sequence[str] = (),
 ) -> dict:
-    """Run the track's workflow with ``executor``; return the manifest its finalize step wrote."""
+    """Run the track's workflow with ``executor``; return the manifest its finalize step wrote.
+
+    ``amend(out, manifest)`` adds to the written manifest (and rewrites it) inside finalize; ``pull``: the
+    prefixes of an object-storage output that ``summarize`` or ``amend`` read (``_state/`` always comes).
+    """
     fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
 
     def finalize(ctx: StageContext) -> None:
         run.manifest = write_track_manifest(run, ctx.results[SHARDS_STAGE], summarize=summarize,
                                             chat_template=chat_template)
+        if amend is not None:
+            run.manifest = amend(run.out, run.manifest)
 
-    with hold_output(run.out, overwrite=overwrite):  # exclusive lock until the manifest is written
+    with holding_output(run, overwrite=overwrite):  # exclusive lock until the manifest is written
         state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
         checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
         run_workflow(track_stages(run, checked), out=run.out, fingerprint=fingerprint, executor=executor,
-                     progress=stage_progress(progress), finalize=finalize, locked=True)
+                     progress=stage_progress(progress), finalize=finalize, locked=True, store=run.store, pull=pull)
     return run.manifest
+
+
+@contextlib.contextmanager
+def holding_output(run: TrackRun, *, overwrite: bool):
+    """Lock the output for the run. With object storage: lock the work directory and empty it, take the
+    bucket's lock object, clear the bucket on ``overwrite``, then download its ``_state/`` (``engine/store.py``)."""
+    if run.store is None:
+        with hold_output(run.out, overwrite=overwrite):
+            yield
+        return
+    from tokenmill.engine.store import clear_store, hold_store
+    from tokenmill.engine.store import pull as download
+
+    with hold_output(run.out, overwrite=True), hold_store(run.store):
+        if overwrite:
+            clear_store(run.store)
+        download(run.store, run.out)
+        yield
 
 
 def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize: Callable | None,
@@ -326,8 +380,14 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     for rel in manifest["config"].get("excluded") or []:
         print(f"excluded {rel}", file=stream)
     if manifest.get("rejects_file"):
-        print(f"rejects: {Path(out) / manifest['rejects_file']}", file=stream)
-    print(f"manifest: {Path(out) / 'manifest.json'}", file=stream)
+        print(f"rejects: {joined(out, manifest['rejects_file'])}", file=stream)
+    print(f"manifest: {joined(out, 'manifest.json')}", file=stream)
+
+
+def joined(out: Any, name: str) -> str:
+    """``out/name`` for a directory or a URL (``Path`` would fold the ``//`` of ``s3://``)."""
+    url = getattr(out, "url", out)
+    return f"{url.rstrip('/')}/{name}" if isinstance(url, str) and "://" in url else str(Path(out) / name)
 
 
 def split_line(split: dict, out: Path, *, noun: str = "documents") -> str:
@@ -335,7 +395,7 @@ def split_line(split: dict, out: Path, *, noun: str = "documents") -> str:
     train, val = split["train"], split["val"]
     how = f"count {split['val_count']:,}" if split.get("val_count") else f"fraction {split['val_fraction']}"
     return (f"split: train {train['documents']:,} {noun}, {train['tokens']:,} tokens; val {val['documents']:,} "
-            f"{noun}, {val['tokens']:,} tokens in {val['shards']} shard(s) -> {Path(out) / val['directory']} "
+            f"{noun}, {val['tokens']:,} tokens in {val['shards']} shard(s) -> {joined(out, val['directory'])} "
             f"({how}, seed {split['val_seed']})")
 
 

@@ -6,7 +6,8 @@ Every executor commits a unit the same way (:func:`commit_unit`):
   is renamed into place (``os.replace``) and only then is the completion marker
   ``<out>/_state/<stage>/done/<unit>.json`` written (temporary name, fsync, rename). A unit without a
   marker is redone from scratch and overwrites whatever a killed attempt left, so a run killed with
-  ``kill -9`` and started again ends with the same bytes.
+  ``kill -9`` and started again ends with the same bytes. With an object store (``s3://`` outputs), the
+  files are then uploaded to their final keys and the marker key written last (``engine/store.py``).
 * **Determinism.** Output names derive from the unit, never from the worker or the finishing order, and
   results are keyed by unit index: 1 worker or N give identical bytes.
 
@@ -150,13 +151,20 @@ def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
     result = task(unit, staging)
     result.seconds = time.monotonic() - started
     result.peak_rss_mb = process_peak_rss_mb()
-    for src in sorted(p for p in staging.rglob("*") if p.is_file()):
-        dest = state.out / src.relative_to(staging)
+    files = [str(p.relative_to(staging)) for p in sorted(staging.rglob("*")) if p.is_file()]
+    for rel in files:
+        dest = state.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dest)
+        os.replace(staging / rel, dest)
     shutil.rmtree(staging)
     _remove_if_empty(staging.parent)  # the run's own staging root, once its last unit is committed
-    atomic_write(state.marker(unit), json.dumps(result.to_dict(), sort_keys=True).encode())
+    marker = json.dumps(result.to_dict(), sort_keys=True).encode()
+    store = getattr(state, "store", None)
+    if store is not None:  # object storage: final keys, then the marker key (engine/store.py)
+        from tokenmill.engine.store import publish_unit
+
+        publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)), marker)
+    atomic_write(state.marker(unit), marker)
     return result
 
 

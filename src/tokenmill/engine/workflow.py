@@ -15,6 +15,11 @@ set of workers for every stage of a workflow).
 After the last stage a ``finalize`` callable, when given, runs once in the driver with every stage's
 results (merge per-unit rejects, write the manifest); it runs again on a resume of a finished run, so it
 must only derive files from committed ones.
+
+With a ``store`` (an ``s3://`` output, :mod:`tokenmill.engine.store`) ``out`` is the local work directory:
+each stage's fingerprint is uploaded when the stage is prepared, each unit is published by its commit,
+the driver downloads the ``_state/`` files (and the ``pull`` prefixes) it lacks before ``finalize``, and
+uploads what ``finalize`` wrote, the manifest last.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class StageState:
     key: str
     # staging directories are private to one run (process id + start time), never shared with another
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns()}")
+    store: Any = None  # a tokenmill.engine.store.Store the committed units are published to, or None
 
     @property
     def root(self) -> Path:
@@ -67,6 +73,10 @@ class StageState:
         shutil.rmtree(self.root / "tmp", ignore_errors=True)  # staging left by killed runs (the output is locked)
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
+        if self.store is not None:
+            from tokenmill.engine.store import publish_state
+
+            publish_state(self.store, self.root)
 
     def committed(self, units: Sequence[Unit]) -> dict[int, UnitResult]:
         done: dict[int, UnitResult] = {}
@@ -102,6 +112,8 @@ def run_workflow(
     overwrite: bool = False,
     finalize: Callable[[StageContext], Any] | None = None,
     locked: bool = False,
+    store: Any = None,
+    pull: Sequence[str] = (),
 ) -> dict[str, list[UnitResult]]:
     """Run every stage in order, then ``finalize``; return each stage's results in unit order.
 
@@ -109,23 +121,25 @@ def run_workflow(
     given, returns a progress object with ``update(result)`` and ``close()`` for the executor to drive.
     The output directory is locked for the whole run and ``overwrite`` clears what tokenmill wrote there
     (:func:`tokenmill.engine.outdir.hold_output`); ``locked=True`` when the caller already holds it.
+    ``store``: publish to object storage (module docstring); ``pull``: more prefixes ``finalize`` reads.
     """
     out = Path(out)
     if not locked:
         from tokenmill.engine.outdir import hold_output
 
         with hold_output(out, overwrite=overwrite):
-            return _run_stages(stages, out, fingerprint, executor, progress, finalize)
-    return _run_stages(stages, out, fingerprint, executor, progress, finalize)
+            return _run_stages(stages, out, fingerprint, executor, progress, finalize, store, pull)
+    return _run_stages(stages, out, fingerprint, executor, progress, finalize, store, pull)
 
 
-def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progress, finalize) -> dict:
+def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progress, finalize, store=None,
+                pull: Sequence[str] = ()) -> dict:
     results: dict[str, list[UnitResult]] = {}
     chained = fingerprint
     for stage in stages:
         plan = stage.plan(StageContext(out=out, results=dict(results)))
         chained = stage_fingerprint(chained, stage, plan.params, plan.units)
-        state = StageState(out, stage.key)
+        state = StageState(out, stage.key, store=store)
         state.prepare(chained)
         done = state.committed(plan.units)
         todo = [u for u in plan.units if u.index not in done]
@@ -135,8 +149,23 @@ def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progres
         if bar is not None:
             bar.close()
         results[stage.name] = [done[u.index] for u in plan.units]
+    if store is not None:
+        return _finalize_remote(store, out, results, finalize, pull)
     if finalize is not None:
         finalize(StageContext(out=out, results=dict(results)))
+    return results
+
+
+def _finalize_remote(store: Any, out: Path, results: dict, finalize, pull: Sequence[str]) -> dict:
+    """Download what finalize reads, run it in the work directory, upload what it wrote (manifest last)."""
+    from tokenmill.engine.store import STATE, publish_outputs
+    from tokenmill.engine.store import pull as download
+
+    download(store, out, (f"{STATE}/", *pull))
+    if finalize is not None:
+        finalize(StageContext(out=out, results=dict(results)))
+    committed = {rel for stage in results.values() for r in stage for rel in r.outputs}
+    publish_outputs(store, out, committed)
     return results
 
 

@@ -178,9 +178,9 @@ def run_pretrain(
             return dry_run_plan(run)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                             text_mode=text_mode, steps=tuple(steps), limit=limit, split=split)
-        manifest = finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
-                              chat_template="")
-    return add_funnel(Path(out), manifest, steps) if is_doc_steps(steps) else manifest
+        funnel = (lambda out, manifest: add_funnel(out, manifest, steps)) if is_doc_steps(steps) else None
+        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
+                          chat_template="", amend=funnel, pull=("ledger/",) if funnel else ())
 
 
 def _check_steps(steps: Sequence[Step]) -> None:

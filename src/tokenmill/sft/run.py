@@ -246,6 +246,7 @@ def run_sft(
                       limit=limit, split=split)
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
                           summarize=lambda results, out: _report(results, out, seq_len=seq_len),
+                          pull=("",) if seq_len else (),  # the packing plan reads every shard's lengths
                           chat_template=template.source)
 
 

@@ -39,9 +39,13 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
 
     ``tokenizer``: a spec for ``load_tokenizer`` (or None: the one named in the shard headers). A tokenizer
     that cannot be loaded is reported under ``decoder.error``; decoding is then skipped. Examples show at
-    most ``max_example_tokens`` tokens each.
+    most ``max_example_tokens`` tokens each. An ``s3://`` run is audited in its local copy
+    (:func:`tokenmill.engine.store.local_copy`).
     """
-    result = {"directory": str(directory), "shards": 0, "documents": 0, "tokens": 0, "trained_tokens": 0,
+    from tokenmill.engine.store import readable
+
+    shown, directory = str(directory), readable(directory)
+    result = {"directory": shown, "shards": 0, "documents": 0, "tokens": 0, "trained_tokens": 0,
               "supervised_share": 0.0, "has_mask": None, "tokenizer": {}, "decoder": {},
               "fingerprint_match": None, "problems": verify_shards(directory), "warnings": [],
               "fully_masked": None, "stop_untrained": None, "stop_trained_docs": None,

@@ -228,14 +228,20 @@ def _read_shard_lengths(shard: Shard, out: np.ndarray) -> None:
             prev = offsets[-1:]
 
 
-def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False) -> ShardSet:
+def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False,
+                storage_options: dict | None = None) -> ShardSet:
     """Open every shard header in ``directory`` (sorted by name) as one ShardSet.
 
     ``tokenizer``: None, any spec ``--tokenizer`` accepts (hub name, directory, file, ``"default"``), a
     tokenizer object (``transformers``, ``tokenizers``, tokenmill), or a fingerprint string; a mismatch
-    raises ShardError. ``verify=True`` also checks checksums and contents (reads every byte).
+    raises ShardError. ``verify=True`` also checks checksums and contents (reads every byte). ``directory``
+    may be the ``s3://`` URL of a finished run, read from a local copy kept up to date
+    (:func:`tokenmill.engine.store.local_copy`; endpoint and credentials from the environment or from
+    ``storage_options``, as fsspec takes them).
     """
-    directory = Path(directory)
+    from tokenmill.engine.store import readable
+
+    directory = readable(directory, storage_options=storage_options)
     if not directory.is_dir():
         raise ShardError(f"shard directory {directory} does not exist or is not a directory")
     headers = shard_headers(directory)
