@@ -177,11 +177,12 @@ def run_curate(
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
     ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s. ``executor`` is any
-    :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``).
+    :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
+    :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two.
     """
-    from tokenmill.engine.local import LocalExecutor
     from tokenmill.engine.workflow import run_workflow
     from tokenmill.report.rejects import merge_rejects
+    from tokenmill.track import holding, pick_executor
 
     started = time.monotonic()
     specs = step_specs(preset, steps)
@@ -193,8 +194,10 @@ def run_curate(
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs], "unit_bytes": unit_bytes, "text_mode": text_mode,
               "score_removed": score_removed, "schemas": routed.schemas}
-    results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
-                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress))
+    executor = pick_executor(executor, workers)
+    with holding(executor):
+        results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config), executor=executor,
+                               progress=_bar(progress))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
