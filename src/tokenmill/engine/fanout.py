@@ -7,9 +7,11 @@ per-partition work goes through :func:`fan_out`. The unit's task says so with a 
 ``fans_out = True``.
 
 * Local engine: the calls run one after the other, in the unit's process.
-* Ray executor: the unit runs as a Ray task (a task gives its CPU back while it waits; an actor would keep
-  it and a one-CPU cluster would deadlock), and every call becomes a Ray task of its own (``num_cpus=1``),
-  placed by Ray anywhere in the cluster and run again by Ray when its worker dies.
+* Ray executor: the unit's loop runs in the driver and every call goes to one of the executor's actors
+  (anywhere in the cluster, one CPU each, ``workers`` at a time), run again by Ray when its worker dies.
+  (Driving the loop from an actor would keep that actor's CPU while it waits: a one-CPU cluster would
+  deadlock, and a Ray task per call would start fresh worker processes, about 10 s each on a loaded
+  2-core machine, against 0.5 s per stage with the actors already running.)
 
 Contract of a call ``fn(item)``: it reads and writes files on the shared output directory only, writes
 whole files under names derived from ``item`` (removing its own leftovers first), and returns a small

@@ -264,7 +264,7 @@ class ComponentsTask:
         parts = cc.connected_components(files, self._keys, staging / rel, partition_edges=self.partition_edges,
                                         meter=meter)
         return UnitResult(data={"dir": rel, "partitions": parts, "rounds": meter.rounds, "held": meter.held,
-                                "calls": meter.calls, "processes": len(meter.processes)})
+                                "calls": meter.calls, "processes": meter.processes})
 
     def _keys(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.float64)
