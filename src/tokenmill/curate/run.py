@@ -200,6 +200,7 @@ def run_curate(
                                progress=_bar(progress))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     _finish(out, manifest, results, report=report)
     return manifest

@@ -73,6 +73,8 @@ class _ActorFanOut:
 class RayExecutor:
     """Runs each stage's units on ``workers`` Ray actors (default: every CPU of the cluster)."""
 
+    name = "ray"
+
     def __init__(self, *, workers: int | None = None, address: str | None = None, retries: int = 3):
         self.workers, self.address, self.retries = workers, address, retries
         self._started = False  # whether this executor started (and so shuts down) the Ray runtime
