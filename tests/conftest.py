@@ -41,3 +41,27 @@ def pytest_configure(config):
 def pytest_report_header(config):
     where = SHARED_DATA or "absent: real-data tests will be skipped"
     return f"tokenmill real-data tier: {where}"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> str:
+    """One local Ray cluster (2 CPUs) for the whole session; yields its address for drivers that join it.
+
+    Its workers import tokenmill from this checkout and the test helpers of ``tests/engine`` and
+    ``tests/curate`` (tasks defined there travel by reference). Skips when ``ray`` cannot be imported.
+    """
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'tokenmill[ray]')")
+    dirs = [REPO / "src", REPO / "tests" / "engine", REPO / "tests" / "curate", REPO / "tests" / "track"]
+    path = os.pathsep.join([*map(str, dirs), os.environ.get("PYTHONPATH", "")])
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = path  # the raylet (and every worker it starts) inherits it
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()

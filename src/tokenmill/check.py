@@ -98,10 +98,11 @@ def _input_problems(track: str, cfg: dict) -> tuple[list[str], list[str]]:
         return [f"inputs: {p}" for p in _problems_of(exc)], []
     routes = [inspect_file(f, text_mode=text_mode) for f in files]
     given = cfg.get("schema") or {}
-    problems = mapping_problems(track, files, routes, given)
+    kind = "pretrain" if track == "curate" else track  # curate reads documents, as `tokenmill curate` does
+    problems = mapping_problems(kind, files, routes, given)
     unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
     try:
-        refuse_misrouted(track, unmapped, force=bool(cfg.get("force")))
+        refuse_misrouted(kind, unmapped, force=bool(cfg.get("force")))
     except TokenmillError as exc:
         problems.append(f"inputs: {exc}")
     notes = [f"{f.rel}: {r.format}, {r.kind} ({r.confidence:.2f}), {schema_summary(r.schema)}"

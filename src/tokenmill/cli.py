@@ -29,9 +29,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="with an s3:// --out: an fsspec/s3fs option, e.g. endpoint_url=http://localhost:9000 (repeatable)")
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="where units run: a local process pool (default) or a Ray cluster (needs tokenmill[ray])")
-    p.add_argument("--ray-address", help="join this Ray cluster (default with --engine ray: start a local one)")
+    _add_engine_options(p)
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
@@ -49,6 +47,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--val-count", type=int, metavar="N",
                    help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
     p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=["local", "ray"],
+                   help="where units run: a local process pool (default) or a Ray cluster (needs tokenmill[ray]); "
+                        "overrides engine.name of --config")
+    p.add_argument("--ray-address", help="join this Ray cluster, e.g. auto or HEAD:6379 (default with --engine ray: "
+                   "start a local one); overrides engine.address of --config")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quality-model", metavar="PATH",
                    help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
     p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
+    _add_engine_options(p)
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
@@ -242,14 +249,17 @@ def _storage_options(items: list[str]) -> dict[str, Any]:
 
 
 def _executor(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
-    """``workers=`` for the local pool, or ``executor=`` a Ray executor (``--engine ray``)."""
-    if args.engine != "ray":
+    """``workers=`` for the local pool, or ``executor=`` a Ray executor: the flags first, then ``engine:``."""
+    engine = cfg.get("engine") or {}
+    name = args.engine or engine.get("name", "local")
+    workers = args.workers or engine.get("workers") or cfg.get("workers")
+    if name != "ray":
         if args.ray_address:
-            raise TokenmillError("--ray-address needs --engine ray")
-        return {"workers": cfg.get("workers")}
+            raise TokenmillError("--ray-address needs --engine ray (or engine: {name: ray} in --config)")
+        return {"workers": workers}
     from tokenmill.engine.ray import RayExecutor
 
-    return {"executor": RayExecutor(workers=cfg.get("workers"), address=args.ray_address)}
+    return {"executor": RayExecutor(workers=workers, address=args.ray_address or engine.get("address"))}
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -269,7 +279,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
 
     cfg = _settings(args)
     manifest = run_curate(
-        cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), workers=cfg.get("workers"),
+        cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), **_executor(args, cfg),
         quality_model=cfg.get("quality_model"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),

@@ -7,6 +7,9 @@ Example::
     out: shards/web
     tokenizer: default         # hub name, directory, tokenizer.json, .tiktoken, .model, or "default"
     workers: 2
+    engine:                    # where the units run (the --engine and --ray-address flags override it)
+      name: ray                # local (a process pool, default) | ray (needs tokenmill[ray])
+      address: auto            # ray: join this cluster (auto = the one `ray start` runs here); none: a local one
     unit_bytes: 64MiB
     shard_tokens: 268435456
     text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
@@ -134,6 +137,12 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "val_fraction": lambda v: _fraction(v),
     "val_count": _typed(int, positive=True),
     "val_seed": lambda v: _seed(v),
+    "engine": _typed(dict),
+}
+ENGINE: dict[str, Callable[[Any], Any]] = {
+    "name": _choice("local", "ray"),
+    "address": _typed(str),
+    "workers": _typed(int, positive=True),
 }
 SFT: dict[str, Callable[[Any], Any]] = {
     "chat_template": _typed(str, nullable=True),
@@ -182,10 +191,23 @@ def check(data: Any, *, source: str = "config") -> tuple[dict, list[str]]:
     clean = _check_section(data, TOP, "", problems)
     if isinstance(clean.get("sft"), dict):
         clean["sft"] = _check_section(clean["sft"], SFT, "sft.", problems)
+    if isinstance(clean.get("engine"), dict):
+        clean["engine"] = _check_section(clean["engine"], ENGINE, "engine.", problems)
+        problems.extend(_engine_problems(clean))
     problems.extend(_step_problems(clean.get("steps") or []))
     if clean.get("val_fraction") is not None and clean.get("val_count") is not None:
         problems.append("val_fraction, val_count: give one of them, not both")
     return clean, [f"{source}: {p}" for p in problems]
+
+
+def _engine_problems(clean: dict) -> list[str]:
+    engine = clean["engine"]
+    problems = []
+    if engine.get("address") and engine.get("name", "local") != "ray":
+        problems.append("engine.address: a cluster address needs engine.name: ray")
+    if "workers" in engine and "workers" in clean:
+        problems.append("engine.workers: workers is also set at the top level; keep one of the two")
+    return problems
 
 
 def _step_problems(steps: list) -> list[str]:

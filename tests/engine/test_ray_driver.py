@@ -20,13 +20,9 @@ from test_workflow import _tree  # noqa: E402
 SRC = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), str(Path(__file__).resolve().parent)])
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    os.environ["PYTHONPATH"] = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+@pytest.fixture
+def cluster(ray_cluster):
+    return ray_cluster
 
 
 DRIVER = textwrap.dedent("""

@@ -3,7 +3,6 @@ and for a three-stage workflow, setup once per actor, and a worker killed mid-un
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -22,13 +21,9 @@ sys.path.insert(0, str(TRACK))
 import trackkit as tk  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    yield
-    ray.shutdown()
+@pytest.fixture
+def cluster(ray_cluster):
+    return ray_cluster
 
 
 def tree(root: Path) -> dict[str, bytes]:

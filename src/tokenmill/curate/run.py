@@ -184,11 +184,12 @@ def run_curate(
 
     ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s; ``quality_model`` is the
     model of the preset's quality step (``dclm``). ``executor`` is any
-    :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``).
+    :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
+    :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two.
     """
-    from tokenmill.engine.local import LocalExecutor
     from tokenmill.engine.workflow import run_workflow
     from tokenmill.report.rejects import merge_rejects
+    from tokenmill.track import holding, pick_executor
 
     started = time.monotonic()
     specs = step_specs(preset, steps, quality_model=quality_model)
@@ -201,11 +202,14 @@ def run_curate(
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
               "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas}
     stage_seconds: dict[str, float] = {}
-    results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config),
-                           executor=executor or LocalExecutor(workers=workers), progress=_bar(progress, stage_seconds))
+    executor = pick_executor(executor, workers)
+    with holding(executor):
+        results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config), executor=executor,
+                               progress=_bar(progress, stage_seconds))
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
     manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
+    manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     _finish(out, manifest, results, report=report)
     return manifest

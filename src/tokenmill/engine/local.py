@@ -54,6 +54,8 @@ class LocalExecutor:
     shut down when the outermost block ends; otherwise each :meth:`run` starts and stops its own.
     """
 
+    name = "local"
+
     def __init__(self, *, workers: int | None = None):
         self.workers = allowed_workers(workers or default_workers())  # 1 for a script without a __main__ guard
         self._pool: ProcessPoolExecutor | None = None

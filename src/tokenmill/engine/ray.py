@@ -1,12 +1,20 @@
 """The Ray executor: a stage's units on a Ray cluster, behind the same protocol as the local pool.
 
-Each stage gets a pool of ``workers`` actors. The task goes into the object store once; every actor
-receives it in its constructor and calls its ``setup()`` there, once per worker process (a tokenizer or a
-language-ID model is never shipped or built per unit). Units are handed to idle actors one at a time
+Units run on ``workers`` actors (one worker process each, ``num_cpus=1``). Used as a context manager, as
+the tracks and ``tokenmill curate`` do, one set of actors serves every stage of the workflow (starting an
+actor costs a process and the imports of tokenmill, seconds on a loaded machine; paid once per run, not per
+stage). Each stage's task goes into the object store once; an actor fetches it with its first unit of the
+stage and calls its ``setup()`` then, once per worker process and stage (a tokenizer or a language-ID model
+is never shipped or built per unit). Units are handed to idle actors one at a time
 (``ray.util.ActorPool``); each actor runs the same :func:`~tokenmill.engine.local.commit_unit` as the
 local executor (staging, rename, marker), so outputs are byte-identical to a local run and a resume after
 a killed driver starts from the same markers. A worker process that dies mid-unit is restarted by Ray and
-the unit retried (``retries`` times): the retry wipes the staging directory the dead attempt left.
+the unit retried (``retries`` times): the restarted actor fetches the task again, and the retry wipes the
+staging directory the dead attempt left.
+
+A task that loops over rounds of per-partition work (``fans_out = True``: connected components, see
+:mod:`tokenmill.engine.fanout`) has its unit driven from the driver process (the loop holds a few booleans
+per round), and each of its per-partition calls runs on the actors, retried by Ray like the units.
 
 Actors, not Ray Data: a unit is already a bounded, self-describing slice (a byte range, a row-group
 range, a hash partition) whose task writes files and returns one small result, so there is nothing to
@@ -18,6 +26,7 @@ cluster is started (and shut down by :meth:`close`); with one, the driver joins 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from tokenmill._extras import require
@@ -26,28 +35,61 @@ from tokenmill.engine.stage import Task, Unit, UnitResult
 
 
 class UnitWorker:
-    """One Ray actor: holds the stage's task (set up once) and commits the units it is given."""
+    """One Ray actor: commits the units it is given with the task of their stage (set up once)."""
 
-    def __init__(self, task: Task):
-        self.task = task
-        _setup(task)
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.task: Task | None = None
 
-    def commit(self, unit: Unit, state: Any) -> tuple[int, UnitResult]:
+    def commit(self, key: str, boxed: list, unit: Unit, state: Any) -> tuple[int, UnitResult]:
+        """``boxed`` holds the task's object reference (in a list, so Ray does not fetch it per call)."""
+        if key != self.key:
+            import ray
+
+            self.task = ray.get(boxed[0])
+            _setup(self.task)
+            self.key = key
         return unit.index, commit_unit(self.task, unit, state)
+
+    def call(self, fn: Any, item: Any) -> Any:
+        """One call of a unit that fans out (:mod:`tokenmill.engine.fanout`)."""
+        return fn(item)
+
+
+class _ActorFanOut:
+    """``fan_out`` on Ray: the calls go to the executor's actors (one at a time each), results in call order."""
+
+    def __init__(self, actors: list[Any]):
+        self.actors = actors
+
+    def __call__(self, fn: Any, items: list) -> list:
+        import ray
+        from ray.util import ActorPool
+
+        fn_ref = ray.put(fn)
+        return list(ActorPool(self.actors).map(lambda a, item: a.call.remote(fn_ref, item), items))
 
 
 class RayExecutor:
     """Runs each stage's units on ``workers`` Ray actors (default: every CPU of the cluster)."""
 
+    name = "ray"
+
     def __init__(self, *, workers: int | None = None, address: str | None = None, retries: int = 3):
         self.workers, self.address, self.retries = workers, address, retries
         self._started = False  # whether this executor started (and so shuts down) the Ray runtime
+        self._actors: list[Any] = []
+        self._held = 0  # depth of ``with`` blocks: the actors live until the outermost one ends
+        self._runs = itertools.count()
 
     def __enter__(self) -> RayExecutor:
+        self._held += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self._held -= 1
+        if not self._held:
+            self.close()
 
     def prepare(self, n_units: int, *, preload: tuple[str, ...] = ()) -> None:
         """Connect to (or start) the cluster now, while the driver still routes and plans."""
@@ -55,25 +97,62 @@ class RayExecutor:
 
     def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
         ray = self._connect()
+        if getattr(task, "fans_out", False):
+            return self._run_driving(ray, task, units, state, progress)
         from ray.util import ActorPool
 
-        n = max(1, min(self.workers or int(ray.cluster_resources().get("CPU", 1)), len(units)))
-        actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=self.retries,
-                                               max_task_retries=self.retries)
-        task_ref = ray.put(task)
-        actors = [actor.remote(task_ref) for _ in range(n)]
+        n = self._size(ray, len(units))
+        key, boxed = f"{id(self)}-{next(self._runs)}", [ray.put(task)]
         results: dict[int, UnitResult] = {}
         try:
-            for index, result in ActorPool(actors).map_unordered(lambda a, u: a.commit.remote(u, state), units):
+            pool = ActorPool(self._pool(ray, n))
+            for index, result in pool.map_unordered(lambda a, u: a.commit.remote(key, boxed, u, state), units):
                 results[index] = result
                 if progress is not None:
                     progress.update(result)
         finally:
-            for a in actors:
+            if not self._held:
+                self._release()
+        return results
+
+    def _pool(self, ray: Any, n: int) -> list[Any]:
+        actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=self.retries, max_task_retries=self.retries)
+        while len(self._actors) < n:
+            self._actors.append(actor.remote())
+        return self._actors[:n]
+
+    def _release(self) -> None:
+        if self._actors:
+            import ray
+
+            for a in self._actors:
                 ray.kill(a)
+            self._actors = []
+
+    def _size(self, ray: Any, n_units: int) -> int:
+        return max(1, min(self.workers or int(ray.cluster_resources().get("CPU", 1)), n_units))
+
+    def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
+        """Units that fan out run here, in the driver (their loop holds a few booleans per round); each of
+        their per-partition calls runs on an actor."""
+        from tokenmill.engine import fanout
+
+        fanout.install(_ActorFanOut(self._pool(ray, self._size(ray, 1 << 30))))
+        results: dict[int, UnitResult] = {}
+        try:
+            _setup(task)
+            for unit in units:
+                results[unit.index] = commit_unit(task, unit, state)
+                if progress is not None:
+                    progress.update(results[unit.index])
+        finally:
+            fanout.install(None)
+            if not self._held:
+                self._release()
         return results
 
     def close(self) -> None:
+        self._release()
         if self._started:
             import ray
 

@@ -13,8 +13,9 @@ Stages (``U`` upstream units, ``E`` candidate edges, ``B = partition_edges``):
 3. ``minhash_dedup.verify`` (``U`` units, when ``verify``): the candidates of one unit's documents, each
    checked by the exact Jaccard similarity of the two shingle sets; edges below ``threshold`` are dropped.
    Cost: shingling of the candidate documents again, one set intersection per edge.
-4. ``minhash_dedup.components`` (one unit): connected components over the edges in memory bounded by
-   ``B`` (:mod:`~tokenmill.curate.dedup.components`); the label of every node is the best document of its
+4. ``minhash_dedup.components`` (one unit that drives rounds of per-partition calls, Ray tasks on a
+   cluster): connected components over the edges in memory bounded by ``B`` per call
+   (:mod:`~tokenmill.curate.dedup.components`); the label of every node is the best document of its
    component by ``keep``, which is thereby the cluster id and the survivor.
 5. ``minhash_dedup`` (documents stage, ``U`` units): each unit's rows look up their label and cluster size
    (binary search in memory-mapped files); every clustered document that is not its cluster's survivor is
@@ -255,6 +256,7 @@ class ComponentsTask:
     sig_dirs: tuple[str, ...]
     partition_edges: int
     name: str
+    fans_out: ClassVar[bool] = True  # its per-partition calls go through engine.fanout (Ray tasks on Ray)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         root = Path(self.out)
@@ -263,7 +265,8 @@ class ComponentsTask:
         meter = cc.Meter()
         parts = cc.connected_components(files, self._keys, staging / rel, partition_edges=self.partition_edges,
                                         meter=meter)
-        return UnitResult(data={"dir": rel, "partitions": parts, "rounds": meter.rounds, "held": meter.held})
+        return UnitResult(data={"dir": rel, "partitions": parts, "rounds": meter.rounds, "held": meter.held,
+                                "calls": meter.calls, "processes": meter.processes})
 
     def _keys(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.float64)
