@@ -310,10 +310,9 @@ def cmd_funnel(args: argparse.Namespace) -> int:
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from tokenmill.curate.build import build_steps, step_specs
+    from tokenmill.curate.presets import refuse_in_pretrain
     from tokenmill.pretrain import run_pretrain
     from tokenmill.track import print_summary
-
-    from tokenmill.curate.presets import refuse_in_pretrain
 
     cfg = _settings(args)
     refuse_in_pretrain(cfg.get("preset"))
