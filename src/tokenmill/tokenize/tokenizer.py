@@ -26,7 +26,8 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
         reference = reference_for(source)
         fingerprint = tokenizer_fingerprint(source, reference)
         use_fast, fast_encoder = (choose_fast(reference, name=source.name, parity_sample=parity_sample,
-                                              fingerprint=fingerprint) if fast else (False, None))
+                                              fingerprint=fingerprint, build=lambda: fast_for(source, reference))
+                                  if fast else (False, None))
         if not use_fast:
             reference.encode("")  # the reference is the encoder: build it here, so a broken file fails here
     except TokenizerError:
@@ -146,7 +147,7 @@ class Tokenizer:
     def _fast_encoder(self):
         if self._fast is None and self.backend == "gigatoken":
             # a worker that only encodes documents never keeps the (larger) reference encoder alive
-            self._fast = self._ref.fast() if self._ref is not None else fast_for(self._source)
+            self._fast = fast_for(self._source, self._ref)
         return self._fast
 
     def release(self) -> None:
