@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -75,7 +76,7 @@ class LocalExecutor:
         overlaps whatever the driver does before the first :meth:`run`.
         """
         if min(self.workers, n_units) > 1 and self._pool is None:
-            self._start(min(self.workers, n_units), preload)
+            self._start(min(self.workers, n_units), preload, wait=False)
 
     def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
         n = min(self.workers, len(units))
@@ -104,16 +105,36 @@ class LocalExecutor:
                 progress.update(results[unit.index])
         return results
 
-    def _start(self, n: int, preload: Sequence[str]) -> None:
+    def _start(self, n: int, preload: Sequence[str], *, wait: bool = True) -> None:
+        """Start the pool's processes; ``wait=False``: from a thread, so the caller goes on at once.
+
+        Starting a worker waits until the fork server has forked it, and a fork server that starts now first
+        imports its preload modules (seconds on a loaded machine): the driver routes meanwhile. The server
+        itself starts here, in this thread, with this process's environment (tokenmill.tokenize.prebuild).
+        """
         # forkserver: workers start from a clean process, never from a parent whose tokenizer thread pools
         # are already running (a fork of those can deadlock).
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         if method == "forkserver":
+            from multiprocessing import forkserver
+
             preload_in_forkserver(preload)
+            forkserver.ensure_running()  # returns once the server is spawned, not when its imports are done
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(method),
                                          initializer=_start_worker, initargs=(tuple(preload), os.getpid()))
-        for _ in range(n):  # processes start on submit (more on demand): start these now, not at the first unit
-            self._pool.submit(os.getpid)
+        pool = self._pool
+
+        def spawn() -> None:
+            for _ in range(n):  # processes start on submit (more on demand): start these now, not at the first unit
+                try:
+                    pool.submit(os.getpid)
+                except RuntimeError:  # the pool was shut down meanwhile (the run failed before its first unit)
+                    return
+
+        if wait:
+            spawn()
+        else:
+            threading.Thread(target=spawn, name="tokenmill-pool-start", daemon=True).start()
 
     def _run_pool(self, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
         path = state.root / "task.pkl"  # in the stage's state: a killed run leaves nothing elsewhere

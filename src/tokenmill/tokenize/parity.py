@@ -80,6 +80,12 @@ def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fi
     return True, fast
 
 
+def agreement_cached(fingerprint: str, parity_sample: Sequence[str] | None) -> bool:
+    """Whether a verdict "the fast path agrees" is cached for this tokenizer and these texts."""
+    verdict = read_verdict(verdict_key(fingerprint, SAMPLE + list(parity_sample or [])))
+    return verdict is not None and not verdict.get("problem")
+
+
 def _check(reference, texts: list[str], build):
     """(fast encoder, None) when it loads and agrees; (None, what went wrong) otherwise."""
     try:

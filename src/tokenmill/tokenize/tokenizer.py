@@ -38,6 +38,31 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
     return Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
 
 
+def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tokenizer | None:
+    """The tokenizer of ``spec`` when loading it builds no encoder, else None (load it with
+    :func:`load_tokenizer`, in a child process: tokenize/isolated.py).
+
+    That is a ``tokenizer.json`` tokenizer (its metadata comes from the parsed file) whose parity verdict
+    for these texts is cached as "the fast path agrees": nothing to check, so nothing to build here. The
+    result holds no encoders (the workers build the fast one, or find it prebuilt).
+    """
+    from tokenmill.tokenize.parity import agreement_cached
+
+    try:
+        source = sources.resolve(spec)
+        if source.kind != "hf":
+            return None
+        reference = reference_for(source)
+        fingerprint = tokenizer_fingerprint(source, reference)
+    except Exception:  # noqa: BLE001 -- the full load reports what is wrong, with its own message
+        return None
+    if not agreement_cached(fingerprint, parity_sample):
+        return None
+    tok = Tokenizer(source, reference, None, fast=True, fingerprint=fingerprint)
+    tok.release()
+    return tok
+
+
 def tokenizer_fingerprint(source: sources.Source, reference) -> str:
     """sha256 of what decides the ids: the source kind and the reference's canonical model."""
     canonical = {"kind": source.kind, **reference.canonical()}
