@@ -10,11 +10,14 @@ Every executor commits a unit the same way (:func:`commit_unit`):
 * **Determinism.** Output names derive from the unit, never from the worker or the finishing order, and
   results are keyed by unit index: 1 worker or N give identical bytes.
 
-Start-up. A pool costs a process start and the imports of the track's modules per worker (about half a
-second each here), then the unpickling of the task (a tokenizer rebuilds its encoders). The pool can be
-started before the task exists (:meth:`LocalExecutor.prepare`, called by the tracks while they route
-inputs and load the tokenizer); the task then travels once per worker through a file in the stage's state
-directory, not once per unit. One unit, or one worker, never starts a pool: it runs in this process.
+Start-up. A pool costs a process start per worker, the imports of the track's modules and the unpickling
+of the task (a tokenizer rebuilds its encoders). The pool can be started before the task exists
+(:meth:`LocalExecutor.prepare`, called by the tracks before they route inputs and load the tokenizer),
+from a thread, so that it starts while the driver works. The fork server imports the ``preload`` modules
+once, as it starts, and every worker it forks has them (:func:`preload_in_forkserver`); a preload module
+may build more there (the pretraining track's fast encoder: tokenmill/tokenize/prebuild.py). The task
+travels once per worker through a file in the stage's state directory, not once per unit. One unit, or
+one worker, never starts a pool: it runs in this process.
 """
 
 from __future__ import annotations
