@@ -37,12 +37,12 @@ def role(proc: psutil.Process, root: psutil.Process, server: set[int]) -> str:
     cmd = " ".join(proc.cmdline())
     if proc.pid == root.pid:
         return "main"
+    if proc.ppid() in server:  # a fork of the server: its command line is the server's
+        return "forked"
     if "forkserver import main" in cmd:
         server.add(proc.pid)
         return "fork server"
-    if "resource_tracker" in cmd:
-        return "other"
-    return "forked" if proc.ppid() in server else "other"
+    return "other"
 
 
 def measure(cmd: list[str], env: dict) -> dict:
@@ -126,7 +126,12 @@ def main(argv: list[str]) -> int:
         f"{os.getloadavg()[0]:.1f} when it ended. `tokenmill pretrain --workers {args.workers}` on the corpora "
         "and Qwen2 tokenizer of the throughput section; fastest wall time of "
         f"{args.runs} runs, with that run's CPU seconds (user + system) per process, polled every 30 ms. "
-        "`forked`: the processes the fork server forks (pool workers, the tokenizer loader when one runs).",
+        "`forked`: the processes the fork server forks (pool workers, the tokenizer loader when one runs). What "
+        "each does: `main` imports the CLI, routes every input (samples its records), loads the tokenizer's "
+        "metadata and commits units; the tokenizer loader (a child, when the parity verdict must be computed) "
+        "builds both encoders and runs the check; each worker imports the track's modules, builds the fast "
+        "encoder (unless the fork server built it: then it imports and builds nothing) and reads, encodes and "
+        "writes its units. A 0.1 MB corpus is one unit: it runs in the main process.",
         "", "\n".join(rows), "",
         "Reproduce: `python benchmarks/pretrain_cpu.py " + " ".join(argv) + "`",
     ])
