@@ -154,9 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     synth_cli.add_parser(sub)
 
-    from tokenmill.sft import select as sft_select
+    from tokenmill.sft import select_cli
 
-    sft_select.add_parser(sub)
+    select_cli.add_parser(sub)
     return parser
 
 

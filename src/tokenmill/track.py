@@ -31,8 +31,11 @@ from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
 SHARDS_STAGE = "shards"
-# the module of each track's task, imported by pool workers as they start (see LocalExecutor.prepare)
-TASK_MODULES = {"pretrain": "tokenmill.pretrain.run", "sft": "tokenmill.sft.run"}
+# the modules each track's workers need (its task's module first), imported once by the fork server (or by
+# each worker as it starts) while the driver routes (see LocalExecutor.prepare); awkward: gigatoken's output
+# the pretraining workers' fast encoder is built once, by the fork server (tokenmill/tokenize/prebuild.py)
+TASK_MODULES = {"pretrain": ("tokenmill.pretrain.run", "awkward", "tokenmill.tokenize._prebuild_server"),
+                "sft": ("tokenmill.sft.run",)}
 
 
 @dataclass
@@ -144,6 +147,7 @@ def prepare_run(
     """
     from tokenmill import selection
     from tokenmill.route.mapping import check_mappings
+    from tokenmill.tokenize import prebuild
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
     from tokenmill.tokenize.tokenizer import Tokenizer
 
@@ -153,7 +157,8 @@ def prepare_run(
     files, excluded = selection.exclude_files(files, exclude)
     prepare = getattr(executor, "prepare", None)
     if callable(prepare):
-        prepare(estimate_units(files, unit_bytes=unit_bytes), preload=(TASK_MODULES[track],))
+        with prebuild.hint(tokenizer if track == "pretrain" else None):
+            prepare(estimate_units(files, unit_bytes=unit_bytes), preload=TASK_MODULES[track])
     routes = selection.route_all(files, text_mode=text_mode)
     check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}

@@ -92,3 +92,24 @@ def test_encode_batch_reads_arrow_string_arrays(tok_dir):
         for array in (pa.array(texts, pa.large_string()), pa.array(["pad", *texts], pa.string()).slice(1)):
             got = backend.encode_batch(array)
             assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), backend.backend
+
+
+def test_a_cached_verdict_loads_in_place_without_a_child_process(cache, tok_dir, monkeypatch):
+    from tokenmill.tokenize import isolated
+
+    started = []
+    real = isolated.ProcessPoolExecutor
+
+    def counting(*args, **kwargs):
+        started.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(isolated, "ProcessPoolExecutor", counting)
+    # the verdict is written here (a fork server started earlier in this process keeps the environment it
+    # started with, so a child's verdict could land in another cache directory than this test's)
+    first = load_tokenizer(tok_dir, parity_sample=TEXTS)
+    second = isolated.load_tokenizer_isolated(tok_dir, parity_sample=TEXTS)  # cached: nothing to build
+    assert started == [] and second.backend == "gigatoken" and second._ref is None and second._fast is None
+    assert second.info() == first.info()
+    isolated.load_tokenizer_isolated(tok_dir, parity_sample=[*TEXTS, "unchecked"])  # other texts: checked in a child
+    assert started == [1]

@@ -11,11 +11,14 @@ Every executor commits a unit the same way (:func:`commit_unit`):
 * **Determinism.** Output names derive from the unit, never from the worker or the finishing order, and
   results are keyed by unit index: 1 worker or N give identical bytes.
 
-Start-up. A pool costs a process start and the imports of the track's modules per worker (about half a
-second each here), then the unpickling of the task (a tokenizer rebuilds its encoders). The pool can be
-started before the task exists (:meth:`LocalExecutor.prepare`, called by the tracks while they route
-inputs and load the tokenizer); the task then travels once per worker through a file in the stage's state
-directory, not once per unit. One unit, or one worker, never starts a pool: it runs in this process.
+Start-up. A pool costs a process start per worker, the imports of the track's modules and the unpickling
+of the task (a tokenizer rebuilds its encoders). The pool can be started before the task exists
+(:meth:`LocalExecutor.prepare`, called by the tracks before they route inputs and load the tokenizer),
+from a thread, so that it starts while the driver works. The fork server imports the ``preload`` modules
+once, as it starts, and every worker it forks has them (:func:`preload_in_forkserver`); a preload module
+may build more there (the pretraining track's fast encoder: tokenmill/tokenize/prebuild.py). The task
+travels once per worker through a file in the stage's state directory, not once per unit. One unit, or
+one worker, never starts a pool: it runs in this process.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import multiprocessing
 import os
 import pickle
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -78,7 +82,7 @@ class LocalExecutor:
         overlaps whatever the driver does before the first :meth:`run`.
         """
         if min(self.workers, n_units) > 1 and self._pool is None:
-            self._start(min(self.workers, n_units), preload)
+            self._start(min(self.workers, n_units), preload, wait=False)
 
     def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
         n = min(self.workers, len(units))
@@ -107,14 +111,36 @@ class LocalExecutor:
                 progress.update(results[unit.index])
         return results
 
-    def _start(self, n: int, preload: Sequence[str]) -> None:
+    def _start(self, n: int, preload: Sequence[str], *, wait: bool = True) -> None:
+        """Start the pool's processes; ``wait=False``: from a thread, so the caller goes on at once.
+
+        Starting a worker waits until the fork server has forked it, and a fork server that starts now first
+        imports its preload modules (seconds on a loaded machine): the driver routes meanwhile. The server
+        itself starts here, in this thread, with this process's environment (tokenmill.tokenize.prebuild).
+        """
         # forkserver: workers start from a clean process, never from a parent whose tokenizer thread pools
         # are already running (a fork of those can deadlock).
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        if method == "forkserver":
+            from multiprocessing import forkserver
+
+            preload_in_forkserver(preload)
+            forkserver.ensure_running()  # returns once the server is spawned, not when its imports are done
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(method),
                                          initializer=_start_worker, initargs=(tuple(preload), os.getpid()))
-        for _ in range(n):  # processes start on submit (more on demand): start these now, not at the first unit
-            self._pool.submit(os.getpid)
+        pool = self._pool
+
+        def spawn() -> None:
+            for _ in range(n):  # processes start on submit (more on demand): start these now, not at the first unit
+                try:
+                    pool.submit(os.getpid)
+                except RuntimeError:  # the pool was shut down meanwhile (the run failed before its first unit)
+                    return
+
+        if wait:
+            spawn()
+        else:
+            threading.Thread(target=spawn, name="tokenmill-pool-start", daemon=True).start()
 
     def _run_pool(self, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
         path = state.root / "task.pkl"  # in the stage's state: a killed run leaves nothing elsewhere
@@ -137,6 +163,21 @@ class LocalExecutor:
         finally:
             os.unlink(path)
         return results
+
+
+def preload_in_forkserver(modules: Sequence[str]) -> None:
+    """Have the fork server import ``modules`` once as it starts, after its own guard module, so that every
+    process it forks (each pool worker, the tokenizer loader) starts with them imported instead of importing
+    them again (pyarrow, numpy and the track's task module: about a CPU-second per worker on 2 cores).
+
+    Only the first start of the fork server reads the list: a server already running keeps what it has (its
+    workers then import the modules themselves, in their initializer). The server never encodes, so it
+    starts no tokenizer thread pools that a fork could not carry.
+    """
+    from multiprocessing import forkserver
+
+    current = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+    forkserver.set_forkserver_preload(current + [m for m in modules if m not in current])
 
 
 def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:

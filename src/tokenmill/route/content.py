@@ -52,6 +52,13 @@ _PAIR_LINE = {
     name: re.compile(r"^[ \t]*(" + "|".join(re.escape(w) for w in (*u, *a)) + r")[ \t]*[:：]", re.M | re.I)
     for name, (u, a) in SPEAKER_PAIRS.items()
 }
+# One scan for every family above (they share the line shape): at a line start at most one of their words can
+# be followed by optional blanks and a colon, so each family's matches are the matches of this one whose word
+# is that family's (checked with the family's own case-insensitive alternation): 1 pass over the text, not 11.
+_ANY_PAIR_LINE = re.compile(
+    r"^[ \t]*(" + "|".join(re.escape(w) for w in sorted({w for u, a in SPEAKER_PAIRS.values() for w in (*u, *a)}))
+    + r")[ \t]*[:：]", re.M | re.I)
+_PAIR_WORD = {name: re.compile("|".join(re.escape(w) for w in (*u, *a)), re.I) for name, (u, a) in SPEAKER_PAIRS.items()}
 XML_TURNS = re.compile(r"<(user|human|assistant|bot|ai)>.*?</\1>", re.S | re.I)
 SPEAKER_COVERAGE = 0.5  # speaker lines must lead the text (start it, or own half its characters)
 
@@ -69,12 +76,18 @@ BOILERPLATE = re.compile(
 SCAN_CHARS = 16_384
 
 
+# A substring every match of a tag family contains (one of them): a text without any is not scanned.
+_TAG_NEEDS = {"chatml": ("<|im_start|>",), "llama3": ("<|start_header_id|>",), "inst": ("INST]",),
+              "gemma": ("<start_of_turn>",), "role_tags": ("<|", "<｜"), "alpaca": ("##",),
+              "vicuna": ("USER: ", "ASSISTANT: ")}
+
+
 def transcript_markers(text: str) -> dict[str, int]:
     """Turn markers found in the head of ``text``, by marker family (only families with at least one hit)."""
     text = text[:SCAN_CHARS]
     found = {}
     for name, pattern in TAG_MARKERS.items():
-        n = len(pattern.findall(text))
+        n = len(pattern.findall(text)) if any(needle in text for needle in _TAG_NEEDS[name]) else 0
         if n:
             found[name] = n
     speakers = speaker_turns(text)
@@ -90,17 +103,18 @@ def speaker_turns(text: str) -> int:
     or the turns they open cover half its characters): a news article quoting a two-line exchange is prose.
     """
     text = text[:SCAN_CHARS]
-    best = _turns(text, SPEAKER_LINE, USER_SPEAKERS, ASSISTANT_SPEAKERS)
-    for name, (users, assistants) in SPEAKER_PAIRS.items():
-        best = max(best, _turns(text, _PAIR_LINE[name], users, assistants))
-    tags = [m.group(1).lower() for m in XML_TURNS.finditer(text)]
+    best = _turns(text, list(SPEAKER_LINE.finditer(text)), USER_SPEAKERS, ASSISTANT_SPEAKERS)
+    lines = list(_ANY_PAIR_LINE.finditer(text))
+    for name, (users, assistants) in SPEAKER_PAIRS.items() if lines else ():
+        word = _PAIR_WORD[name].fullmatch
+        best = max(best, _turns(text, [m for m in lines if word(m.group(1))], users, assistants))
+    tags = [m.group(1).lower() for m in XML_TURNS.finditer(text)] if "</" in text else []
     if any(t in ("user", "human") for t in tags) and any(t in ("assistant", "bot", "ai") for t in tags):
         best = max(best, len(tags))
     return best
 
 
-def _turns(text: str, pattern: re.Pattern, users: tuple[str, ...], assistants: tuple[str, ...]) -> int:
-    found = list(pattern.finditer(text))
+def _turns(text: str, found: list[re.Match], users: tuple[str, ...], assistants: tuple[str, ...]) -> int:
     names = [m.group(1).lower() for m in found]
     if not (any(n in users for n in names) and any(n in assistants for n in names)):
         return 0

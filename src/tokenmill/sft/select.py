@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from tokenmill.curate import ngrams
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
+from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 
@@ -251,19 +252,6 @@ def _message(m: dict) -> dict:
     if m.get("name"):
         out["name"] = m["name"]
     return out
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("sft-select", help="(also `tokenmill sft select`) keep the best N SFT examples, at most K "
-                                          "per cluster of near-identical prompts")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="SFT files, directories or globs")
-    p.add_argument("--out", required=True, help="output directory: selected.jsonl, selection.parquet, manifest.json")
-    p.add_argument("--n", type=int, required=True, help="examples to keep")
-    p.add_argument("--per-cluster", type=int, default=1, help="most examples kept per prompt cluster (default 1)")
-    p.add_argument("--score", default="length", choices=["length", "quality"],
-                   help="length (assistant words, log-scaled) or quality (classifier probability; needs --model)")
-    p.add_argument("--model", help="quality model for --score quality")
-    p.add_argument("--check-language", action="store_true", help="also drop prompt/response language mismatches")
 
 
 def cmd_select(args: Any) -> int:

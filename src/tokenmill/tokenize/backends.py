@@ -26,8 +26,28 @@ def reference_for(source: Source):
     return kinds[source.kind](source)
 
 
-def fast_for(source: Source):
-    """The gigatoken encoder of a source, built without loading its reference encoder where possible."""
+# fast encoders built ahead in this process (the fork server: tokenmill.tokenize.prebuild), by source_key
+PREBUILT: dict[str, object] = {}
+
+
+def source_key(source: Source) -> str:
+    """What decides a source's fast encoder: its kind, split pattern and bytes."""
+    import hashlib
+
+    h = hashlib.sha256(f"{source.kind}\0{source.pat_str}\0".encode())
+    h.update(source.data)
+    return h.hexdigest()
+
+
+def fast_for(source: Source, reference=None):
+    """The gigatoken encoder of a source: the one built ahead in this process when there is one, else built
+    now (from ``reference`` when given, else without loading the reference encoder where possible)."""
+    if PREBUILT:
+        found = PREBUILT.get(source_key(source))
+        if found is not None:
+            return found
+    if reference is not None:
+        return reference.fast()
     if source.kind == "hf":
         return _hf_fast(orjson.loads(source.data))
     return reference_for(source).fast()

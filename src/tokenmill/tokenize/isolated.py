@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tokenmill.errors import TokenizerError, TokenmillError
-from tokenmill.tokenize.tokenizer import Tokenizer, load_tokenizer
+from tokenmill.tokenize.tokenizer import Tokenizer, load_if_checked, load_tokenizer
 
 
 def _load_released(spec: Any, fast: bool, parity_sample: list[str] | None = None
@@ -40,11 +40,16 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list
     ``parity_sample``: texts (e.g. documents of the run's own inputs) the fast path must also agree on.
     ``isolate=False``: load in this process and keep the encoders (for a run whose only worker is this
     process: a child would only add its start-up, and this process would build the encoders again).
+    A ``tokenizer.json`` tokenizer whose parity verdict is cached loads here too, building no encoder
+    (:func:`~tokenmill.tokenize.tokenizer.load_if_checked`).
     """
     from tokenmill._guard import main_is_unguarded
 
     if not isolate or not isinstance(spec, (str, os.PathLike)) or main_is_unguarded():  # no child re-running the script
         return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
+    checked = load_if_checked(spec, parity_sample=parity_sample) if fast else None
+    if checked is not None:  # nothing to build or check: no child (it would wait for the fork server's start)
+        return checked
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method)) as pool:

@@ -54,12 +54,14 @@ def first_mismatch(fast, reference, texts: Sequence[str]) -> str | None:
     return None
 
 
-def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fingerprint: str | None = None):
+def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fingerprint: str | None = None,
+                build=None):
     """(use the fast path, its encoder or None when not built): the gigatoken encoder when it loads and
     agrees with ``reference``; (False, None) with a warning otherwise.
 
     With a ``fingerprint``, a cached verdict for the same tokenizer and texts is used instead of the check:
-    then the encoder is not built here ((True, None)); the caller builds it where it encodes.
+    then the encoder is not built here ((True, None)); the caller builds it where it encodes. ``build``: how
+    to get the fast encoder (default ``reference.fast()``).
     """
     texts = SAMPLE + list(parity_sample or [])
     key = verdict_key(fingerprint, texts) if fingerprint else None
@@ -69,7 +71,7 @@ def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fi
             _warn(name, reference, cached["problem"])
             return False, None
         return True, None
-    fast, problem = _check(reference, texts)
+    fast, problem = _check(reference, texts, build or reference.fast)
     if key:
         write_verdict(key, problem)
     if problem:
@@ -78,10 +80,16 @@ def choose_fast(reference, *, name: str, parity_sample: Sequence[str] | None, fi
     return True, fast
 
 
-def _check(reference, texts: list[str]):
+def agreement_cached(fingerprint: str, parity_sample: Sequence[str] | None) -> bool:
+    """Whether a verdict "the fast path agrees" is cached for this tokenizer and these texts."""
+    verdict = read_verdict(verdict_key(fingerprint, SAMPLE + list(parity_sample or [])))
+    return verdict is not None and not verdict.get("problem")
+
+
+def _check(reference, texts: list[str], build):
     """(fast encoder, None) when it loads and agrees; (None, what went wrong) otherwise."""
     try:
-        fast = reference.fast()
+        fast = build()
     except Exception as exc:  # noqa: BLE001 -- gigatoken rejects some tokenizer shapes; the reference still works
         return None, f"fast path unavailable ({type(exc).__name__}: {exc})"
     problem = first_mismatch(fast, reference, texts)

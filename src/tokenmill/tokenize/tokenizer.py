@@ -26,7 +26,8 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
         reference = reference_for(source)
         fingerprint = tokenizer_fingerprint(source, reference)
         use_fast, fast_encoder = (choose_fast(reference, name=source.name, parity_sample=parity_sample,
-                                              fingerprint=fingerprint) if fast else (False, None))
+                                              fingerprint=fingerprint, build=lambda: fast_for(source, reference))
+                                  if fast else (False, None))
         if not use_fast:
             reference.encode("")  # the reference is the encoder: build it here, so a broken file fails here
     except TokenizerError:
@@ -35,6 +36,31 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
         raise TokenizerError(f"tokenizer {source.name!r} ({source.kind}) could not be built: "
                              f"{type(exc).__name__}: {exc}") from exc
     return Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
+
+
+def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tokenizer | None:
+    """The tokenizer of ``spec`` when loading it builds no encoder, else None (load it with
+    :func:`load_tokenizer`, in a child process: tokenize/isolated.py).
+
+    That is a ``tokenizer.json`` tokenizer (its metadata comes from the parsed file) whose parity verdict
+    for these texts is cached as "the fast path agrees": nothing to check, so nothing to build here. The
+    result holds no encoders (the workers build the fast one, or find it prebuilt).
+    """
+    from tokenmill.tokenize.parity import agreement_cached
+
+    try:
+        source = sources.resolve(spec)
+        if source.kind != "hf":
+            return None
+        reference = reference_for(source)
+        fingerprint = tokenizer_fingerprint(source, reference)
+    except Exception:  # noqa: BLE001 -- the full load reports what is wrong, with its own message
+        return None
+    if not agreement_cached(fingerprint, parity_sample):
+        return None
+    tok = Tokenizer(source, reference, None, fast=True, fingerprint=fingerprint)
+    tok.release()
+    return tok
 
 
 def tokenizer_fingerprint(source: sources.Source, reference) -> str:
@@ -146,7 +172,7 @@ class Tokenizer:
     def _fast_encoder(self):
         if self._fast is None and self.backend == "gigatoken":
             # a worker that only encodes documents never keeps the (larger) reference encoder alive
-            self._fast = self._ref.fast() if self._ref is not None else fast_for(self._source)
+            self._fast = fast_for(self._source, self._ref)
         return self._fast
 
     def release(self) -> None:

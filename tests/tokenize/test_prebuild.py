@@ -1,0 +1,85 @@
+"""The fast encoder built once by the fork server, found by every process it forks."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tokenmill.tokenize import backends, prebuild
+from tokenmill.tokenize.sources import resolve
+from tokenmill.tokenize.tokenizer import load_tokenizer
+
+
+def test_hint_names_local_specs_only_and_restores_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv(prebuild.VARIABLE, raising=False)
+    with prebuild.hint("default"):
+        assert os.environ[prebuild.VARIABLE] == "default"
+    assert prebuild.VARIABLE not in os.environ
+    monkeypatch.setenv(prebuild.VARIABLE, "before")
+    with prebuild.hint(tmp_path):
+        assert os.environ[prebuild.VARIABLE] == str(tmp_path)
+    assert os.environ[prebuild.VARIABLE] == "before"
+    for spec in ("org/some-hub-model", tmp_path / "missing", object()):
+        with prebuild.hint(spec):
+            assert os.environ[prebuild.VARIABLE] == "before"
+
+
+def test_a_prebuilt_encoder_is_the_one_a_shipped_tokenizer_encodes_with(monkeypatch):
+    monkeypatch.setattr(backends, "PREBUILT", {})
+    monkeypatch.setenv(prebuild.VARIABLE, "default")
+    prebuild.build_from_environment()
+    assert prebuild.VARIABLE not in os.environ  # not passed on to the processes the server forks
+    key = backends.source_key(resolve("default"))
+    assert list(backends.PREBUILT) == [key]
+    shipped = pickle.loads(pickle.dumps(load_tokenizer("default")))  # as a worker receives it: no encoders
+    assert shipped._fast_encoder is backends.PREBUILT[key]
+    assert shipped.encode("hello world") == load_tokenizer("default").encode("hello world")
+
+
+def test_a_bad_named_tokenizer_is_left_to_the_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(backends, "PREBUILT", {})
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    monkeypatch.setenv(prebuild.VARIABLE, str(tmp_path))
+    prebuild.build_from_environment()  # never raises
+    assert backends.PREBUILT == {}
+
+
+SCRIPT = """
+import json, sys
+from tokenmill.pretrain import run_pretrain
+
+
+def probe(batch):
+    from tokenmill.tokenize import backends
+    return batch, {"prebuilt": len(getattr(backends, "PREBUILT", {}))}  # a step's counts: counts.filtered
+
+
+if __name__ == "__main__":
+    m = run_pretrain([sys.argv[1]], out=sys.argv[2], tokenizer="default", workers=2, unit_bytes=2048,
+                     progress=False, steps=[probe])
+    print(json.dumps(m["counts"]))
+"""
+
+
+def test_pool_workers_start_with_the_encoder_the_fork_server_built(tmp_path):
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork server on this platform: each worker builds its own encoder")
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"text": f"document {i}"}) + "\n" for i in range(400)))
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "docs.jsonl"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    units = len(list(Path(tmp_path / "out").glob("shard-*.json")))
+    assert counts["kept"] == 400 and units > 2
+    assert counts["filtered"].get("prebuilt", 0) >= units  # every batch of every unit saw the server's encoder
