@@ -237,10 +237,11 @@ def run_sft(
 
 
 def _check_oracle(tokenizer: Any) -> None:
-    """Fail before any work when verification is asked for but transformers is missing."""
-    from tokenmill._extras import require
+    """Fail before any work when verification is asked for but transformers is missing (found, not imported:
+    only the workers use it, and importing it here would cost the run two seconds)."""
+    from tokenmill._extras import require_installed
 
-    require("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
+    require_installed("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
 def _packing(out: Path, seq_len: int) -> dict:
