@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.curate.inline import setup_steps
@@ -104,6 +106,7 @@ class SftTask:
             locs = [loc for loc in raw.locs if loc not in bad]
             if self.steps:
                 convs, locs = filter_conversations(self.steps, convs, locs, stats=stats, seconds=seconds)
+            kept = []
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
@@ -112,11 +115,11 @@ class SftTask:
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
                     sink.add([Reject(raw.source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
-                writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
-                           source=raw.source)
+                kept.append(rendered)
                 stats.kept += 1
                 stats.tokens += len(rendered.ids)
                 report = merge(report, example_report(rendered.stats))
+            write_rendered(writer, kept, source=raw.source)
         report["parity"]["shapes_present"] = plan.present
         shards = writer.close()
         sink.close()
@@ -150,6 +153,24 @@ class SftTask:
         for shape in example_shape(conv, rendered):
             parity["shapes_checked"][shape] += 1
         return True
+
+
+def write_rendered(writer: ShardWriter, examples: list, *, source: str) -> None:
+    """The examples of one batch in order, one ``add_many`` per run of examples with (or without) loss weights:
+    the same bytes as one ``add`` each, for a fraction of the per-call cost."""
+    start = 0
+    while start < len(examples):
+        weighted = examples[start].weights is not None
+        stop = start + 1
+        while stop < len(examples) and (examples[stop].weights is not None) == weighted:
+            stop += 1
+        run = examples[start:stop]
+        offsets = np.zeros(len(run) + 1, dtype=np.int64)
+        np.cumsum([len(r.ids) for r in run], out=offsets[1:])
+        writer.add_many(np.concatenate([r.ids for r in run]), offsets, rec_ids=[r.id for r in run],
+                        sources=[source] * len(run), flat_mask=np.concatenate([r.mask for r in run]),
+                        flat_weights=np.concatenate([r.weights for r in run]) if weighted else None)
+        start = stop
 
 
 _ORACLES: dict[str, Any] = {}

@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 Span = tuple[int, int]
-Encoded = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class Encoded(NamedTuple):
+    """Ids, char starts and char ends of one text, split at its control spans by construction: its control ids
+    are exactly its control spans (no :meth:`Tokenizer.controls_match` check is needed)."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
 
 
 def eligible(tokenizer_json: dict) -> bool:
@@ -159,5 +168,5 @@ def _assemble(plan: _Plan, encoded: tuple[np.ndarray, ...], offsets: np.ndarray,
         lo = int(offsets[p0]) + c0
         hi = total if k + 1 == len(bounds) else int(offsets[bounds[k + 1][1][0]]) + bounds[k + 1][1][1]
         if ok[i]:
-            out[i] = (cols[0][lo:hi], cols[1][lo:hi], cols[2][lo:hi])
+            out[i] = Encoded(cols[0][lo:hi], cols[1][lo:hi], cols[2][lo:hi])
     return out

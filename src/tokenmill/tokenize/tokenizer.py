@@ -200,7 +200,8 @@ class Tokenizer:
         go through one batched encoder call, the rest through the per-text path.
 
         ``layouts``: each text's :meth:`control_spans`, when the caller has them. ``check=False`` leaves the
-        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller."""
+        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller; results of the
+        fast piecewise path (:class:`tokenmill.tokenize.pieces.Encoded`) match by construction."""
         if layouts is None:
             layouts = [self.control_spans(text, literal) for text, literal in zip(texts, literal_spans_list)]
         out: list[tuple[np.ndarray, ...] | None] = self._encode_pieces_fast(texts, [c for c, _ in layouts])
