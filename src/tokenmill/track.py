@@ -9,6 +9,7 @@ caller; the task never knows which one runs it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -184,10 +185,16 @@ def unit_size(unit: WorkUnit) -> int:
     return unit.file.size
 
 
-def shards_stage(run: TrackRun, task: Callable) -> Stage:
-    """The track's one stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``)."""
-    units = [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
-    return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, task))
+def input_units(run: TrackRun) -> list[Unit]:
+    """One engine unit per input work unit (its payload), named after it."""
+    return [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
+
+
+def shards_stage(run: TrackRun, task: Callable, *, bind: Callable[[StageContext], Callable] | None = None) -> Stage:
+    """The track's last stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``);
+    ``bind(ctx)``, when given, makes the task from the results of the stages before it."""
+    units = input_units(run)
+    return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, bind(ctx) if bind else task))
 
 
 def _pool_size(workers: int | None, units: list[WorkUnit]) -> int:
@@ -205,8 +212,14 @@ def finish_run(
     progress: bool | None,
     summarize: Callable[[list[UnitResult], Path], dict] | None = None,
     chat_template: str | None = None,
+    before: Callable[[Callable], list[Stage]] | None = None,
+    bind: Callable[[StageContext, Callable], Callable] | None = None,
 ) -> dict:
-    """Run the track's workflow with ``executor``; return the manifest its finalize step wrote."""
+    """Run the track's workflow with ``executor``; return the manifest its finalize step wrote.
+
+    ``before(guard)``: stages that run before the shards stage (the SFT track's corpus curation); ``guard``
+    wraps a task over the input units with the run's input snapshot check. ``bind(ctx, guard)``: the shards
+    stage's task, made from the results of those stages."""
     fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
 
     def finalize(ctx: StageContext) -> None:
@@ -216,8 +229,13 @@ def finish_run(
     with hold_output(run.out, overwrite=overwrite):  # exclusive lock until the manifest is written
         state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
         checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
-        run_workflow([shards_stage(run, checked)], out=run.out, fingerprint=fingerprint, executor=executor,
-                     progress=stage_progress(progress), finalize=finalize, locked=True)
+
+        def guard(inner: Callable) -> Callable:
+            return dataclasses.replace(checked, task=inner)
+
+        last = shards_stage(run, checked, bind=(lambda ctx: bind(ctx, guard)) if bind else None)
+        run_workflow([*(before(guard) if before else ()), last], out=run.out, fingerprint=fingerprint,
+                     executor=executor, progress=stage_progress(progress), finalize=finalize, locked=True)
     return run.manifest
 
 
