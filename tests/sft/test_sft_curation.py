@@ -120,3 +120,15 @@ def test_bad_specs_are_config_errors():
         from tokenmill.sft.corpus import split_steps
 
         split_steps(build_sft_steps([{"name": "exact_dedup"}, {"name": "exact_dedup"}]))
+
+
+def test_pipeline_file_steps_reach_the_sft_command(inputs, tmp_path, tok_dir):
+    from tokenmill.cli import main
+
+    cfg = tmp_path / "sft.yaml"
+    cfg.write_text("track: sft\nsteps:\n  - {name: exact_dedup, on: prompt}\n")
+    out = tmp_path / "cli"
+    assert main(["sft", *inputs, "--out", str(out), "--config", str(cfg), "--tokenizer", str(tok_dir),
+                 "--workers", "1", "--verify", "0", "--no-progress"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["filtered"] == {"exact_dedup_prompt_v1:duplicate": 3}

@@ -61,6 +61,8 @@ def build_sft_steps(specs: list[dict] | None, *, source: str = "config") -> list
 
 
 def _build(spec: Any, where: str, build_step) -> Any:
+    if isinstance(spec, dict) and True in spec and "on" not in spec:  # YAML 1.1 reads the key `on` as true
+        spec = {("on" if k is True else k): v for k, v in spec.items()}
     if not isinstance(spec, dict) or "on" not in spec:
         step = build_step(spec, where=where)
         return OnView(step, "conversation") if is_corpus_step(step) else step
