@@ -10,6 +10,8 @@ rejects it as ``parity_mismatch``.
 Curation steps (``steps=``, either contract of :mod:`tokenmill.curate.inline`) run on each batch of
 valid conversations before rendering, over the flat view of :func:`tokenmill.sft.steps.conversation_batch`
 (``text``, ``prompt``, ``response``); the conversations they remove are counted as filtered, by reason.
+Corpus steps (exact and near-duplicate removal) run as stages before the shards stage: see
+:mod:`tokenmill.sft.corpus`.
 """
 
 from __future__ import annotations
