@@ -318,8 +318,10 @@ def render(meta: dict, results: dict, packing: list[dict], lengths: np.ndarray, 
 NOTES = """
 What is timed. tokenmill: the whole `run_sft` call in a fresh process (`tokenmill sft INPUT... --workers 2`
 does the same): reading and routing the raw files, normalising every schema, one render and one
-tokenization per example with its loss mask, parity checks against `apply_chat_template` (16 examples per
-work unit), writing the shards, the manifest and the rejects, and the tokenizer load. TRL: only
+tokenization per example with its loss mask (the text between control tokens of a whole batch through the
+fast encoder in one call, offsets from token byte lengths), parity checks against `apply_chat_template` (16
+examples per work unit, plus one per shape), writing the shards, the manifest and the rejects, and the
+tokenizer load. Where the CPU time goes: the section "SFT track: where the time goes" (`sft_profile.py`). TRL: only
 `SFTTrainer._prepare_dataset` on a `datasets.Dataset` already holding the conversations (normalised by
 tokenmill, not timed; tokenizer, model and trainer built before the clock starts): TRL's training
 chat template (generation markers for `assistant_only_loss`), tokenization with assistant masks, labels,

@@ -352,7 +352,7 @@ def _print_plan(plan: dict) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from tokenmill.pretrain.steps import build_steps
+    from tokenmill.sft.corpus import build_sft_steps as build_steps
     from tokenmill.sft.run import run_sft
     from tokenmill.track import print_summary
 

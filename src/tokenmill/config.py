@@ -194,7 +194,7 @@ def check(data: Any, *, source: str = "config") -> tuple[dict, list[str]]:
     if isinstance(clean.get("engine"), dict):
         clean["engine"] = _check_section(clean["engine"], ENGINE, "engine.", problems)
         problems.extend(_engine_problems(clean))
-    problems.extend(_step_problems(clean.get("steps") or []))
+    problems.extend(_step_problems(clean.get("steps") or [], track=clean.get("track")))
     if clean.get("val_fraction") is not None and clean.get("val_count") is not None:
         problems.append("val_fraction, val_count: give one of them, not both")
     return clean, [f"{source}: {p}" for p in problems]
@@ -210,10 +210,13 @@ def _engine_problems(clean: dict) -> list[str]:
     return problems
 
 
-def _step_problems(steps: list) -> list[str]:
-    """Every problem of the ``steps:`` list (shape, names, options), in the same pass as the rest."""
+def _step_problems(steps: list, *, track: str | None = None) -> list[str]:
+    """Every problem of the ``steps:`` list (shape, names, options), in the same pass as the rest. A file
+    for the SFT track, or for no track in particular, may give steps an ``on:`` (sft/corpus.py)."""
     from tokenmill.curate.build import build_steps
 
+    if track in (None, "sft"):
+        from tokenmill.sft.corpus import build_sft_steps as build_steps
     problems = [f"steps[{i}]: expected a mapping with a 'name'" for i, step in enumerate(steps)
                 if not isinstance(step, dict) or "name" not in step]
     if problems:

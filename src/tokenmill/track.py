@@ -9,6 +9,7 @@ caller; the task never knows which one runs it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -217,18 +218,20 @@ def unit_size(unit: WorkUnit) -> int:
     return unit.file.size
 
 
-def engine_units(run: TrackRun) -> list[Unit]:
-    """The run's work units as engine units (each unit's payload is its ``WorkUnit``)."""
+def input_units(run: TrackRun) -> list[Unit]:
+    """One engine unit per input work unit (its payload), named after it."""
     return [Unit(w.index, w.name, unit_size(w), w) for w in run.units]
 
 
-def shards_stage(run: TrackRun, task: Callable) -> Stage:
-    """The track's one stage: ``task`` over the work units."""
-    units = engine_units(run)
-    return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, task))
+def shards_stage(run: TrackRun, task: Callable, *, bind: Callable[[StageContext], Callable] | None = None) -> Stage:
+    """The track's last stage: ``task`` over the work units (each unit's payload is its ``WorkUnit``);
+    ``bind(ctx)``, when given, makes the task from the results of the stages before it."""
+    units = input_units(run)
+    return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, bind(ctx) if bind else task))
 
 
-def track_stages(run: TrackRun, checked: Any) -> list[Stage]:
+def track_stages(run: TrackRun, checked: Any, *, before: Callable | None = None,
+                 bind: Callable | None = None) -> list[Stage]:
     """The track's workflow: the ``shards`` stage, after a ``val_rank`` stage when ``--val-count`` needs its cut.
 
     ``checked`` is the track's task wrapped by :func:`guard_inputs`; its task's ``split`` (or None) says
@@ -238,10 +241,17 @@ def track_stages(run: TrackRun, checked: Any) -> list[Stage]:
 
     from tokenmill.split import RANK_STAGE, RankTask, find_cut
 
+    def guard(inner: Callable) -> Callable:
+        return replace(checked, task=inner)
+
     split = getattr(checked.task, "split", None)
     if split is None or split.count is None:
-        return [shards_stage(run, checked)]
-    units = engine_units(run)
+        last = shards_stage(run, checked, bind=(lambda ctx: bind(ctx, guard)) if bind else None)
+        return [*(before(guard) if before else ()), last]
+    if before is not None or bind is not None:
+        raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
+                          "use --val-fraction, or curate first and split the curated run")
+    units = input_units(run)
     ranking = replace(checked, task=RankTask(replace(checked.task, split=replace(split, ranking=True)), split.count))
 
     def plan_shards(ctx: StageContext) -> StagePlan:
@@ -269,11 +279,16 @@ def finish_run(
     chat_template: str | None = None,
     amend: Callable[[Path, dict], dict] | None = None,
     pull: Sequence[str] = (),
+    before: Callable[[Callable], list[Stage]] | None = None,
+    bind: Callable[[StageContext, Callable], Callable] | None = None,
 ) -> dict:
     """Run the track's workflow with ``executor``; return the manifest its finalize step wrote.
 
     ``amend(out, manifest)`` adds to the written manifest (and rewrites it) inside finalize; ``pull``: the
     prefixes of an object-storage output that ``summarize`` or ``amend`` read (``_state/`` always comes).
+    ``before(guard)``: stages that run before the shards stage (the SFT track's corpus curation); ``guard``
+    wraps a task over the input units with the run's input snapshot check. ``bind(ctx, guard)``: the shards
+    stage's task, made from the results of those stages.
     """
     fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
 
@@ -286,8 +301,9 @@ def finish_run(
     with holding_output(run, overwrite=overwrite):  # exclusive lock until the manifest is written
         state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
         checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
-        run_workflow(track_stages(run, checked), out=run.out, fingerprint=fingerprint, executor=executor,
-                     progress=stage_progress(progress), finalize=finalize, locked=True, store=run.store, pull=pull)
+        run_workflow(track_stages(run, checked, before=before, bind=bind), out=run.out, fingerprint=fingerprint,
+                     executor=executor, progress=stage_progress(progress), finalize=finalize, locked=True,
+                     store=run.store, pull=pull)
     return run.manifest
 
 

@@ -8,6 +8,8 @@ an agreement between the two means something.
 from __future__ import annotations
 
 import base64
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from tokenmill._extras import require
@@ -19,16 +21,16 @@ def hf_oracle(tokenizer: Any) -> tuple[Any | None, str]:
     source = getattr(tokenizer, "_source", None)
     if source is None:
         return None, "tokenizer has no loadable source"
-    if source.kind == "hf":
-        from tokenizers import Tokenizer as HFTokenizer
-
-        backend = HFTokenizer.from_str(source.data.decode("utf-8"))
-    elif source.kind == "tiktoken":
+    if source.kind == "tiktoken":
         return TiktokenChatOracle(source, tokenizer), ""
-    else:
+    if source.kind != "hf":
         return None, f"no transformers reference for a {source.kind} model here (use its tokenizer.json)"
     named = {k: v for k, v in (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token)) if v}
-    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, **named)
+    # from a file: given a tokenizers object, transformers deep-copies it (a second build, half a second)
+    with tempfile.TemporaryDirectory(prefix="tokenmill-oracle-") as scratch:
+        path = Path(scratch) / "tokenizer.json"
+        path.write_bytes(source.data)
+        hf = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path), **named)
     return hf, ""
 
 

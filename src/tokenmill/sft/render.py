@@ -22,6 +22,7 @@ import numpy as np
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
+from tokenmill.tokenize.pieces import Encoded
 
 TRAIN_ON = ("assistant", "last", "all")
 REASONING_POLICIES = ("inline", "drop", "reject")
@@ -259,7 +260,7 @@ def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools,
 def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokenizer: Any) -> Rendered:
     """The loss mask, weights and stats of a prepared conversation from its ids and char offsets."""
     ids, starts, ends = encoded[0], np.asarray(encoded[1], dtype=np.int64), np.asarray(encoded[2], dtype=np.int64)
-    if not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
+    if not isinstance(encoded, Encoded) and not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
         ids, starts, ends = tokenizer.encode_pieces(p.text, p.control)  # the whole-text encoder fused a boundary
         if not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
             _control_mismatch(p.id)

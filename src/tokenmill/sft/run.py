@@ -10,6 +10,8 @@ rejects it as ``parity_mismatch``.
 Curation steps (``steps=``, either contract of :mod:`tokenmill.curate.inline`) run on each batch of
 valid conversations before rendering, over the flat view of :func:`tokenmill.sft.steps.conversation_batch`
 (``text``, ``prompt``, ``response``); the conversations they remove are counted as filtered, by reason.
+Corpus steps (exact and near-duplicate removal) run as stages before the shards stage: see
+:mod:`tokenmill.sft.corpus`.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.curate.inline import setup_steps
-from tokenmill.curate.step import step_identity
 from tokenmill.engine.stage import Unit, UnitResult
-from tokenmill.errors import TemplateError
+from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.io import read_unit
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
+from tokenmill.sft.corpus import identity, split_steps
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
@@ -77,6 +81,7 @@ class SftTask:
     steps: Sequence[Any] = field(default_factory=tuple)
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
+    survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
@@ -95,39 +100,51 @@ class SftTask:
             max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
         oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
-        schema = self.schemas.get(work.file.rel, {})
-        for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
-            stats.input += len(raw) + len(raw.rejects)
-            stats.bytes_in += raw.nbytes
-            sink.add(raw.rejects, stats)
-            convs, rejects = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=schema,
-                                            allow_consecutive=self.options.allow_consecutive)
-            sink.add(rejects, stats)
-            bad = {r.loc for r in rejects}
-            locs = [loc for loc in raw.locs if loc not in bad]
-            if self.steps:
-                convs, locs = filter_conversations(self.steps, convs, locs, stats=stats, seconds=seconds)
+        curated = self.survivors.of_unit(work.index) if self.survivors is not None else None
+        for source, convs, locs in self.conversations(work, stats=stats, seconds=seconds, sink=sink):
+            if curated is not None:
+                convs, locs = _surviving(convs, locs, curated, stats)
+            kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
-                    sink.add([Reject(raw.source, loc, reason, str(rendered), raw=conv)], stats)
+                    sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
-                    sink.add([Reject(raw.source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
+                    sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
                 stats.kept += 1
-                writer = out.pick(conv, rendered.id, raw.source)  # None: ranking pass of a --val-count split
+                writer = out.pick(conv, rendered.id, source)  # None: ranking pass of a --val-count split
                 if writer is None:
                     continue
-                writer.add(rendered.ids, mask=rendered.mask, weights=rendered.weights, rec_id=rendered.id,
-                           source=raw.source)
+                kept.setdefault(id(writer), (writer, []))[1].append(rendered)
                 stats.tokens += len(rendered.ids)
                 out.count(writer, 1, len(rendered.ids))
                 report = merge(report, example_report(rendered.stats))
+            for writer, examples in kept.values():
+                write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
         sink.close()
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
                           data={**out.close(), "report": report, "parity_unavailable": unavailable})
+
+    def conversations(self, work: Any, *, stats: Stats, seconds: Counter, sink: RejectSink | None = None):
+        """``(source, conversations, locs)`` of every batch of one unit: read, normalised and validated, the
+        document steps applied. Unreadable and invalid records go to ``sink`` (when given)."""
+        schema = self.schemas.get(work.file.rel, {})
+        for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
+            stats.input += len(raw) + len(raw.rejects)
+            stats.bytes_in += raw.nbytes
+            convs, rejects = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=schema,
+                                            allow_consecutive=self.options.allow_consecutive)
+            if sink is not None:
+                sink.add(raw.rejects, stats)
+                sink.add(rejects, stats)
+            bad = {r.loc for r in rejects}
+            locs = [loc for loc in raw.locs if loc not in bad]
+            if self.steps:
+                convs, locs = filter_conversations(self.steps, convs, locs, stats=stats, seconds=seconds)
+            yield raw.source, convs, locs
 
     def _render(self, convs: list[dict]) -> list:
         """Rendered examples, or the TemplateError of each conversation that cannot be rendered."""
@@ -156,6 +173,65 @@ class SftTask:
         for shape in example_shape(conv, rendered):
             parity["shapes_checked"][shape] += 1
         return True
+
+
+def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats
+               ) -> tuple[list[dict], list[int]]:
+    """The conversations the corpus steps kept; the others counted as filtered by the step that removed them."""
+    kept_ids, why = curated
+    out_convs, out_locs = [], []
+    for conv, loc in zip(convs, locs):
+        if str(loc) in kept_ids:
+            out_convs.append(conv)
+            out_locs.append(loc)
+        else:
+            stats.filter(why.get(str(loc), "curation:removed"))
+    return out_convs, out_locs
+
+
+@dataclass(frozen=True)
+class ConversationsTask:
+    """The first stage of a curated run: one unit's conversations, as flat views for the corpus steps."""
+
+    task: SftTask
+
+    def setup(self) -> None:
+        self.task.setup()
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        import pyarrow as pa
+
+        from tokenmill.sft.corpus import DOCS_STAGE, conversations_table, write_docs
+        from tokenmill.sft.steps import conversation_batch
+
+        skip_pandas_probe()
+        stats, seconds, batches = Stats(), Counter(), []
+        for _, convs, locs in self.task.conversations(unit.payload, stats=stats, seconds=seconds):
+            if convs:
+                batch = conversation_batch(convs)
+                ids = pa.array([str(loc) for loc in locs], pa.string())  # unique in the unit, unlike record ids
+                batches.append(batch.set_column(0, batch.schema.field(0), ids))
+        result = write_docs(staging, DOCS_STAGE, unit.name, conversations_table(batches))
+        result.step_seconds = seconds
+        return result
+
+
+def write_rendered(writer: ShardWriter, examples: list, *, source: str) -> None:
+    """The examples of one batch in order, one ``add_many`` per run of examples with (or without) loss weights:
+    the same bytes as one ``add`` each, for a fraction of the per-call cost."""
+    start = 0
+    while start < len(examples):
+        weighted = examples[start].weights is not None
+        stop = start + 1
+        while stop < len(examples) and (examples[stop].weights is not None) == weighted:
+            stop += 1
+        run = examples[start:stop]
+        offsets = np.zeros(len(run) + 1, dtype=np.int64)
+        np.cumsum([len(r.ids) for r in run], out=offsets[1:])
+        writer.add_many(np.concatenate([r.ids for r in run]), offsets, rec_ids=[r.id for r in run],
+                        sources=[source] * len(run), flat_mask=np.concatenate([r.mask for r in run]),
+                        flat_weights=np.concatenate([r.weights for r in run]) if weighted else None)
+        start = stop
 
 
 _ORACLES: dict[str, Any] = {}
@@ -234,27 +310,57 @@ def run_sft(
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
+        inline, corpus = split_steps(steps)  # sft/corpus.py: document steps, corpus steps (dedup)
+        if corpus and split and split.count is not None:
+            raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
+                              "use --val-fraction, or curate first and split the curated run")
         if steps:
-            run.config["steps"] = [step_identity(s) for s in steps]
+            run.config["steps"] = [identity(s) for s in steps]
         if split:
             run.config["val_split"] = split.describe()
         if dry_run:
             return {**dry_run_plan(run), "chat_template": template.origin}
         if opts.verify:
             _check_oracle(run.tokenizer)
-        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=tuple(steps),
-                      limit=limit, split=split)
+        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
+                       limit=limit, split=split)
+        curation: dict = {}
+
+        def summarize_run(results: list[UnitResult], out: Path) -> dict:
+            report = _report(results, out, seq_len=seq_len)
+            return {**report, "curation": curation} if corpus else report
+
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
-                          summarize=lambda results, out: _report(results, out, seq_len=seq_len),
+                          summarize=summarize_run, chat_template=template.source,
                           pull=("",) if seq_len else (),  # the packing plan reads every shard's lengths
-                          chat_template=template.source)
+                          **(_curated(run, task, corpus, curation) if corpus else {}))
+
+
+def _curated(run: Any, task: SftTask, corpus: tuple, curation: dict) -> dict:
+    """``before`` and ``bind`` of :func:`finish_run` for a run with corpus steps (see sft/corpus.py)."""
+    import dataclasses
+
+    from tokenmill.engine.stage import Stage, StagePlan
+    from tokenmill.sft.corpus import DOCS_STAGE, curation_report, survivors, workflow_stages
+    from tokenmill.track import input_units
+
+    def before(guard):
+        first = Stage(DOCS_STAGE, 1, lambda ctx: StagePlan(input_units(run), guard(ConversationsTask(task))))
+        return [first, *workflow_stages(corpus)]
+
+    def bind(ctx, guard):
+        curation.update(curation_report(ctx, corpus))
+        return guard(dataclasses.replace(task, survivors=survivors(ctx, corpus)))
+
+    return {"before": before, "bind": bind}
 
 
 def _check_oracle(tokenizer: Any) -> None:
-    """Fail before any work when verification is asked for but transformers is missing."""
-    from tokenmill._extras import require
+    """Fail before any work when verification is asked for but transformers is missing (found, not imported:
+    only the workers use it, and importing it here would cost the run two seconds)."""
+    from tokenmill._extras import require_installed
 
-    require("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
+    require_installed("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
 def _packing(out: Path, seq_len: int) -> dict:

@@ -157,6 +157,7 @@ class Tokenizer:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_ref"], state["_fast"] = None, None
+        state.pop("_piece_table", None)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -178,6 +179,7 @@ class Tokenizer:
     def release(self) -> None:
         """Drop the loaded encoders (hundreds of MB for large vocabularies); they are rebuilt on next use."""
         self._ref = self._fast = None
+        self.__dict__.pop("_piece_table", None)
 
     # -- encoding -------------------------------------------------------------------------------------------
 
@@ -224,11 +226,16 @@ class Tokenizer:
         go through one batched encoder call, the rest through the per-text path.
 
         ``layouts``: each text's :meth:`control_spans`, when the caller has them. ``check=False`` leaves the
-        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller."""
-        out: list[tuple[np.ndarray, ...] | None] = [None] * len(texts)
+        :meth:`controls_match` check (and the piecewise re-encoding when it fails) to the caller; results of the
+        fast piecewise path (:class:`tokenmill.tokenize.pieces.Encoded`) match by construction."""
+        if layouts is None:
+            layouts = [self.control_spans(text, literal) for text, literal in zip(texts, literal_spans_list)]
+        out: list[tuple[np.ndarray, ...] | None] = self._encode_pieces_fast(texts, [c for c, _ in layouts])
         whole_at: list[tuple[int, list[Span]]] = []
-        for i, (text, literal) in enumerate(zip(texts, literal_spans_list)):
-            control, inside = layouts[i] if layouts is not None else self.control_spans(text, literal)
+        for i, text in enumerate(texts):
+            control, inside = layouts[i]
+            if out[i] is not None:
+                continue
             if not inside and self._source.kind != "sentencepiece":
                 whole_at.append((i, control))
             else:
@@ -239,6 +246,27 @@ class Tokenizer:
             out[i] = whole if not check or self.controls_match(whole, texts[i], control) else self.encode_pieces(
                 texts[i], control)
         return out
+
+    def _encode_pieces_fast(self, texts: Sequence[str], controls: Sequence[list[Span]]) -> list:
+        """:meth:`encode_pieces` of many texts through the fast encoder (tokenize/pieces.py); None for every text
+        it cannot encode exactly (or all of them, when this tokenizer has no such path)."""
+        from tokenmill.tokenize import pieces
+
+        table = self._piece_lengths()
+        if table is None:
+            return [None] * len(texts)
+        nfc = (self.reference.json.get("normalizer") or {}).get("type") == "NFC"
+        return pieces.encode_batch(texts, controls, encode_flat=self.encode_batch, lengths=table,
+                                   control_id=self.special_tokens, nfc=nfc)
+
+    def _piece_lengths(self) -> np.ndarray | None:
+        """Token byte lengths of the fast encoder when rendered chats can go through it (built once per process)."""
+        if "_piece_table" not in self.__dict__:
+            from tokenmill.tokenize import pieces
+
+            ok = self.backend == "gigatoken" and self._source.kind == "hf" and pieces.eligible(self.reference.json)
+            self.__dict__["_piece_table"] = pieces.byte_lengths(self._fast_encoder.vocab) if ok else None
+        return self.__dict__["_piece_table"]
 
     def control_spans(self, text: str, literal_spans: Sequence[Span] = ()) -> tuple[list[Span], int]:
         """(spans of the special-token strings in ``text`` outside ``literal_spans``, how many lie inside them).
