@@ -9,7 +9,6 @@ caller; the task never knows which one runs it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
