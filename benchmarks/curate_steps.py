@@ -35,7 +35,8 @@ def web_batch(shared: Path) -> pa.RecordBatch:
             row = json.loads(line)
             if isinstance(row.get("text"), str):
                 texts.append(row["text"])
-                url = row.get("url") or (row.get("metadata") or {}).get("url") if isinstance(row.get("metadata"), dict) else row.get("url")
+                meta = row.get("metadata")
+                url = row.get("url") or (meta or {}).get("url") if isinstance(meta, dict) else row.get("url")
                 urls.append(url if isinstance(url, str) else f"https://example.org/{p.stem}/{i}")
     return pa.RecordBatch.from_pydict({"text": pa.array(texts, pa.large_string()), "url": urls})
 

@@ -233,7 +233,8 @@ def run_datatrove(args: argparse.Namespace) -> dict:
                                tasks=1, logging_dir=str(work / "log3"), depends=s2)
     s4 = LocalPipelineExecutor(pipeline=[JsonlReader(args.corpus),
                                          MinhashDedupFilter(str(work / "ids"), load_cluster_ids=True,
-                                                            exclusion_writer=JsonlWriter(str(work / "removed"), compression=None)),
+                                                            exclusion_writer=JsonlWriter(str(work / "removed"),
+                                                                                         compression=None)),
                                          JsonlWriter(str(work / "kept"), compression=None)],
                                tasks=FILES, workers=w, logging_dir=str(work / "log4"), depends=s3)
     s4.run()

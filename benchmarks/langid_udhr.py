@@ -53,7 +53,8 @@ def web_rate(shared: Path) -> tuple[int, float, float]:
     import json
 
     texts = []
-    for p in sorted((shared / "pretrain").glob("dolma_cc_en_head-*.jsonl")) + [shared / "pretrain" / "llamafactory_c4_demo.jsonl"]:
+    heads = sorted((shared / "pretrain").glob("dolma_cc_en_head-*.jsonl"))
+    for p in heads + [shared / "pretrain" / "llamafactory_c4_demo.jsonl"]:
         texts += [json.loads(line)["text"] for line in p.open()]
     step = Language()
     step.setup()

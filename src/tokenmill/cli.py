@@ -77,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
-    p.add_argument("--chat-template", help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
+    p.add_argument("--chat-template",
+                   help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
     p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
-    p.add_argument("--train-on", choices=["assistant", "last", "all"], help="which assistant turns are trained (default assistant)")
+    p.add_argument("--train-on", choices=["assistant", "last", "all"],
+                   help="which assistant turns are trained (default assistant)")
     p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"], help="reasoning the template does not render")
     p.add_argument("--no-train-reasoning", action="store_true", default=None, help="do not train reasoning blocks")
     p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
@@ -107,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--score-survivors-only", action="store_true",
-                   help="later steps score only the documents earlier steps kept (faster; funnel --set can then only tighten exactly)")
+                   help="later steps score only the documents earlier steps kept "
+                        "(faster; funnel --set can then only tighten exactly)")
 
     p = sub.add_parser("funnel", help="recompute a run's funnel from its ledger, optionally with other thresholds")
     p.add_argument("directory", metavar="DIR")

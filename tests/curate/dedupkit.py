@@ -79,7 +79,12 @@ def tree(root: Path) -> dict[str, bytes]:
             if p.is_file() and "_state" not in p.parts}
 
 
-WORDS = ["time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "house", "river", "stone", "light", "paper", "music", "garden", "letter", "market", "winter", "summer", "island", "forest", "engine", "window", "doctor", "teacher", "story", "table", "water", "voice"]
+WORDS = [
+    "time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye",
+    "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem",
+    "fact", "house", "river", "stone", "light", "paper", "music", "garden", "letter", "market", "winter",
+    "summer", "island", "forest", "engine", "window", "doctor", "teacher", "story", "table", "water", "voice",
+]
 
 
 def random_text(rng: random.Random, n_words: int) -> str:

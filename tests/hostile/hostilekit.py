@@ -15,7 +15,8 @@ def docs(path: Path, n: int, *, start: int = 0, words: int = 12) -> Path:
     """A JSONL corpus of ``n`` small documents with ids ``doc-<start>``..."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({"id": f"doc-{i}", "text": " ".join(f"word{i}x{k}" for k in range(words))}) + "\n" for i in range(start, start + n))
+        fh.writelines(json.dumps({"id": f"doc-{i}", "text": " ".join(f"word{i}x{k}" for k in range(words))}) + "\n"
+                      for i in range(start, start + n))
     return path
 
 

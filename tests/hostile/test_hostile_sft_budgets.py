@@ -58,7 +58,8 @@ def test_a_huge_render_without_max_length_is_capped(tmp_path):
 
 
 LOOPING = ("{% for message in messages %}{% if 'loop?' in message.content %}{% for i in range(100000) %}"
-           "{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}")
+           "{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}"
+           "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}")
 BLOATING = ("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}"
             "{{ 'x' * 200000000 if 'bloat?' in message.content else '' }}<|im_end|>\n{% endfor %}")
 

@@ -91,7 +91,8 @@ def test_llama2_fast_path_matches_sentencepiece_and_transformers(dirs, texts):
 
 
 def test_rendered_chats_match_transformers(dirs, loaded):
-    chatml = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
+    chatml = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+              "<|im_start|>assistant\n4<|im_end|>\n")
     inst = "<s>[INST] What is  2+2? [/INST] 4</s>[INST] And 3+3?\n [/INST] 6</s>"
     for name, text in [("qwen2", chatml), ("mistral", inst), ("llama2", inst.replace("  ", " "))]:
         tok, hf = loaded[name], _hf(dirs["llama2_model" if name == "llama2" else name])

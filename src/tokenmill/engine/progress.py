@@ -2,8 +2,8 @@
 
 In a terminal, one line redrawn in place after every finished unit. Elsewhere (a batch job's log file, a
 pipe) a plain line at the first finished unit after every ``TOKENMILL_PROGRESS_EVERY`` seconds (default
-30), and a last one at the end of a run that lasted that long, so a log is never silent until the end. ``enabled=False`` (``--no-progress``)
-prints nothing; ``enabled=True`` forces the terminal style.
+30), and a last one at the end of a run that lasted that long, so a log is never silent until the end.
+``enabled=False`` (``--no-progress``) prints nothing; ``enabled=True`` forces the terminal style.
 """
 
 from __future__ import annotations

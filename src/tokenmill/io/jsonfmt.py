@@ -3,8 +3,8 @@
 JSONL is read line by line (``orjson``); an uncompressed file is split into byte ranges that start at line
 starts, found in one streaming pass that also counts lines, so each range knows its first line number.
 A JSON array is split element by element (``jsonscan``) and each element parsed alone: memory stays at
-one element whatever the file size, and one damaged element loses only itself. Bad lines and elements become rejects (``invalid_utf8``, ``malformed_json``,
-``not_an_object``); blank lines are not records.
+one element whatever the file size, and one damaged element loses only itself. Bad lines and elements become
+rejects (``invalid_utf8``, ``malformed_json``, ``not_an_object``); blank lines are not records.
 """
 
 from __future__ import annotations

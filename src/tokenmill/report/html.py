@@ -48,7 +48,8 @@ def funnel_svg(funnel: dict) -> str:
         parts.append(f'<text x="0" y="{y + 15}">{_e(r["step"])}</text>'
                      f'<rect class="left" x="220" y="{y}" width="{kept_w:.1f}" height="20" fill="#4a7"/>'
                      f'<rect class="removed" x="{220 + kept_w:.1f}" y="{y}" width="{gone_w:.1f}" height="20" fill="#d55"/>'
-                     f'<text x="{230 + BAR}" y="{y + 15}">-{r["removed"]:,} ({r["share_of_input"]:.1%} / {r["share_of_reached"]:.1%})</text>')
+                     f'<text x="{230 + BAR}" y="{y + 15}">-{r["removed"]:,} '
+                     f'({r["share_of_input"]:.1%} / {r["share_of_reached"]:.1%})</text>')
     y = 5 + 26 * len(rows)
     parts.append(f'<text x="0" y="{y + 15}">kept</text><rect class="left" x="220" y="{y}" '
                  f'width="{BAR * funnel["kept"] / total:.1f}" height="20" fill="#4a7"/>'
@@ -115,7 +116,8 @@ def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
         x = w * (threshold - lo) / (hi - lo)
         parts.append(f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{h}" stroke="#c00" '
                      f'stroke-width="2" stroke-dasharray="4 2"/>')
-    parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text><text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></svg>')
+    parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text>'
+                 f'<text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></svg>')
     mark = f", threshold {_fmt(threshold)}" if threshold is not None else ""
     mark += f", top 1% in the last bar (max {_fmt(float(values.max()))})" if clipped else ""
     parts.append(f"<figcaption>{_e(column)} ({len(values):,} documents{_e(mark)})</figcaption></figure>")

@@ -98,7 +98,8 @@ def gopher_quality_cases() -> Iterator[Case]:
            "hyphen splits ab - cd: mean 2")
     long_words = " ".join(f"{word(i, 6)}" for i in range(60))
     yield g, "above_avg_word_length", {}, long_words, "above_avg_word_length", "12-letter words"
-    yield g, "above_avg_word_length", {"min_stop_words": None}, " ".join(f"{word(i, 5)}" for i in range(60)), None, "10-letter words"
+    yield (g, "above_avg_word_length", {"min_stop_words": None}, " ".join(f"{word(i, 5)}" for i in range(60)), None,
+           "10-letter words")
     yield g, "above_avg_word_length", {"max_avg_word_length": 12, "min_stop_words": None}, long_words, None, "mean 12 <= 12"
     yield g, "above_avg_word_length", {"max_avg_word_length": None, "min_stop_words": None}, long_words, None, "disabled"
     yield (g, "above_avg_word_length", {}, "http://example.com/a/very/long/path/name " * 55, "above_avg_word_length",
@@ -124,9 +125,11 @@ def gopher_quality_cases() -> Iterator[Case]:
     yield g, "too_many_ellipsis", {}, good + " ......" * 4, "too_many_ellipsis", "'......' is one word but two ellipses: 8 / 68"
     yield g, "too_many_ellipsis", {"max_symbol_word_ratio": None}, ell, None, "disabled"
     yield g, "too_many_ellipsis", {}, good + " wait.." * 10, None, "'..' is not an ellipsis"
-    yield g, "too_many_ellipsis", {}, good + " . . ." * 10, "below_alpha_words", "'. . .' is no ellipsis: 3 symbol words, lowering the alpha share"
+    yield (g, "too_many_ellipsis", {}, good + " . . ." * 10, "below_alpha_words",
+           "'. . .' is no ellipsis: 3 symbol words, lowering the alpha share")
     yield g, "too_many_ellipsis", {}, good.replace(".", "...", 8), "too_many_ellipsis", "8 / 64"
-    yield g, "too_many_ellipsis", {}, good.replace(".", "...", 6), "too_many_end_ellipsis", "6 / 64 per word is kept, 6 of 8 lines is not"
+    yield (g, "too_many_ellipsis", {}, good.replace(".", "...", 6), "too_many_end_ellipsis",
+           "6 / 64 per word is kept, 6 of 8 lines is not")
     yield g, "too_many_ellipsis", {"max_symbol_word_ratio": 0.5}, ell, None, "loose threshold"
     bullets = "\n".join(f"- {s}" for s in prose(10).split("\n"))
     yield g, "too_many_bullets", {}, bullets, "too_many_bullets", "every line starts with '-'"
@@ -185,7 +188,8 @@ def gopher_repetition_cases() -> Iterator[Case]:
     yield g, "empty", {}, good, None, "prose"
     for text, want, note in [(" ", None, "one space: one blank paragraph"), ("a", None,
                               "one word: no n-grams"), ("\n", "dup_line_frac", "'' and '' lines: 1 of 2 repeats"),
-                             ("\n\n", "dup_line_frac", "lines '' and '': one repeats (0.5)"), ("x y", "top_2_gram", "1 bigram is 100%"),
+                             ("\n\n", "dup_line_frac", "lines '' and '': one repeats (0.5)"),
+                             ("x y", "top_2_gram", "1 bigram is 100%"),
                              ("中文", None, "CJK word"), ("ok", None, "short")]:
         yield g, "empty", {}, text, want, note
     paras = [prose(3, start=10 * i) for i in range(6)]
@@ -245,8 +249,8 @@ def gopher_repetition_cases() -> Iterator[Case]:
     yield g, "top_2_gram", {}, prose(40) + " big, dog, " * 3, None, "'big ,' and ', dog' bigrams"
     for n in (3, 4):
         pat = " ".join(word(900 + k) for k in range(n))
-        yield (g, f"top_{n}_gram", {"top_n_grams": [[n, 0.18 if n == 3 else 0.16]]}, prose(12) + (" " + pat) * 10, f"top_{n}_gram",
-               f"{n}-word phrase x10")
+        yield (g, f"top_{n}_gram", {"top_n_grams": [[n, 0.18 if n == 3 else 0.16]]}, prose(12) + (" " + pat) * 10,
+               f"top_{n}_gram", f"{n}-word phrase x10")
         for k in (1, 2, 3, 4, 5, 6, 7, 8, 9):
             text = prose(40) + (" " + pat) * k
             yield (g, f"top_{n}_gram", {"top_n_grams": [[n, 0.18 if n == 3 else 0.16]], "dup_n_grams": []}, text,
@@ -299,7 +303,8 @@ def c4_cases() -> Iterator[Case]:
     yield c, "curly_bracket", {}, good + "\nThe close } alone is fine.", None, "only '{' counts"
     yield c, "curly_bracket", {}, "{ \n" + good, None, "a one-word line"
     yield c, "curly_bracket", {}, good + "\n{{template}} is a thing here.", "curly_bracket", "double"
-    yield c, "curly_bracket", {}, good + "\nSee the privacy policy {here}.", "curly_bracket", "'{' is checked before the policy phrases"
+    yield (c, "curly_bracket", {}, good + "\nSee the privacy policy {here}.", "curly_bracket",
+           "'{' is checked before the policy phrases")
     yield c, "curly_bracket", {}, good, None, "none"
     yield (c, "too_few_sentences", {}, prose(4) + "\nThe word " + "x" * 1001 + " is long.", "too_few_sentences",
            "line with a word over 1000 characters is dropped")
@@ -398,7 +403,8 @@ def refinedweb_cases() -> Iterator[Case]:
     for extra, want, note in [
         ("\nSHOUT LOUD NOW", None, "3 of 83 words"), ("\n" + "SHOUT LOUD NOW PLEASE " * 2, "word_removal_ratio",
                                                          "8 of 88 words"),
-        ("\n42\n43\n44", None, "digit lines"), ("\n12 likes\n3.4k views\n7 comments", "word_removal_ratio", "counters: 6 of 86 words"),
+        ("\n42\n43\n44", None, "digit lines"),
+        ("\n12 likes\n3.4k views\n7 comments", "word_removal_ratio", "counters: 6 of 86 words"),
         ("\n" + "\n".join(["12 likes"] * 5), "word_removal_ratio", "5 counters: 10 of 90 words"),
         ("\nItems in cart", None, "'items in cart' removed"), ("\nRead more...", None, "'Read more...' removed"),
         ("\nSign-in", None, "'Sign-in' removed"), ("\nHello\nWorld\nAgain", None, "3 one-word lines of 83"),
