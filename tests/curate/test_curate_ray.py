@@ -79,3 +79,32 @@ def test_minhash_grouping_and_components_run_as_ray_tasks_in_bounded_memory(ray_
     assert os.getpid() not in comp.data["processes"] and len(comp.data["processes"]) == 2  # the two actors
     held = comp.data["held"]
     assert held["edges"] <= bound and held["messages"] <= bound and held["nodes"] <= 2 * bound
+
+
+def test_the_dclm_preset_on_ray_gives_the_local_bytes(ray_cluster, tmp_path):
+    """The whole ``dclm`` preset (URL, language, RefinedWeb heuristics, exact and MinHash dedup, the
+    corpus-wide top 10% by a quality model) on 2 Ray workers writes what the local engine writes."""
+    pytest.importorskip("fasttext", reason="fasttext is not installed (pip install 'tokenmill[quality]')")
+    import random
+
+    from raykit import STOP, WORDS
+
+    from tokenmill.curate.quality import train_quality
+
+    rng = random.Random(0)
+    good = [" ".join(rng.choice(STOP + list(WORDS)) for _ in range(60)) + "." for _ in range(200)]
+    spam = [" ".join(rng.choice("click here buy now cheap deal free win prize".split()) for _ in range(60))
+            for _ in range(200)]
+    model = tmp_path / "quality.bin"
+    train_quality(good, spam, out=model)
+    src = write_web_corpus(tmp_path / "in" / "web.jsonl", 60)
+    runs = {}
+    for name, engine in (("local", {"workers": 1}), ("ray", {"executor": RayExecutor(workers=2)})):
+        runs[name] = run_curate([str(src)], out=tmp_path / name, preset="dclm", quality_model=str(model),
+                                unit_bytes=50_000, progress=False, report=False, **engine)
+    c = runs["local"]["counts"]
+    assert c["balanced"] and c["kept"] > 0 and c["filtered"]["quality_v1:low_quality"] > 0
+    assert c["filtered"]["exact_dedup_v1:duplicate"] > 0 and c["filtered"]["minhash_dedup_v1:duplicate"] > 0
+    assert {k: runs["ray"][k] for k in COMPARED} == {k: runs["local"][k] for k in COMPARED}
+    assert runs["ray"]["run"]["engine"] == "ray"
+    assert _outputs(tmp_path / "ray") == _outputs(tmp_path / "local")

@@ -85,7 +85,6 @@ def test_bounded_memory_same_result_as_unbounded(tmp_path):
     held = comp.data["held"]
     assert held["edges"] <= bound and held["messages"] <= bound and held["nodes"] <= 2 * bound
     assert max(r.data["entries_held"] for r in small["minhash_dedup.buckets"]) <= 2 * bound
-    assert comp.peak_rss_mb < 1024
     steps = lambda root: {k: v for k, v in tree(root).items() if k.startswith("steps/")}
     assert steps(tmp_path / "small") == steps(tmp_path / "big")
 
