@@ -255,3 +255,26 @@ def test_a_fraction_split_resumed_after_losing_units_gives_the_same_bytes(corpus
     assert len(list((resumed / "val").glob("*.ids"))) < len(list((reference / "val").glob("*.ids")))
     pretrain(src, resumed, val_fraction=0.25)
     tk.assert_same_output(reference, resumed)
+
+
+@pytest.mark.parametrize("split", [{}, {"val_fraction": 0.3}])
+def test_every_output_a_unit_marker_names_exists_under_its_final_name(tmp_path, split):
+    """A unit's result lists its files after its shard writers closed: final names, never ``.tmp`` ones."""
+    src = tmp_path / "chats.jsonl"
+    tk.write_chats(src, 40, seed=5)
+    runs = [(tmp_path / "docs-out", lambda out: pretrain(tk_docs(tmp_path), out, **split)),
+            (tmp_path / "sft-out", lambda out: run_sft([str(src)], out=out, tokenizer="default", workers=1, verify=0,
+                                                       unit_bytes=2048, progress=False, **split))]
+    for out, run in runs:
+        run(out)
+        markers = sorted((out / "_state" / "shards_v1" / "done").glob("*.json"))
+        named = [rel for m in markers for rel in json.loads(m.read_text())["outputs"]]
+        assert len(markers) > 1 and any(rel.endswith(".ids") for rel in named)
+        assert not [rel for rel in named if rel.endswith(".tmp") or not (out / rel).is_file()]
+
+
+def tk_docs(tmp_path: Path) -> Path:
+    path = tmp_path / "docs.jsonl"
+    if not path.exists():
+        tk.write_docs(path, 120, seed=3)
+    return path

@@ -117,8 +117,8 @@ class PretrainTask:
         sink.close()
         ledger_file = ledger.close() if ledger else None
         seconds.update(ledger.seconds if ledger else {})
-        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
-                          data={**out.close(), "ledger": ledger_file})
+        data = {**out.close(), "ledger": ledger_file}  # closed first: the outputs are the final file names
+        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
     def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter) -> int:
         """Encode a Document batch and append it to ``writer``; the number of tokens written."""

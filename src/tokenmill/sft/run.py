@@ -125,8 +125,8 @@ class SftTask:
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
         sink.close()
-        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds,
-                          data={**out.close(), "report": report, "parity_unavailable": unavailable})
+        data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names
+        return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
     def conversations(self, work: Any, *, stats: Stats, seconds: Counter, sink: RejectSink | None = None):
         """``(source, conversations, locs)`` of every batch of one unit: read, normalised and validated, the
