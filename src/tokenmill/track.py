@@ -247,9 +247,8 @@ def track_stages(run: TrackRun, checked: Any, *, before: Callable | None = None,
     if split is None or split.count is None:
         last = shards_stage(run, checked, bind=(lambda ctx: bind(ctx, guard)) if bind else None)
         return [*(before(guard) if before else ()), last]
-    if before is not None or bind is not None:
-        raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
-                          "use --val-fraction, or curate first and split the curated run")
+    if before is not None or bind is not None:  # run_sft refuses the combination before any work
+        raise ValueError("a --val-count split takes no stages before the shards stage")
     units = input_units(run)
     ranking = replace(checked, task=RankTask(replace(checked.task, split=replace(split, ranking=True)), split.count))
 

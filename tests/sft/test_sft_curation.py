@@ -132,3 +132,12 @@ def test_pipeline_file_steps_reach_the_sft_command(inputs, tmp_path, tok_dir):
                  "--workers", "1", "--verify", "0", "--no-progress"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["counts"]["filtered"] == {"exact_dedup_prompt_v1:duplicate": 3}
+
+
+def test_an_exact_count_split_with_corpus_steps_is_refused_before_any_work(inputs, tmp_path, tok_dir):
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="--val-count cannot be combined with corpus-wide steps"):
+        _run(inputs, out, tok_dir, [{"name": "exact_dedup", "on": "prompt"}], val_count=3)
+    assert not out.exists()
+    _run(inputs, out, tok_dir, [{"name": "exact_dedup", "on": "prompt"}], val_fraction=0.3)  # a fraction works
+    assert (out / "val" / "manifest.json").is_file()

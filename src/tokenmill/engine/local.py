@@ -50,7 +50,23 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-class LocalExecutor:
+class Held:
+    """Nested ``with`` blocks around an executor: its workers (a pool, actors) stay up across the runs inside,
+    and ``close()`` runs when the outermost block ends."""
+
+    _held = 0  # depth of the ``with`` blocks now open
+
+    def __enter__(self):
+        self._held += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._held -= 1
+        if not self._held:
+            self.close()
+
+
+class LocalExecutor(Held):
     """Runs a stage's units here (one worker) or in a pool of ``workers`` processes (default: all cores).
 
     The task's ``setup()`` (when it has one) runs once per worker, before its first unit. Used as a
@@ -63,17 +79,7 @@ class LocalExecutor:
     def __init__(self, *, workers: int | None = None):
         self.workers = allowed_workers(workers or default_workers())  # 1 for a script without a __main__ guard
         self._pool: ProcessPoolExecutor | None = None
-        self._held = 0  # depth of nested ``with`` blocks: the pool closes when the outermost one ends
         self._tasks = itertools.count()
-
-    def __enter__(self) -> LocalExecutor:
-        self._held += 1
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._held -= 1
-        if not self._held:
-            self.close()
 
     def prepare(self, n_units: int, *, preload: Sequence[str] = ()) -> None:
         """A hint that about ``n_units`` units follow: start the pool now when it will be needed.

@@ -30,7 +30,7 @@ import itertools
 from typing import Any
 
 from tokenmill._extras import require
-from tokenmill.engine.local import _setup, commit_unit
+from tokenmill.engine.local import Held, _setup, commit_unit
 from tokenmill.engine.stage import Task, Unit, UnitResult
 
 
@@ -70,7 +70,7 @@ class _ActorFanOut:
         return list(ActorPool(self.actors).map(lambda a, item: a.call.remote(fn_ref, item), items))
 
 
-class RayExecutor:
+class RayExecutor(Held):
     """Runs each stage's units on ``workers`` Ray actors (default: every CPU of the cluster)."""
 
     name = "ray"
@@ -79,17 +79,7 @@ class RayExecutor:
         self.workers, self.address, self.retries = workers, address, retries
         self._started = False  # whether this executor started (and so shuts down) the Ray runtime
         self._actors: list[Any] = []
-        self._held = 0  # depth of ``with`` blocks: the actors live until the outermost one ends
         self._runs = itertools.count()
-
-    def __enter__(self) -> RayExecutor:
-        self._held += 1
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._held -= 1
-        if not self._held:
-            self.close()
 
     def prepare(self, n_units: int, *, preload: tuple[str, ...] = ()) -> None:
         """Connect to (or start) the cluster now, while the driver still routes and plans."""

@@ -299,6 +299,9 @@ def run_sft(
     conversations off into ``out/val/``: see :mod:`tokenmill.split`.
     """
     split = make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed)
+    if split and split.count is not None and split_steps(steps)[1]:  # before any work
+        raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
+                          "use --val-fraction, or curate first and split the curated run")
     opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
     executor = pick_executor(executor, workers)
@@ -311,9 +314,6 @@ def run_sft(
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         inline, corpus = split_steps(steps)  # sft/corpus.py: document steps, corpus steps (dedup)
-        if corpus and split and split.count is not None:
-            raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
-                              "use --val-fraction, or curate first and split the curated run")
         if steps:
             run.config["steps"] = [identity(s) for s in steps]
         if split:
