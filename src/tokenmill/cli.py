@@ -21,20 +21,32 @@ DEFAULT_TOKENIZER_WARNING = (
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix")
+    """The options of the two tracks: the shared job options, the tokenizer, object storage, shards, split."""
+    _add_job_options(p, out_help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix")
     p.add_argument("--work-dir", metavar="DIR",
                    help="with an s3:// --out: the local directory units are staged in (default under $TOKENMILL_CACHE)")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                    help="with an s3:// --out: an fsspec/s3fs option, e.g. endpoint_url=http://localhost:9000 (repeatable)")
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
+    p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
+    p.add_argument("--val-fraction", type=float, metavar="F",
+                   help="send this share of the records (whole, by a seeded hash of their content) to DIR/val/")
+    p.add_argument("--val-count", type=int, metavar="N",
+                   help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
+    p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
+
+
+def _add_job_options(p: argparse.ArgumentParser, *, out_help: str, other: str = "other track") -> None:
+    """What every command that reads inputs and writes ``--out`` takes (the job driver's options)."""
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
+    p.add_argument("--out", help=out_help)
+    p.add_argument("--config", help="YAML pipeline file (flags override it)")
     p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
     _add_engine_options(p)
-    p.add_argument("--config", help="YAML pipeline file (flags override it)")
-    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
-    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
+    p.add_argument("--force", action="store_true", default=None, help=f"process inputs the router assigns to the {other}")
+    p.add_argument("--overwrite", action="store_true", default=None,
+                   help="start again: remove what an earlier tokenmill run wrote in --out (nothing else)")
     p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
-    p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--exclude", action="append", metavar="GLOB",
                    help="leave out inputs whose path matches GLOB (repeatable), e.g. '*.warc.gz'")
@@ -42,11 +54,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="leave out (and name in the manifest) inputs of the other kind instead of refusing the run")
     p.add_argument("--limit", type=int, metavar="N", help="read only the first N records of every input (a trial run)")
     p.add_argument("--dry-run", action="store_true", help="route and plan, print what would run; write nothing")
-    p.add_argument("--val-fraction", type=float, metavar="F",
-                   help="send this share of the records (whole, by a seeded hash of their content) to DIR/val/")
-    p.add_argument("--val-count", type=int, metavar="N",
-                   help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
-    p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -95,19 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
+    _add_job_options(p, out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)",
+                     other="SFT track")
     p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
     p.add_argument("--quality-model", metavar="PATH",
                    help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
-    p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
-    _add_engine_options(p)
-    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
-    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
-    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--score-survivors-only", action="store_true",
                    help="later steps score only the documents earlier steps kept "
                         "(faster; funnel --set can then only tighten exactly)")
@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
     p.add_argument("--out", required=True, help="output path (prefix for megatron)")
     p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export of the same format at --out")
 
     p = sub.add_parser("audit", help="verify a shard directory and show decoded examples with trained spans marked")
     p.add_argument("directory", metavar="DIR")
@@ -195,12 +196,16 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             cfg.pop(other, None)  # one way to split on the command line replaces the file's other one
     cfg.update(flags)
     problems = []
-    if cfg.get("track") not in (None, args.command):
+    documents = ("pretrain", "curate")  # a documents pipeline runs under either; its steps are checked where they run
+    if cfg.get("track") not in (None, args.command) and not {cfg.get("track"), args.command} <= set(documents):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
     if args.command == "sft" and cfg.get("preset"):
         problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
     if args.command == "curate" and (cfg.get("sft") or cfg.get("tokenizer")):
         problems.append("sft/tokenizer: `tokenmill curate` writes documents, not tokens; remove them")
+    if args.command == "curate" and (cfg.get("val_fraction") is not None or cfg.get("val_count") is not None):
+        problems.append("val_fraction/val_count: `tokenmill curate` writes documents, not shards; split them off when "
+                        "tokenizing (`tokenmill pretrain DIR/documents --val-fraction F`)")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if problems:
@@ -287,8 +292,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
-        progress=False if args.no_progress else None,
+        progress=False if args.no_progress else None, exclude=tuple(cfg.get("exclude") or ()),
+        skip_misrouted=cfg.get("skip_misrouted", False), limit=cfg.get("limit"), dry_run=args.dry_run,
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     out = Path(cfg["out"])
     c = manifest["counts"]
     print(f"curate: {c['kept']:,} kept of {c['input']:,} records in {len(manifest['documents'])} file(s) -> {out / 'documents'}")
@@ -403,7 +411,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from tokenmill.shards.export import export
 
-    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len)
+    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len, overwrite=args.overwrite)
     print(f"exported {args.directory} as {args.to}: {written['n_sequences']:,} sequences, "
           f"{written['n_tokens']:,} tokens -> {', '.join(written['paths'])}")
     if written.get("dtype_note"):

@@ -131,9 +131,10 @@ def _fmt(x: float) -> str:
 def histograms(directory: Path, manifest: dict) -> str:
     from tokenmill.curate.details import step_class_of
     from tokenmill.curate.funnel import read_stage_ledger
+    from tokenmill.report.ledger import stage_parts
 
     figs = []
-    for stage, files in manifest.get("ledger", {}).items():
+    for stage, files in stage_parts(manifest).items():
         table = read_stage_ledger(directory, files)
         if table is None:
             continue
