@@ -18,7 +18,7 @@ import trackkit as tk
 from tokenmill.curate.step import Scored, step_fingerprint
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
-from tokenmill.pretrain.steps import LengthFilter
+from tokenmill.curate.callables import LengthFilter
 from tokenmill.shards import open_shards
 
 

@@ -30,7 +30,7 @@ import yaml
 from tokenmill.curate.cascade import decisions
 from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
-from tokenmill.report.ledger import REJECTED, stage_parts
+from tokenmill.report.ledger import REJECTED, read_stage_parts, stage_parts
 
 
 def build_funnel(records: int, rejected: Counter, steps: list[dict], filtered: Counter) -> dict:
@@ -195,13 +195,6 @@ def _recut(table: pa.Table, entry: dict, fraction: float, alive: np.ndarray) -> 
     return reasons, cut
 
 
-def read_stage_ledger(directory: Path, files: list[str]) -> pa.Table | None:
-    tables = [pq.read_table(directory / f) for f in files if (directory / f).exists()]
-    if not tables:
-        return None
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
 def _keys(table: pa.Table) -> list[str]:
     """A document's identity across stages: its file and line (its id where a stage kept no line)."""
     src, ids = table.column("source").to_pylist(), table.column("id").to_pylist()
@@ -250,7 +243,7 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     cuts: dict[str, float] = {}
     alive_keys: set[str] | None = None
     for stage in dict.fromkeys(e["stage"] for e in entries):
-        table = read_stage_ledger(directory, stage_parts(manifest).get(stage, []))
+        table = read_stage_parts(directory, stage_parts(manifest).get(stage, []))
         idx = [k for k, e in enumerate(entries) if e["stage"] == stage]
         if table is None:
             continue

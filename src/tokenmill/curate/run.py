@@ -251,7 +251,7 @@ def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, repor
     manifest["funnel"] = funnel_from_ledger(out, manifest)
     write_manifest(out, manifest)
     if report:
-        from tokenmill.report.html import write_report
+        from tokenmill.curate.html import write_report
 
         samples: dict[str, list] = {}
         for rs in results.values():

@@ -118,7 +118,7 @@ class ReadTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.io import read_unit
-        from tokenmill.pretrain.documents import to_documents
+        from tokenmill.io.documents import to_documents
         from tokenmill.report.rejects import RejectSink
         from tokenmill.selection import take_records
 

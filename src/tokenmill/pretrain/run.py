@@ -31,7 +31,7 @@ from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.job import holding, pick_executor
-from tokenmill.pretrain.documents import to_documents
+from tokenmill.io.documents import to_documents
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter

@@ -150,6 +150,14 @@ def stage_parts(manifest: dict) -> dict[str, list[str]]:
     return parts or {}
 
 
+def read_stage_parts(directory: Path, files: list[str]) -> pa.Table | None:
+    """One stage's ledger parts of a run, concatenated (None when it wrote none)."""
+    tables = [pq.read_table(Path(directory) / f) for f in files if (Path(directory) / f).exists()]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
 def read_ledger(directory: str | Path, manifest: dict | None = None) -> pa.Table | None:
     """The whole decision ledger of a run directory (every unit's file, in unit order), or None."""
     directory = Path(directory)

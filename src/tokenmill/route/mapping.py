@@ -67,7 +67,7 @@ def _shape_problems(track: str, mapping: Any) -> list[str]:
         return [f"expected a field mapping (a dict), got {type(mapping).__name__}"]
     if track == "pretrain":
         return _document_problems(mapping)
-    from tokenmill.sft.normalize import parse_schema
+    from tokenmill.route.spec import parse_schema
 
     problems = _unknown_keys(mapping, _conversation_keys())
     try:
@@ -96,7 +96,7 @@ def _document_problems(mapping: dict) -> list[str]:
 
 
 def _conversation_keys() -> tuple[str, ...]:
-    from tokenmill.sft.normalize import COLUMN_KEYS, EXTRA_KEYS
+    from tokenmill.route.spec import COLUMN_KEYS, EXTRA_KEYS
 
     spellings = {name for keys in COLUMN_KEYS.values() for _, names, _ in keys for name in names}
     turn = ("role_key", "content_key", "reasoning_key", "weight_key")
@@ -150,7 +150,7 @@ def _missing(key: str, path: str, fields: dict[str, list[str]]) -> str | None:
 
 
 def _turn_key_problems(mapping: dict, fields: dict[str, list[str]]) -> list[str]:
-    from tokenmill.sft.normalize import TURN_KEYS
+    from tokenmill.route.spec import TURN_KEYS
 
     turns = fields.get(mapping.get("messages") or "", [])
     if not turns:

@@ -109,7 +109,7 @@ class RephraseTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.io import read_unit
-        from tokenmill.pretrain.documents import to_documents
+        from tokenmill.io.documents import to_documents
         from tokenmill.report.rejects import RejectSink
 
         stats, rows = Stats(), {name: [] for name in DOCUMENT.names}
