@@ -54,9 +54,8 @@ def _fineweb_rows(n: int) -> list[dict]:
 def test_fineweb_shaped_parquet_takes_the_columnar_path(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from tokenmill.io import expand_inputs, read_unit
+    from tokenmill.io import documents, expand_inputs, read_unit
     from tokenmill.io.base import WorkUnit
-    from tokenmill.io import documents
     from tokenmill.route import inspect_file
 
     rows = _fineweb_rows(12)

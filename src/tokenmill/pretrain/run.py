@@ -30,8 +30,8 @@ from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
-from tokenmill.job import holding, pick_executor
 from tokenmill.io.documents import to_documents
+from tokenmill.job import holding, pick_executor
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter
