@@ -38,14 +38,12 @@ class PackedLoader:
         consumed-token log that ``tokenmill plan RECIPE --check LOG_DIR`` compares with the plan.
         """
         from tokenmill.loader.collate import PackedCollator
-        from tokenmill.loader.recipe import Recipe, load_recipe
         from tokenmill.loader.recipe_data import RecipeDataset
         from tokenmill.loader.runlog import RunLog
 
-        parsed = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
-        dataset = RecipeDataset(parsed, tokenizer=tokenizer)
-        loader = cls(dataset, batch_size=batch_size or parsed.batch, rank=rank,
-                     world_size=world_size or parsed.world_size, num_workers=num_workers, pin_memory=pin_memory,
+        dataset = RecipeDataset(recipe, tokenizer=tokenizer)
+        loader = cls(dataset, batch_size=batch_size or dataset.recipe.batch, rank=rank,
+                     world_size=world_size or dataset.recipe.world_size, num_workers=num_workers, pin_memory=pin_memory,
                      collate_fn=collate_fn or PackedCollator(pad_id=dataset.pad_id))
         loader.run_log = RunLog(log_dir, rank=rank, dataset=dataset) if log_dir is not None else None
         return loader

@@ -65,11 +65,14 @@ def check_tokenizers(recipe: Recipe) -> None:
 
 
 class RecipeDataset:
-    """Map-style dataset of a recipe's whole run: sample ``k`` of ``total_steps x global_batch``."""
+    """Map-style dataset of a recipe's whole run (a :class:`Recipe` or the path of its file): samples
+    ``[0, total_steps x global_batch)``; ``tokenizer=`` refuses sources written with another tokenizer."""
 
-    def __init__(self, recipe: Recipe, *, tokenizer=None, epoch: int = 0):
+    def __init__(self, recipe, *, tokenizer=None, epoch: int = 0):
+        from tokenmill.loader.recipe import load_recipe
         from tokenmill.tokenize.identity import fingerprint_of
 
+        recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)  # a Recipe or its file
         check_tokenizers(recipe)
         self.recipe = recipe
         tokenizer = None if tokenizer is None else fingerprint_of(tokenizer)  # loaded once, checked per source
