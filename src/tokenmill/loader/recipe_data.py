@@ -115,6 +115,10 @@ class RecipeDataset:
     def phase_of(self, k: int) -> Phase:
         return self.recipe.phases[self.blend.phase_of(int(k))]
 
+    def phase_at_step(self, step: int) -> Phase:
+        """The phase of optimizer step ``step`` (steps of the recipe's global batch)."""
+        return self.phase_of(min(int(step) * self.recipe.global_batch, len(self) - 1))
+
     def source_of(self, k: int) -> str:
         return self.source_of_component[self.names[self.blend.route(int(k))[0]]]
 
