@@ -176,3 +176,13 @@ def test_plan_needs_no_torch(root, tmp_path):
             f"sys.exit(main(['plan', {str(root / 'recipe.yaml')!r}, '--out', {str(tmp_path / 'p')!r}]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_source_too_short_for_its_window_is_refused(root, capsys):
+    path = _recipe(root, """
+seq_len: 64
+sources: {long: {path: shards/long}}
+phases: [{name: long, steps: 2, seq_len: 1048576, weights: {long: 1}}]
+""", "short.yaml")
+    assert main(["plan", str(path), "--out", str(root / "short")]) == 1
+    assert "sources.long: no sample of 1,048,576 tokens" in capsys.readouterr().err

@@ -80,6 +80,11 @@ class RecipeDataset:
         self.source_of_component = {key: name for (name, _), key in self.keys.items()}
         components = {key: open_source(recipe.source(name), n, seed=recipe.seed, tokenizer=tokenizer)
                       for (name, n), key in self.keys.items()}
+        empty = [f"sources.{name}: no sample of {n:,} tokens can be made from it ({_tokens(components[key]):,} "
+                 "tokens; SFT examples longer than the window are left out): lower the phase's seq_len or drop "
+                 "the source from it" for (name, n), key in self.keys.items() if len(components[key]) == 0]
+        if empty:
+            raise ConfigError(empty)
         self.blend = ScheduledBlend(components, self._schedule(), num_samples=recipe.total_steps * recipe.global_batch,
                                     global_batch_size=recipe.global_batch, seed=recipe.seed, epoch=epoch)
         self._pack_tokens: dict[int, np.ndarray] = {}
@@ -168,3 +173,7 @@ class RecipeDataset:
             if val is not None and shard_headers(val):  # a tiny split may hold no shard at all
                 out[name] = open_source(source, found[0].seq_len, seed=self.seed, directory=val)
         return out
+
+
+def _tokens(dataset: PackedDataset) -> int:
+    return int(dataset.corpus.lengths.astype(np.int64).sum())
