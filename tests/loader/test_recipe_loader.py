@@ -168,3 +168,20 @@ def test_every_loader_object_names_its_tokenizer(recipe):
                RecipeDataset(recipe), PackedLoader.from_recipe(recipe)]
     for obj in objects:
         assert (obj.vocab_size, obj.pad_id, obj.eos_id, obj.tokenizer_fingerprint) == (VOCAB, PAD, EOS, "fp-test")
+
+
+def test_the_recipe_dataset_pickles_and_serves_the_same_with_workers(recipe):
+    import pickle
+
+    pytest.importorskip("torch")
+    dataset = RecipeDataset(recipe)
+    again = pickle.loads(pickle.dumps(dataset))
+    for k in range(0, len(dataset), 13):
+        np.testing.assert_array_equal(dataset[k]["input_ids"], again[k]["input_ids"])
+
+    def ids(batch):
+        return [s["input_ids"].tolist() for s in batch]
+
+    one = list(PackedLoader.from_recipe(recipe, batch_size=8, world_size=1, collate_fn=ids))
+    two = list(PackedLoader.from_recipe(recipe, batch_size=8, world_size=1, collate_fn=ids, num_workers=2))
+    assert one == two
