@@ -185,3 +185,16 @@ def test_the_recipe_dataset_pickles_and_serves_the_same_with_workers(recipe):
     one = list(PackedLoader.from_recipe(recipe, batch_size=8, world_size=1, collate_fn=ids))
     two = list(PackedLoader.from_recipe(recipe, batch_size=8, world_size=1, collate_fn=ids, num_workers=2))
     assert one == two
+
+
+def test_a_torn_last_log_line_is_forgiven_a_damaged_one_is_not(recipe, tmp_path):
+    loader = PackedLoader.from_recipe(recipe, batch_size=8, world_size=1, collate_fn=identity, log_dir=tmp_path / "l")
+    list(loader)
+    log = tmp_path / "l" / "consumed.rank0.jsonl"
+    plan = build_plan(load_recipe(recipe))
+    with open(log, "a") as fh:
+        fh.write('{"kind": "step", "fir')  # killed mid-write
+    assert check_run(plan, tmp_path / "l")["problems"] == []
+    log.write_text("garbage\n" + log.read_text())
+    with pytest.raises(Exception, match="consumed.rank0.jsonl:1: not a JSON line"):
+        check_run(plan, tmp_path / "l")

@@ -64,11 +64,12 @@ def read_log(directory) -> list[dict]:
         raise InputError(f"no run log ({LOG_GLOB}) in {directory}: pass the log_dir given to PackedLoader.from_recipe")
     lines = []
     for path in files:
-        for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        texts = path.read_text(encoding="utf-8").splitlines()
+        for n, text in enumerate(texts, 1):
             try:
                 lines.append(json.loads(text))
             except json.JSONDecodeError:
-                if n < len(path.read_text(encoding="utf-8").splitlines()):  # only a torn last line is forgiven
+                if n < len(texts):  # only a torn last line (a kill mid-write) is forgiven
                     raise InputError(f"{path}:{n}: not a JSON line; the log is damaged") from None
     return lines
 
