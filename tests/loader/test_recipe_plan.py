@@ -186,3 +186,9 @@ phases: [{name: long, steps: 2, seq_len: 1048576, weights: {long: 1}}]
 """, "short.yaml")
     assert main(["plan", str(path), "--out", str(root / "short")]) == 1
     assert "sources.long: no sample of 1,048,576 tokens" in capsys.readouterr().err
+
+
+def test_run_shares_add_up(planned):
+    shares = [p["run_share"] for p in planned["phases"]]
+    totals = [sum(p["tokens"].values()) for p in planned["phases"]]
+    assert sum(shares) == pytest.approx(1) and shares == pytest.approx([t / sum(totals) for t in totals])

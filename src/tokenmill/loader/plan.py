@@ -25,6 +25,9 @@ def build_plan(recipe: Recipe, *, tokenizer=None) -> dict:
     """``{"phases", "sources", "warnings", "curve", ...}`` (see ``docs/recipes.md`` for every key)."""
     data = RecipeDataset(recipe, tokenizer=tokenizer)
     phases = [_phase(data, i) for i in range(len(recipe.phases))]
+    run_tokens = sum(sum(p["tokens"].values()) for p in phases)
+    for p in phases:
+        p["run_share"] = sum(p["tokens"].values()) / run_tokens if run_tokens else 0.0
     sources = _sources(data, phases)
     warnings = _warnings(data, phases, sources)
     _refuse_over_max_epochs(recipe, sources)

@@ -59,7 +59,8 @@ def render_plan(plan: dict) -> str:
              f"{plan['tokens_drawn']:,} tokens drawn"]
     for p in plan["phases"]:
         mix = ", ".join(f"{s} {n:,} ({100 * p['share'][s]:.1f}%)" for s, n in p["tokens"].items())
-        lines.append(f"  phase {p['name']}: steps {p['start_step']:,}-{p['end_step']:,}, seq_len {p['seq_len']:,}: {mix}")
+        lines.append(f"  phase {p['name']}: steps {p['start_step']:,}-{p['end_step']:,} ({100 * p['run_share']:.0f}% of "
+                     f"the tokens), seq_len {p['seq_len']:,}: {mix}")
     for name, s in plan["sources"].items():
         lines.append(f"  source {name}: {s['tokens_drawn']:,} of {s['tokens_available']:,} tokens, "
                      f"{s['epochs']:.2f} epochs ({s['track'] or 'unused'})")
