@@ -192,3 +192,18 @@ def test_run_shares_add_up(planned):
     shares = [p["run_share"] for p in planned["phases"]]
     totals = [sum(p["tokens"].values()) for p in planned["phases"]]
     assert sum(shares) == pytest.approx(1) and shares == pytest.approx([t / sum(totals) for t in totals])
+
+
+def test_a_cap_keeps_the_documents_within_its_first_tokens(root):
+    path = _recipe(root, """
+seq_len: 64
+sources: {web: {path: shards/web, cap_tokens: 3000}}
+phases: [{name: a, steps: 10, weights: {web: 1}}]
+""", "cap.yaml")
+    assert main(["plan", str(path), "--out", str(root / "cap")]) == 0
+    plan = json.loads((root / "cap" / "plan.json").read_text())
+    lengths = [int(n) for n in open_shards(root / "shards" / "web").lengths]
+    kept = next(i for i in range(len(lengths) + 1) if sum(lengths[:i + 1]) > 3000)
+    assert plan["sources"]["web"]["documents"] == kept
+    assert plan["sources"]["web"]["tokens_available"] == sum(lengths[:kept]) <= 3000
+    assert plan["sources"]["web"]["epochs"] == pytest.approx(10 * 8 * 64 / sum(lengths[:kept]))
