@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.sft import select_cli
 
     select_cli.add_parser(sub)
+    from tokenmill.loader import plan_cli
+
+    plan_cli.add_parser(sub)
     return parser
 
 
@@ -460,6 +463,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tokenmill.loader.plan_cli import cmd_plan as run
+
+    return run(args)
+
+
 def cmd_sft_select(args: argparse.Namespace) -> int:
     from tokenmill.sft.select import cmd_select
 
@@ -477,7 +486,7 @@ COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
-    "sft-select": cmd_sft_select,
+    "sft-select": cmd_sft_select, "plan": cmd_plan,
 }
 
 
