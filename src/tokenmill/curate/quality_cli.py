@@ -4,6 +4,7 @@ tokenmill reads, train the classifier, print held-out accuracy and AUC, write th
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,10 +34,12 @@ def read_texts(paths: Sequence[str], *, text_field: str = "text", label_field: s
     texts: list[str] = []
     labels: list[bool | None] = []
     skipped = 0
+    columns: set[str] = set()
     for _, loc, row in iter_rows(paths, text_mode=text_mode):
         if loc < 0:
             skipped += -loc
             continue
+        columns.update(row)
         text = row.get(text_field)
         label = _label(row.get(label_field)) if label_field else None
         if not isinstance(text, str) or not text.strip() or (label_field and label is None):
@@ -44,7 +47,16 @@ def read_texts(paths: Sequence[str], *, text_field: str = "text", label_field: s
             continue
         texts.append(text)
         labels.append(label)
+    _check_columns(paths, columns, {"--text-field": text_field, "--label-field": label_field})
     return texts, labels, skipped
+
+
+def _check_columns(paths: Sequence[str], columns: set[str], wanted: dict[str, str | None]) -> None:
+    """A column no record holds is named (with the columns there are), not reported as "0 examples"."""
+    missing = [f"{flag} {name!r}" for flag, name in wanted.items() if name and columns and name not in columns]
+    if missing:
+        raise ConfigError(f"quality train: no record of {', '.join(paths)} has the column(s) {', '.join(missing)}; "
+                          f"the columns are: {', '.join(sorted(columns))}")
 
 
 def _label(value: Any) -> bool | None:
@@ -89,6 +101,19 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _print_balance(scores: dict, chunk: int) -> None:
+    b, held = scores["balance"], scores["heldout_examples"]
+    docs, ex = b["documents"], b["examples"]
+    print(f"class balance: {docs['positive']:,} positive, {docs['negative']:,} negative documents ({b['ratio']:.1f} : 1); "
+          f"{ex['positive']:,} + {ex['negative']:,} examples of up to {chunk} words")
+    print(f"held-out split: {held['positive']:,} positive and {held['negative']:,} negative examples")
+    if b["imbalanced"]:
+        smaller = "negative" if b["larger"] == "positive" else "positive"
+        print(f"warning: the classes are imbalanced ({b['ratio']:.1f} : 1, {b['larger']} to {smaller}); training repeats "
+              f"the {smaller} examples to match, so the model sees few distinct ones and the held-out scores rest on "
+              f"{held[smaller]:,} {smaller} example(s): add {smaller} documents", file=sys.stderr)
+
+
 def cmd_quality(args: argparse.Namespace) -> int:
     from tokenmill.curate.quality import train_quality
 
@@ -114,9 +139,9 @@ def cmd_quality(args: argparse.Namespace) -> int:
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
           f"({skipped:,} unusable records skipped)")
+    _print_balance(s, report.card["chunk_words"])
     if "auc" in s:
-        print(f"held-out: accuracy {s['accuracy']:.3f}, AUC {s['auc']:.3f} "
-              f"({s['heldout_examples']['positive']} + {s['heldout_examples']['negative']} examples)")
+        print(f"held-out: accuracy {s['accuracy']:.3f}, AUC {s['auc']:.3f}")
     else:
         print("held-out: too few examples of one class to evaluate")
     print(f"model: {report.model}\ncard: {report.model}.card.json")

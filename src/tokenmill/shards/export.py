@@ -7,6 +7,7 @@ token stream (documents already end in EOS) is cut into fixed windows by ``token
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +55,21 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
     out = Path(out)
+    _check_file_targets(out, to)
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = writers[to](ds, out, seq_len)
     return {"format": to, "seq_len": seq_len, **summary}
+
+
+def _check_file_targets(out: Path, to: str) -> None:
+    """``bin`` and ``megatron`` write files: an existing directory where one goes is refused, with the fix."""
+    targets = {"bin": [out], "megatron": [Path(f"{out}.bin"), Path(f"{out}.idx")]}.get(to, [])
+    for path in targets:
+        if path.is_dir():
+            example = out / "tokens.bin" if to == "bin" else out / "corpus"
+            raise ConfigError(f"--out {str(out)!r}: {str(path)!r} is a directory, but --to {to} writes "
+                              f"{'a file' if to == 'bin' else 'PREFIX.bin and PREFIX.idx'} there; give a "
+                              f"{'file path' if to == 'bin' else 'prefix'} such as {str(example)!r}")
 
 
 def iter_batches(ds: ShardSet, *, seq_len: int | None, batch_tokens: int = BATCH_TOKENS):
@@ -173,12 +187,25 @@ def _to_hf(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=".tokenmill-hf-", dir=out.parent))
     try:
         n_seq, n_tok = _write_arrow_stream(ds, tmp / "data.arrow", seq_len)
-        dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
-        dataset.save_to_disk(str(out))
-        del dataset
+        with _quiet_datasets(datasets):
+            dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
+            dataset.save_to_disk(str(out))
+            del dataset
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"paths": [str(out)], "n_sequences": n_seq, "n_tokens": n_tok}
+
+
+@contextlib.contextmanager
+def _quiet_datasets(datasets: Any):
+    """No progress bars of ``datasets`` over tokenmill's own output (restored afterwards, as the caller had them)."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
 
 
 def _write_arrow_stream(ds: ShardSet, path: Path, seq_len: int | None) -> tuple[int, int]:
