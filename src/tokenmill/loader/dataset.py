@@ -28,15 +28,16 @@ class PackedDataset:
     ``loss_weights`` (float32 per token) when the shards carry per-message loss weights.
 
     ``seq_lens`` holds the length of every document piece in the sample, in order; rows are not padded.
+    A directory of an unfinished run (no ``manifest.json`` yet) is refused unless ``allow_partial=True``.
     """
 
     def __init__(self, sources, *, seq_len: int, mode: str = "bfd", seed: int = 0, epoch: int = 0,
-                 shuffle: bool = True, tokenizer=None):
+                 shuffle: bool = True, tokenizer=None, allow_partial: bool = False):
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if int(seq_len) < 1:
             raise ConfigError(f"seq_len must be >= 1, got {seq_len}")
-        self.corpus = Corpus(open_sets(sources, tokenizer=tokenizer))
+        self.corpus = Corpus(open_sets(sources, tokenizer=tokenizer, allow_partial=allow_partial))
         if self.corpus.has_mask and mode != "bfd":
             raise RoutingError(
                 f"these shards carry a loss mask (SFT data); mode={mode!r} would cut examples and let them "
