@@ -162,3 +162,18 @@ def test_quality_train_reports_class_balance_and_warns_on_imbalance(tmp_path, ca
                  str(tmp_path / "m2.bin")]) == 0
     out, err = capsys.readouterr()
     assert "class balance: 44 positive, 40 negative documents (1.1 : 1)" in out and "imbalanced" not in err
+
+
+def test_an_s3_input_without_credentials_is_a_one_line_error(tmp_path):
+    pytest.importorskip("s3fs")
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "HOME": str(tmp_path)})
+    result = subprocess.run([sys.executable, "-m", "tokenmill.cli", "pretrain", "s3://some-bucket/docs.jsonl", "--out",
+                             str(tmp_path / "o"), "--no-progress", "--tokenizer", "default"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "s3://some-bucket/docs.jsonl" in result.stderr and "credentials" in result.stderr

@@ -16,11 +16,13 @@ A file that exists but cannot be read is an error, never a silent skip. Non-UTF-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
+from collections.abc import Iterator
 
-from tokenmill.errors import ConfigError, InputError
+from tokenmill.errors import ConfigError, InputError, TokenmillError
 from tokenmill.io.base import TEXT_MODES, InputFile
 from tokenmill.io.formats import detect_format, filesystem, is_hf_dataset, is_url
 
@@ -44,11 +46,29 @@ def expand_inputs_report(paths: list[str] | str, *, text_mode: str = "auto") -> 
     skipped: list[dict] = []
     seen: set[str] = set()
     for given in paths:
-        for f in _expand_one(str(given), text_mode, skipped):
+        with _remote_errors(str(given)):
+            found = _expand_one(str(given), text_mode, skipped)
+        for f in found:
             if f.path not in seen:
                 seen.add(f.path)
                 files.append(f)
     return files, skipped
+
+
+@contextlib.contextmanager
+def _remote_errors(given: str) -> Iterator[None]:
+    """An object-storage input that cannot be listed (no credentials, no endpoint, no network) is one
+    ``InputError`` naming the input and the cause, not the storage library's traceback."""
+    try:
+        yield
+    except TokenmillError:
+        raise
+    except Exception as exc:
+        if not is_url(given):
+            raise
+        raise InputError(f"input {given!r} cannot be listed or read: {type(exc).__name__}: {exc}; check the "
+                         "credentials (e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), the "
+                         "endpoint (AWS_ENDPOINT_URL) and the network") from exc
 
 
 def check_text_mode(text_mode: str) -> None:
