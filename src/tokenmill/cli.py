@@ -10,6 +10,7 @@ from typing import Any
 
 from tokenmill.errors import ConfigError, TokenmillError, UsageError
 
+DESCRIPTION = "tokenmill: raw text in, training-ready token shards out (one command, subcommands thin over the library)."
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2  # 1: data or configuration errors; 2: usage errors (as argparse)
 EXIT_PIPE = 141  # the reader of our output went away (``| head``): 128 + SIGPIPE, as shell tools exit
 EXIT_INTERRUPTED = 130
@@ -59,7 +60,7 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tokenmill", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tokenmill", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"tokenmill {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -482,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]
+    if argv[:1] == ["decontaminate"]:
+        from tokenmill.curate.decontam_cli import end_eval_list
+
+        argv = end_eval_list(argv)
     try:
         args = build_parser().parse_args(argv)  # argparse's own usage errors exit 2
         code = COMMANDS[args.command](args)

@@ -40,3 +40,35 @@ def rejects(out: Path) -> list[dict]:
 
 def reasons(out: Path) -> list[str]:
     return [r["reason"] for r in rejects(out)]
+
+
+BAD_LINES = {  # what a hostile JSONL input holds besides its good records, and the reason each must get
+    "malformed": (b'{"id": "bad-json", "text": "no closing quote}', "malformed_json"),
+    "wrong_type": (None, "wrong_type"),  # the command's own field given a number (built per command)
+    "invalid_utf8": (b'{"id": "bad-utf8", "text": "caf\xe9 au lait"}', "invalid_utf8"),
+}
+TRUNCATED = (b'{"id": "cut", "text": "the file ends in the mid', "malformed_json")  # the last line, cut
+
+
+def hostile_jsonl(path: Path, good: list[dict], *, field: str) -> dict[int, str]:
+    """``good`` records with a malformed line, ``field`` of the wrong type, an invalid UTF-8 line and a
+    truncated last line mixed in; returns the expected reject reason by 1-based line."""
+    lines = [json.dumps(r).encode() for r in good]
+    expected: dict[int, str] = {}
+    bad = [BAD_LINES["malformed"], (json.dumps({"id": "bad-type", field: 12345}).encode(), "wrong_type"),
+           BAD_LINES["invalid_utf8"]]
+    for k, (line, reason) in enumerate(bad):
+        at = min(len(lines), 1 + 2 * k)
+        lines.insert(at, line)
+        expected = {(n + 1 if n > at else n): r for n, r in expected.items()}
+        expected[at + 1] = reason
+    lines.append(TRUNCATED[0])
+    expected[len(lines)] = TRUNCATED[1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\n".join(lines))  # no final newline: the file stops inside its last record
+    return expected
+
+
+def rejects_by_line(path: Path) -> dict[int, str]:
+    """``{loc: reason}`` of a rejects file (``source`` checked by the caller)."""
+    return {r["loc"]: r["reason"] for r in (json.loads(x) for x in Path(path).read_text().splitlines())}

@@ -105,3 +105,18 @@ def test_an_old_output_inside_an_input_directory_is_never_read_back(tmp_path):
     manifest = hk.pretrain([tmp_path / "in"], tmp_path / "out")
     assert manifest["counts"]["input"] == 5
     assert {"path": str(tmp_path / "in" / "shards"), "reason": "tokenmill_output"} in manifest["skipped_inputs"]
+
+
+def test_a_directory_symlink_loop_is_walked_once_and_the_cycle_named(tmp_path):
+    hk.docs(tmp_path / "in" / "a.jsonl", 50)
+    (tmp_path / "in" / "sub").mkdir()
+    os.symlink("..", tmp_path / "in" / "sub" / "loop")  # sub/loop -> in: read again and again, 40 levels deep
+    os.symlink(tmp_path / "in" / "sub", tmp_path / "in" / "zagain")  # a second way into sub
+    manifest = hk.pretrain([tmp_path / "in"], tmp_path / "out")
+    assert manifest["counts"]["kept"] == 50
+    assert {"path": str(tmp_path / "in" / "sub" / "loop"), "reason": "symlink_cycle"} in manifest["skipped_inputs"]
+    assert {"path": str(tmp_path / "in" / "zagain"), "reason": "directory_already_walked"} in manifest["skipped_inputs"]
+    result = hk.cli("curate", tmp_path / "in", "--out", tmp_path / "cur", "--preset", "none", "--workers", "1",
+                    "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "cur" / "manifest.json").read_text())["counts"]["input"] == 50

@@ -63,3 +63,16 @@ def test_bad_options_are_config_errors(tmp_path, capsys):
     assert main(["sft", "select", str(f), "--out", str(tmp_path / "s"), "--n", "0", "--score", "quality"]) != 0
     err = capsys.readouterr().err
     assert "--n 0" in err and "--model" in err
+
+
+def test_selection_parquet_has_a_row_for_every_input_example_with_why(tmp_path):
+    f = _write(tmp_path)
+    assert main(["sft", "select", str(f), "--out", str(tmp_path / "sel"), "--n", "3"]) == 0
+    ledger = pq.read_table(tmp_path / "sel" / "selection.parquet").to_pylist()
+    assert [r["loc"] for r in ledger] == list(range(1, 14))  # all 13 lines, in input order
+    by_loc = {r["loc"]: r for r in ledger}
+    assert by_loc[13]["reason"] == "rejected:malformed_json" and by_loc[13]["score"] is None
+    assert by_loc[12]["reason"] == "rejected:empty_assistant"
+    assert by_loc[11]["reason"] == "sft_quality_v1:refusal" and not by_loc[11]["selected"]
+    assert all(r["reason"] for r in ledger if not r["selected"])
+    assert sum(r["selected"] for r in ledger) == 3 and all(r["reason"] is None for r in ledger if r["selected"])

@@ -182,6 +182,10 @@ def build_index(paths: Sequence[str], *, fields: Sequence[str] | None, ngram: in
         short.update(int(n) for n in np.unique(lengths[small]))
         all_h += [h, whole[small]]
         all_b += [np.full(len(h) + int(small.sum()), b, dtype=np.int32)]
+    empty = [n for n in names if not items[n]]
+    if empty:
+        raise ConfigError(f"decontaminate: eval set {', '.join(empty)} holds no items ({', '.join(paths)}): there is "
+                          "nothing to decontaminate against; check the eval file (or directory) given")
     h = np.concatenate(all_h) if all_h else np.zeros(0, dtype=np.uint64)
     b = np.concatenate(all_b) if all_b else np.zeros(0, dtype=np.int32)
     h, first = np.unique(h, return_index=True)

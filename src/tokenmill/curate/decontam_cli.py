@@ -40,6 +40,30 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def end_eval_list(argv: list[str]) -> list[str]:
+    """``--eval A B -- REST`` as ``--eval=A --eval=B REST``: a ``--`` right after the eval paths ends the list
+    (as the usage says), and the inputs and options after it parse as anywhere else, in either order."""
+    if "--" not in argv:
+        return argv
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] != "--eval":
+            out.append(argv[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(argv) and not argv[j].startswith("-"):
+            j += 1
+        if j < len(argv) and argv[j] == "--" and j > i + 1:
+            out += [f"--eval={e}" for e in argv[i + 1:j]]
+            j += 1
+        else:
+            out += argv[i:j]
+        i = j
+    return out
+
+
 def step_spec(args: argparse.Namespace) -> dict:
     spec: dict[str, Any] = {"name": "decontaminate", "eval": list(args.evals), "ngram": args.ngram,
                             "min_matches": args.min_matches}
@@ -93,10 +117,12 @@ def render(report: dict) -> str:
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
     from tokenmill.base.files import atomic_write
+    from tokenmill.curate.build import build_step
     from tokenmill.curate.run import run_curate
 
     _check_usage(args)
     spec = step_spec(args)
+    build_step(spec, where="decontaminate").index()  # unreadable or empty eval sets stop here, before any work
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workers=args.workers, force=args.force,
                           workflow="decontaminate",
                           overwrite=args.overwrite, text_mode=args.text_mode, progress=False if args.no_progress else None)

@@ -129,10 +129,23 @@ class Language:
             unknown = sorted(set(_model_codes(tuple(self.candidates))) - SHIPPED_LABELS)
             if unknown:
                 raise ValueError(f"candidates: the shipped model has no label(s) {', '.join(unknown)}")
+        self._check_languages()
         if not isinstance(self.disambiguate, bool):
             raise ValueError(f"disambiguate: expected true or false, got {self.disambiguate!r}")
         if self.disambiguate and importlib.util.find_spec("lingua") is None:
             raise MissingExtraError("lingua-language-detector", "lingua", "tell Indonesian from Malay")
+
+    def _check_languages(self) -> None:
+        """Every kept language is one the identifier can report: an unknown code would remove every document."""
+        if self.model is not None and not self.candidates:
+            return  # a model of one's own: its labels are known once it is loaded
+        reported = set(self.candidates) if self.candidates else {MODEL_TO_ISO.get(x, x) for x in SHIPPED_LABELS}
+        unknown = [c for c in self.languages if c not in reported]
+        if unknown:
+            where = "candidates" if self.candidates else "the shipped model's labels"
+            raise ValueError(f"languages: {', '.join(map(repr, unknown))} is not a language the identifier reports "
+                             f"(not among {where}), so every document would be removed; use ISO 639-1 codes such as "
+                             f"en, de, fr (known: {' '.join(sorted(reported))})")
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

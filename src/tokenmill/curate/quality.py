@@ -43,6 +43,11 @@ from tokenmill.errors import ConfigError
 LABEL_HQ, LABEL_LQ = "__label__hq", "__label__lq"
 DEFAULTS: dict[str, Any] = {"wordNgrams": 2, "dim": 64, "epoch": 25, "lr": 0.5, "minCount": 2,
                             "loss": "softmax", "bucket": "auto"}
+PARAM_TYPES: dict[str, type] = {"wordNgrams": int, "dim": int, "epoch": int, "lr": float, "minCount": int,
+                                 "loss": str, "bucket": int, "minn": int, "maxn": int, "neg": int, "ws": int,
+                                 "t": float, "lrUpdateRate": int}
+LOSSES = ("softmax", "ns", "hs", "ova")
+IMBALANCE = 3.0  # a larger-to-smaller class ratio above this is warned about
 MAX_BUCKET = 2_000_000  # fastText's default: the most hashed n-gram rows a model gets
 CARD_SUFFIX = ".card.json"
 
@@ -137,9 +142,7 @@ def train_quality(
     """Train, evaluate on the held-out split, then write ``out`` (the fastText model) and ``out.card.json``."""
     ft = _fasttext()
     opts = {**DEFAULTS, **(params or {})}
-    unknown = set(opts) - set(DEFAULTS) - {"minn", "maxn", "neg", "ws", "t", "lrUpdateRate"}
-    if unknown:
-        raise ConfigError(f"quality train: unknown fastText parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    check_params(opts)
     pos = chunk_words(normalise(list(positives)).to_pylist(), size=chunk)
     neg = chunk_words(normalise(list(negatives)).to_pylist(), size=chunk)
     if len(pos) < 2 or len(neg) < 2:
@@ -155,7 +158,8 @@ def train_quality(
         opts["bucket"] = auto_bucket(lines, opts["wordNgrams"])
     model = _fit(ft, lines, opts, seed)
     scores = {"train_examples": {"positive": len(tr_pos), "negative": len(tr_neg)},
-              "heldout_examples": {"positive": len(ev_pos), "negative": len(ev_neg)}}
+              "heldout_examples": {"positive": len(ev_pos), "negative": len(ev_neg)},
+              "balance": class_balance(len(positives), len(negatives), len(pos), len(neg))}
     if ev_pos and ev_neg:
         scores.update(evaluate(model, ev_pos + ev_neg, [True] * len(ev_pos) + [False] * len(ev_neg)))
     out = Path(out)
@@ -168,6 +172,34 @@ def train_quality(
             "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
     Path(str(out) + CARD_SUFFIX).write_text(json.dumps(card, indent=2) + "\n")
     return TrainReport(str(out), card)
+
+
+def check_params(opts: Mapping[str, Any]) -> None:
+    """Every fastText parameter known and of its type, before any work (fastText's own errors are tracebacks)."""
+    problems = []
+    for key, value in opts.items():
+        want = PARAM_TYPES.get(key)
+        if want is None:
+            problems.append(f"unknown fastText parameter {key!r}; known: {', '.join(sorted(PARAM_TYPES))}")
+        elif key == "bucket" and value == "auto":
+            continue
+        elif key == "loss" and value not in LOSSES:
+            problems.append(f"loss: expected one of {', '.join(LOSSES)}, got {value!r}")
+        elif want is not str and (isinstance(value, bool) or not isinstance(value, (int, float) if want is float else int)):
+            problems.append(f"{key}: expected {'a number' if want is float else 'a whole number'}, got {value!r}")
+        elif want is not str and value < 0:
+            problems.append(f"{key}: expected a value >= 0, got {value!r}")
+    if problems:
+        raise ConfigError([f"quality train: {p}" for p in problems])
+
+
+def class_balance(pos_docs: int, neg_docs: int, pos_examples: int, neg_examples: int) -> dict[str, Any]:
+    """Documents and examples per class, the larger-to-smaller document ratio and whether it is past ``IMBALANCE``."""
+    ratio = max(pos_docs, neg_docs) / max(1, min(pos_docs, neg_docs))
+    return {"documents": {"positive": pos_docs, "negative": neg_docs},
+            "examples": {"positive": pos_examples, "negative": neg_examples},
+            "ratio": round(ratio, 2), "larger": "positive" if pos_docs >= neg_docs else "negative",
+            "imbalanced": ratio > IMBALANCE}
 
 
 def auto_bucket(lines: Sequence[str], word_ngrams: int) -> int:

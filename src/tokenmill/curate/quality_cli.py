@@ -4,19 +4,23 @@ tokenmill reads, train the classifier, print held-out accuracy and AUC, write th
 from __future__ import annotations
 
 import argparse
+import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenmill.base.accounting import Reject
 from tokenmill.errors import ConfigError
 
+REJECTS_SUFFIX = ".rejects.jsonl"
 TRUE_LABELS = {"1", "true", "yes", "hq", "high", "positive", "pos"}
 FALSE_LABELS = {"0", "false", "no", "lq", "low", "negative", "neg"}
 
 
-def iter_rows(paths: Sequence[str], *, text_mode: str = "auto") -> Iterator[tuple[str, int, dict]]:
-    """``(source, loc, row)`` for every readable record of the inputs (rejects are skipped and counted by
-    the caller through :func:`read_texts`)."""
+def iter_rows(paths: Sequence[str], *, text_mode: str = "auto") -> Iterator[tuple[str, int, dict | Reject]]:
+    """``(source, loc, row)`` for every record of the inputs; a record the reader rejected comes as its
+    :class:`Reject` in place of the row."""
     from tokenmill.io import expand_inputs, plan_units, read_unit
 
     files = expand_inputs(list(paths), text_mode=text_mode)
@@ -24,28 +28,53 @@ def iter_rows(paths: Sequence[str], *, text_mode: str = "auto") -> Iterator[tupl
         for raw in read_unit(unit, text_mode=text_mode):
             for loc, row in zip(raw.locs, raw.to_rows()):
                 yield raw.source, loc, row
-            if raw.rejects:
-                yield raw.source, -len(raw.rejects), {}
+            for r in raw.rejects:
+                yield r.source, r.loc, r
 
 
 def read_texts(paths: Sequence[str], *, text_field: str = "text", label_field: str | None = None,
-               text_mode: str = "auto") -> tuple[list[str], list[bool | None], int]:
-    """Texts (and labels when ``label_field`` is given) of the inputs; also the number of unusable records."""
+               text_mode: str = "auto") -> tuple[list[str], list[bool | None], list[Reject]]:
+    """Texts (and labels when ``label_field`` is given) of the inputs; also the unusable records, each a
+    :class:`Reject` with its file, line and reason."""
     texts: list[str] = []
     labels: list[bool | None] = []
-    skipped = 0
-    for _, loc, row in iter_rows(paths, text_mode=text_mode):
-        if loc < 0:
-            skipped += -loc
+    rejects: list[Reject] = []
+    columns: set[str] = set()
+    for source, loc, row in iter_rows(paths, text_mode=text_mode):
+        if isinstance(row, Reject):
+            rejects.append(row)
             continue
-        text = row.get(text_field)
-        label = _label(row.get(label_field)) if label_field else None
-        if not isinstance(text, str) or not text.strip() or (label_field and label is None):
-            skipped += 1
+        columns.update(row)
+        problem = _row_problem(row, text_field, label_field)
+        if problem:
+            rejects.append(Reject(source, loc, problem[0], f"{source}:{loc}: {problem[1]}", raw=row))
             continue
-        texts.append(text)
-        labels.append(label)
-    return texts, labels, skipped
+        texts.append(row[text_field])
+        labels.append(_label(row.get(label_field)) if label_field else None)
+    _check_columns(paths, columns, {"--text-field": text_field, "--label-field": label_field})
+    return texts, labels, rejects
+
+
+def _row_problem(row: dict, text_field: str, label_field: str | None) -> tuple[str, str] | None:
+    text = row.get(text_field)
+    if text is None:
+        return "missing_field", f"no {text_field!r} field"
+    if not isinstance(text, str):
+        return "wrong_type", f"field {text_field!r} is {type(text).__name__}, expected a string"
+    if not text.strip():
+        return "empty_text", f"field {text_field!r} is empty"
+    if label_field and _label(row.get(label_field)) is None:
+        return "bad_label", (f"label {row.get(label_field)!r} in {label_field!r} is not one of 1/0, true/false "
+                             f"({', '.join(sorted(TRUE_LABELS | FALSE_LABELS))})")
+    return None
+
+
+def _check_columns(paths: Sequence[str], columns: set[str], wanted: dict[str, str | None]) -> None:
+    """A column no record holds is named (with the columns there are), not reported as "0 examples"."""
+    missing = [f"{flag} {name!r}" for flag, name in wanted.items() if name and columns and name not in columns]
+    if missing:
+        raise ConfigError(f"quality train: no record of {', '.join(paths)} has the column(s) {', '.join(missing)}; "
+                          f"the columns are: {', '.join(sorted(columns))}")
 
 
 def _label(value: Any) -> bool | None:
@@ -91,6 +120,33 @@ def _params(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _by_reason(rejects: list[Reject]) -> str:
+    counts = Counter(r.reason for r in rejects)
+    return ": " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) if counts else ""
+
+
+def _write_rejects(model: str, rejects: list[Reject]) -> str:
+    """``MODEL.rejects.jsonl``: every unusable record with its file, line, reason and raw value."""
+    from tokenmill.base.files import atomic_write
+
+    path = f"{model}{REJECTS_SUFFIX}"
+    atomic_write(Path(path), b"".join(r.to_json() + b"\n" for r in rejects))
+    return path
+
+
+def _print_balance(scores: dict, chunk: int) -> None:
+    b, held = scores["balance"], scores["heldout_examples"]
+    docs, ex = b["documents"], b["examples"]
+    print(f"class balance: {docs['positive']:,} positive, {docs['negative']:,} negative documents ({b['ratio']:.1f} : 1); "
+          f"{ex['positive']:,} + {ex['negative']:,} examples of up to {chunk} words")
+    print(f"held-out split: {held['positive']:,} positive and {held['negative']:,} negative examples")
+    if b["imbalanced"]:
+        smaller = "negative" if b["larger"] == "positive" else "positive"
+        print(f"warning: the classes are imbalanced ({b['ratio']:.1f} : 1, {b['larger']} to {smaller}); training repeats "
+              f"the {smaller} examples to match, so the model sees few distinct ones and the held-out scores rest on "
+              f"{held[smaller]:,} {smaller} example(s): add {smaller} documents", file=sys.stderr)
+
+
 def cmd_quality(args: argparse.Namespace) -> int:
     from tokenmill.curate.quality import CARD_SUFFIX, train_quality
     from tokenmill.job import check_file_target
@@ -114,14 +170,19 @@ def cmd_quality(args: argparse.Namespace) -> int:
         neg, _, s2 = read_texts(args.negative, text_field=args.text_field, text_mode=args.text_mode)
         skipped = s1 + s2
         sources = {"positive": args.positive, "negative": args.negative}
-    sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": skipped})
+    sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": len(skipped),
+                    "unusable_by_reason": dict(Counter(r.reason for r in skipped))})
     report = train_quality(pos, neg, out=args.out, params=_params(args.param), sources=sources)
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
-          f"({skipped:,} unusable records skipped)")
+          f"({len(skipped):,} unusable records skipped{_by_reason(skipped)})")
+    if skipped:
+        print(f"rejects: {_write_rejects(report.model, skipped)}")
+    else:
+        Path(f"{report.model}{REJECTS_SUFFIX}").unlink(missing_ok=True)  # not an earlier run's
+    _print_balance(s, report.card["chunk_words"])
     if "auc" in s:
-        print(f"held-out: accuracy {s['accuracy']:.3f}, AUC {s['auc']:.3f} "
-              f"({s['heldout_examples']['positive']} + {s['heldout_examples']['negative']} examples)")
+        print(f"held-out: accuracy {s['accuracy']:.3f}, AUC {s['auc']:.3f}")
     else:
         print("held-out: too few examples of one class to evaluate")
     print(f"model: {report.model}\ncard: {report.model}.card.json")

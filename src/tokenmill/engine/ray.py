@@ -26,7 +26,10 @@ cluster is started (and shut down by :meth:`close`); with one, the driver joins 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
+import os
 from typing import Any
 
 from tokenmill._extras import require
@@ -152,7 +155,30 @@ class RayExecutor(Held):
     def _connect(self) -> Any:
         ray = require("ray", "ray", "run on a Ray cluster (--engine ray)")
         if not ray.is_initialized():
-            ray.init(address=self.address, num_cpus=self.workers if self.address is None else None,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            with _quiet_ray_start():
+                ray.init(address=self.address, num_cpus=self.workers if self.address is None else None,
+                         include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started = True
         return ray
+
+
+VERBOSE_ENV = "TOKENMILL_RAY_VERBOSE"
+_RAY_NOTICES = ("ray._private.authentication",)  # the token-authentication banner of every local start
+
+
+@contextlib.contextmanager
+def _quiet_ray_start():
+    """Ray's start-up notices (warnings of its authentication setup) kept off tokenmill's output, unless
+    ``TOKENMILL_RAY_VERBOSE=1``. Only what is printed changes: Ray's settings stay as Ray chose them."""
+    if os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _RAY_NOTICES]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)

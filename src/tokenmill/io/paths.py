@@ -8,18 +8,21 @@ is one input of format ``hf_dataset``, never walked into.
 Walks skip, and ``expand_inputs_report`` lists with the reason (the manifest's ``skipped_inputs``):
 hidden names and names starting with ``_`` (``_SUCCESS`` markers), directories that are tokenmill outputs
 (they hold ``_state/<stage>/run.json``: a run never reads shards back as input), named pipes, sockets and devices
-(reading one could block forever), dangling symbolic links and symbolic link loops. A file that exists but
-cannot be read is an error, never a silent skip. Non-UTF-8 file names are kept for opening the file; their
+(reading one could block forever), dangling symbolic links and symbolic link loops, and a directory reached
+a second time through a symbolic link (``sub/loop -> ..``: each directory is walked once, by its real path).
+A file that exists but cannot be read is an error, never a silent skip. Non-UTF-8 file names are kept for opening the file; their
 ``rel`` (used in record ids and rejects) shows the undecodable bytes as ``\\xNN``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
+from collections.abc import Iterator
 
-from tokenmill.errors import ConfigError, InputError
+from tokenmill.errors import ConfigError, InputError, TokenmillError
 from tokenmill.io.base import TEXT_MODES, InputFile
 from tokenmill.io.formats import detect_format, filesystem, is_hf_dataset, is_url
 
@@ -43,11 +46,29 @@ def expand_inputs_report(paths: list[str] | str, *, text_mode: str = "auto") -> 
     skipped: list[dict] = []
     seen: set[str] = set()
     for given in paths:
-        for f in _expand_one(str(given), text_mode, skipped):
+        with _remote_errors(str(given)):
+            found = _expand_one(str(given), text_mode, skipped)
+        for f in found:
             if f.path not in seen:
                 seen.add(f.path)
                 files.append(f)
     return files, skipped
+
+
+@contextlib.contextmanager
+def _remote_errors(given: str) -> Iterator[None]:
+    """An object-storage input that cannot be listed (no credentials, no endpoint, no network) is one
+    ``InputError`` naming the input and the cause, not the storage library's traceback."""
+    try:
+        yield
+    except TokenmillError:
+        raise
+    except Exception as exc:
+        if not is_url(given):
+            raise
+        raise InputError(f"input {given!r} cannot be listed or read: {type(exc).__name__}: {exc}; check the "
+                         "credentials (e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), the "
+                         "endpoint (AWS_ENDPOINT_URL) and the network") from exc
 
 
 def check_text_mode(text_mode: str) -> None:
@@ -120,8 +141,15 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in rel.split("/"))
 
 
-def _walk(fs, directory: str, skipped: list[dict]) -> list[str]:
-    """Files (and saved-dataset directories) below ``directory``; what is skipped goes to ``skipped``."""
+def _walk(fs, directory: str, skipped: list[dict], walked: set[str] | None = None) -> list[str]:
+    """Files (and saved-dataset directories) below ``directory``; what is skipped goes to ``skipped``.
+
+    Each local directory is walked once, by its real path: a symbolic link back to a directory being
+    walked (``sub/loop -> ..``) is skipped as ``symlink_cycle``, a second way into a directory already
+    walked as ``directory_already_walked`` (its files would be read twice)."""
+    walked = set() if walked is None else walked
+    if _is_local(fs):
+        walked.add(os.path.realpath(directory))
     out: list[str] = []
     for entry in sorted(fs.ls(directory, detail=True), key=lambda e: e["name"]):
         name = entry["name"].rstrip("/")
@@ -129,13 +157,23 @@ def _walk(fs, directory: str, skipped: list[dict]) -> list[str]:
         if name == directory.rstrip("/") or base in SKIPPED_FILES:
             continue
         reason = _skip_reason(fs, name, base, entry)
+        if not reason and _is_local(fs) and os.path.isdir(name):
+            reason = _walked_reason(name, directory, walked)
         if reason:
             skipped.append({"path": _shown(name), "reason": reason})
         elif entry["type"] == "directory" or fs.isdir(name):
-            out.extend([name] if is_hf_dataset(fs, name) else _walk(fs, name, skipped))
+            out.extend([name] if is_hf_dataset(fs, name) else _walk(fs, name, skipped, walked))
         else:
             out.append(name)
     return out
+
+
+def _walked_reason(name: str, parent: str, walked: set[str]) -> str:
+    real = os.path.realpath(name)
+    if real not in walked:
+        return ""
+    here = os.path.realpath(parent)
+    return "symlink_cycle" if here == real or here.startswith(real.rstrip("/") + "/") else "directory_already_walked"
 
 
 def _skip_reason(fs, name: str, base: str, entry: dict) -> str:

@@ -42,11 +42,19 @@ def read_unit(
     """
     check_text_mode(text_mode)
     fmt = unit.file.format
+    if unit.file.size == 0 and unit.start == 0 and fmt != "hf_dataset":
+        return _empty_file(unit.file)
     if fmt == "text":
         return read_text(unit, batch_rows=batch_rows, text_mode=text_mode, columns=columns)
     if fmt not in READERS:
         raise InputError(f"{unit.file.rel}: no reader for format {fmt!r} (known: {', '.join(FORMATS)})")
     return READERS[fmt](unit, batch_rows=batch_rows, columns=columns)
+
+
+def _empty_file(file: InputFile) -> Iterator[RawBatch]:
+    """An empty file is one rejected input (``empty_file``), counted, so a directory run goes on without it."""
+    why = f"{file.rel}: the file is empty (0 bytes); fill it or leave it out of the inputs"
+    yield RawBatch(file.rel, [], rejects=[Reject(file.rel, 0, "empty_file", why)])
 
 
 def sample_records(

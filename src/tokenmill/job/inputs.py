@@ -76,8 +76,12 @@ def plan_inputs(
 
 
 def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
-    """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why."""
-    wrong = [r for r in routes if r.kind != track]
+    """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why. An input
+    with no readable record (empty, truncated) is of no kind: beside readable inputs its reader rejects it."""
+    unreadable = [r for r in routes if r.kind == "unknown" and not r.evidence.get("records")]
+    if len(unreadable) == len(routes):
+        unreadable = []  # nothing readable is left: refused below, as before
+    wrong = [r for r in routes if r.kind != track and r not in unreadable]
     if not wrong:
         return
     if force and all(r.kind != "preference" for r in wrong):

@@ -10,15 +10,17 @@ import numpy as np
 from tokenmill.errors import ShardError
 
 
-def open_sets(sources, *, tokenizer=None) -> list:
-    """Normalise a path, a ShardSet, or a list of them into a list of ShardSets."""
+def open_sets(sources, *, tokenizer=None, allow_partial: bool = False) -> list:
+    """Normalise a path, a ShardSet, or a list of them into a list of ShardSets (an unfinished run's
+    directory is refused unless ``allow_partial``)."""
     from tokenmill.shards import ShardSet, open_shards
     from tokenmill.tokenize.identity import describe, fingerprint_of
 
     if isinstance(sources, (str, os.PathLike, ShardSet)):
         sources = [sources]
     expected = None if tokenizer is None else fingerprint_of(tokenizer)  # loaded once for every set
-    sets = [s if isinstance(s, ShardSet) else open_shards(s, tokenizer=expected) for s in sources]
+    sets = [s if isinstance(s, ShardSet) else open_shards(s, tokenizer=expected, allow_partial=allow_partial)
+            for s in sources]
     if not sets:
         raise ShardError("no shard directories given; pass a directory, a ShardSet, or a list of them")
     named = [(s.fingerprint, str(s.directory)) for s in sets]

@@ -30,18 +30,19 @@ class PackedDataset:
     ``seq_lens`` holds the length of every document piece in the sample, in order; rows are not padded.
     ``cap_tokens`` keeps only the documents within the first that many tokens; ``upsample_long=(min_tokens,
     factor)`` serves documents of ``min_tokens`` or more ``factor`` times per epoch (length-aware sampling for
-    long-context training, Fu et al. 2024); both change the fingerprint.
+    long-context training, Fu et al. 2024); both change the fingerprint. A directory of an unfinished run (no
+    ``manifest.json`` yet) is refused unless ``allow_partial=True``.
     """
 
     def __init__(self, sources, *, seq_len: int, mode: str = "bfd", seed: int = 0, epoch: int = 0,
                  shuffle: bool = True, tokenizer=None, cap_tokens: int | None = None,
-                 upsample_long: tuple[int, int] | None = None):
+                 upsample_long: tuple[int, int] | None = None, allow_partial: bool = False):
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if int(seq_len) < 1:
             raise ConfigError(f"seq_len must be >= 1, got {seq_len}")
-        self.corpus = select_docs(Corpus(open_sets(sources, tokenizer=tokenizer)), cap_tokens=cap_tokens,
-                                  upsample_long=upsample_long)
+        self.corpus = select_docs(Corpus(open_sets(sources, tokenizer=tokenizer, allow_partial=allow_partial)),
+                                  cap_tokens=cap_tokens, upsample_long=upsample_long)
         if self.corpus.has_mask and mode != "bfd":
             raise RoutingError(
                 f"these shards carry a loss mask (SFT data); mode={mode!r} would cut examples and let them "

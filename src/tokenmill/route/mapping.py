@@ -137,7 +137,10 @@ def _named_fields(track: str, mapping: dict) -> list[tuple[str, str]]:
 
 
 def _missing(key: str, path: str, fields: dict[str, list[str]]) -> str | None:
-    root, _, sub = path.partition(".")
+    """The problem of one named field path, checked as deep as the sample's keys go (two levels: a path
+    such as ``doc.content.text`` is checked to ``doc.content``; the reader resolves the rest per record)."""
+    root, _, rest = path.partition(".")
+    sub = rest.partition(".")[0]
     seen = ", ".join(fields)
     if path in fields:
         return None

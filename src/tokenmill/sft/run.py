@@ -369,6 +369,6 @@ def _packing(out: Path, seq_len: int) -> dict:
     from tokenmill.pack import best_fit_decreasing
     from tokenmill.shards import open_shards
 
-    plan = best_fit_decreasing(open_shards(out).lengths, seq_len)
+    plan = best_fit_decreasing(open_shards(out, allow_partial=True).lengths, seq_len)  # before the manifest
     return {"seq_len": seq_len, "n_packs": int(plan.n_packs), "efficiency": round(float(plan.efficiency), 6),
             "dropped": int(plan.dropped)}

@@ -62,10 +62,19 @@ def split_think(text: str) -> tuple[str | None, str]:
 
 
 def cell(row: dict, column: str) -> Any:
-    """The value of ``column``; a record without that key is a ``missing_field`` problem."""
-    if column not in row:
-        raise RecordProblem("missing_field", f"the record has no {column!r} field")
-    return row[column]
+    """The value of ``column``, or of a dotted path (``ex.q.text``: as deep as the record goes); a record
+    without it is a ``missing_field`` problem."""
+    if column in row:
+        return row[column]
+    value: Any = row
+    for part in column.split(".") if "." in column else ():
+        if not isinstance(value, dict) or part not in value:
+            break
+        value = value[part]
+    else:
+        if "." in column:
+            return value
+    raise RecordProblem("missing_field", f"the record has no {column!r} field")
 
 
 def text(value: Any, what: str) -> str:

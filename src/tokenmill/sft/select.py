@@ -13,8 +13,10 @@ prompts (LIMA-style: few, good, diverse).
    has ``per_cluster`` kept, until ``n`` are kept.
 
 Outputs: ``DIR/selected.jsonl`` (OpenAI ``messages`` records with ``tools`` and ``meta``, which ``tokenmill
-sft`` reads directly), ``DIR/selection.parquet`` (one row per example that reached scoring: ``id``,
-``source``, ``loc``, ``score``, ``cluster``, ``cluster_size``, ``selected``, ``reason``) and
+sft`` reads directly), ``DIR/selection.parquet`` (one row per input example, in input order: ``id``,
+``source``, ``loc``, ``score``, ``cluster``, ``cluster_size``, ``selected``, ``reason``; an example that
+never reached scoring has null score and cluster and its reason: ``rejected:<reason>`` for a record that
+could not be read or normalised, ``<rule>:<reason>`` for one the quality rules dropped) and
 ``DIR/manifest.json`` with the report: what was kept and why the rest was not.
 """
 
@@ -205,7 +207,10 @@ def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict
     for r in reason[~selected]:
         stats.filter(r)
     stats.kept = int(selected.sum())
-    _write(out, pool, [where[i] for i in idx], s, cl, selected, reason)
+    _write(out, pool, [where[i] for i in idx], s, cl, selected)
+    dropped = [(convs[i]["id"], *where[i], f"{rules.name}_v{rules.version}:{failed[i]}") for i in np.nonzero(~ok)[0]]
+    dropped += [(None, r.source, r.loc, f"rejected:{r.reason}") for r in rejects]
+    _write_ledger(out, pool, [where[i] for i in idx], s, cl, selected, reason, dropped)
     sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
     report = {"scored": len(pool), "clusters": int(len(np.unique(cl))) if len(cl) else 0,
               "largest_cluster": int(sizes.max()) if len(sizes) else 0,
@@ -227,8 +232,7 @@ def _mean(x: np.ndarray) -> float | None:
     return round(float(x.mean()), 4) if len(x) else None
 
 
-def _write(out: Path, pool, where, s, cl, selected, reason) -> None:
-    sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
+def _write(out: Path, pool, where, s, cl, selected) -> None:
     with open(out / "selected.jsonl", "w", encoding="utf-8") as fh:
         for i in np.nonzero(selected)[0]:
             c = pool[i]
@@ -238,11 +242,23 @@ def _write(out: Path, pool, where, s, cl, selected, reason) -> None:
             rec["meta"] = {"selection_score": round(float(s[i]), 6), "cluster": int(cl[i]),
                            "source": where[i][0], "loc": where[i][1]}
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    pq.write_table(pa.table({
-        "id": [c["id"] for c in pool], "source": [w[0] for w in where], "loc": [w[1] for w in where],
-        "score": pa.array(s, type=pa.float64()), "cluster": pa.array(cl, type=pa.int64()),
-        "cluster_size": pa.array(sizes[cl] if len(cl) else [], type=pa.int64()),
-        "selected": pa.array(selected), "reason": pa.array(list(reason), type=pa.string())}), out / "selection.parquet")
+
+
+LEDGER = pa.schema([("id", pa.string()), ("source", pa.string()), ("loc", pa.int64()), ("score", pa.float64()),
+                    ("cluster", pa.int64()), ("cluster_size", pa.int64()), ("selected", pa.bool_()),
+                    ("reason", pa.string())])
+
+
+def _write_ledger(out: Path, pool, where, s, cl, selected, reason, dropped: list[tuple]) -> None:
+    """``selection.parquet``: every input example once, in input order (source, then line or row)."""
+    sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
+    rows = [{"id": c["id"], "source": w[0], "loc": w[1], "score": float(s[i]), "cluster": int(cl[i]),
+             "cluster_size": int(sizes[cl[i]]), "selected": bool(selected[i]), "reason": reason[i]}
+            for i, (c, w) in enumerate(zip(pool, where))]
+    rows += [{"id": rec_id, "source": src, "loc": loc, "score": None, "cluster": None, "cluster_size": None,
+              "selected": False, "reason": why} for rec_id, src, loc, why in dropped]
+    rows.sort(key=lambda r: (r["source"], r["loc"]))
+    pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), out / "selection.parquet")
 
 
 def _message(m: dict) -> dict:

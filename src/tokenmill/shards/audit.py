@@ -21,7 +21,7 @@ import numpy as np
 
 from tokenmill.errors import ShardError, TokenmillError
 from tokenmill.shards.inventory import val_directory
-from tokenmill.shards.reader import ShardSet, open_shards
+from tokenmill.shards.reader import ShardSet, is_unfinished, open_shards, unfinished_message
 from tokenmill.shards.verify import verify_shards
 
 OPEN, CLOSE = "[[", "]]"  # plain-text markers around trained spans
@@ -50,8 +50,12 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
               "fingerprint_match": None, "problems": verify_shards(directory), "warnings": [],
               "fully_masked": None, "stop_untrained": None, "stop_trained_docs": None,
               "examples": []}  # fmt: skip
+    partial = directory.is_dir() and is_unfinished(directory)
+    if partial:  # said first; what the finished units wrote is still audited below
+        result["problems"].append(unfinished_message(directory).replace("pass allow_partial=True to read",
+                                                                       "open it with allow_partial=True to read"))
     try:
-        shards = open_shards(directory)
+        shards = open_shards(directory, allow_partial=partial)
     except ShardError as exc:
         if not any(p in str(exc) for p in result["problems"]):  # not a repeat of what verify listed
             result["problems"].append(str(exc))

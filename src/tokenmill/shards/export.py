@@ -7,6 +7,7 @@ token stream (documents already end in EOS) is cut into fixed windows by ``token
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -237,12 +239,25 @@ def _to_hf(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=".tokenmill-hf-", dir=out.parent))
     try:
         n_seq, n_tok = _write_arrow_stream(ds, tmp / "data.arrow", seq_len)
-        dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
-        dataset.save_to_disk(str(out))
-        del dataset
+        with _quiet_datasets(datasets):
+            dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
+            dataset.save_to_disk(str(out))
+            del dataset
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"paths": [str(out)], "n_sequences": n_seq, "n_tokens": n_tok}
+
+
+@contextlib.contextmanager
+def _quiet_datasets(datasets: Any):
+    """No progress bars of ``datasets`` over tokenmill's own output (restored afterwards, as the caller had them)."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
 
 
 def _write_arrow_stream(ds: ShardSet, path: Path, seq_len: int | None) -> tuple[int, int]:

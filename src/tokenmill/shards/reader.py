@@ -91,7 +91,9 @@ class ShardSet(Sequence):
         self._lengths: np.ndarray | None = None
 
     def __reduce__(self):
-        return (_reopen, (str(self.directory), self.fingerprint))
+        return (_reopen, (str(self.directory), self.fingerprint, self.allow_partial))
+
+    allow_partial = False  # opened with allow_partial=True (an unfinished run): reopened the same way
 
     fingerprint = property(lambda self: self.header["tokenizer_fingerprint"])
     tokenizer_name = property(lambda self: self.header["tokenizer"])
@@ -229,7 +231,7 @@ def _read_shard_lengths(shard: Shard, out: np.ndarray) -> None:
 
 
 def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = False,
-                storage_options: dict | None = None) -> ShardSet:
+                storage_options: dict | None = None, allow_partial: bool = False) -> ShardSet:
     """Open every shard header in ``directory`` (sorted by name) as one ShardSet.
 
     ``tokenizer``: None, any spec ``--tokenizer`` accepts (hub name, directory, file, ``"default"``), a
@@ -238,12 +240,18 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     may be the ``s3://`` URL of a finished run, read from a local copy kept up to date
     (:func:`tokenmill.engine.store.local_copy`; endpoint and credentials from the environment or from
     ``storage_options``, as fsspec takes them).
+
+    A run writes its ``manifest.json`` last: a run directory (it holds ``_state/``) without one is
+    unfinished (killed, or still running) and holds only the shards of its finished units, so it is
+    refused unless ``allow_partial=True``.
     """
     from tokenmill.engine.store import readable
 
     directory = readable(directory, storage_options=storage_options)
     if not directory.is_dir():
         raise ShardError(f"shard directory {directory} does not exist or is not a directory")
+    if not allow_partial and is_unfinished(directory):
+        raise ShardError(unfinished_message(directory))
     headers = shard_headers(directory)
     shards = [Shard(directory, p.name[: -len(".json")], h) for p, h in headers]
     missing = inventory_problems(directory, headers)  # no shard may vanish without a word
@@ -264,11 +272,24 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
         problems = verify_shards(directory)
         if problems:
             raise ShardError(f"shards in {directory} failed verification:\n" + "\n".join(f"  - {p}" for p in problems))
-    return ShardSet(directory, shards, _read_manifest(directory))
+    shard_set = ShardSet(directory, shards, _read_manifest(directory))
+    shard_set.allow_partial = allow_partial
+    return shard_set
 
 
-def _reopen(directory: str, fingerprint: str) -> ShardSet:
-    return open_shards(directory, tokenizer=fingerprint)
+def is_unfinished(directory: Path) -> bool:
+    """A run directory (``_state/``) whose ``manifest.json``, written last, is not there."""
+    return (directory / "_state").is_dir() and not (directory / "manifest.json").is_file()
+
+
+def unfinished_message(directory: Path) -> str:
+    return (f"{directory} is an unfinished run: its manifest.json, written last, is missing (the run was "
+            "killed or is still running), so it holds only the shards of the units that finished. Run the same "
+            "command again to finish it, or pass allow_partial=True to read what is there")
+
+
+def _reopen(directory: str, fingerprint: str, allow_partial: bool = False) -> ShardSet:
+    return open_shards(directory, tokenizer=fingerprint, allow_partial=allow_partial)
 
 
 def _check_shard(shard: Shard) -> None:

@@ -38,12 +38,28 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--samples", type=int, default=1, help="answers drawn per prompt with a known answer (default 1)")
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """Bad numbers and a cache path that is a file are usage errors, before the server is asked anything."""
+    from tokenmill.errors import UsageError
+    from tokenmill.synth.client import settings_problems
+
+    problems = settings_problems(retries=args.retries, timeout=args.timeout, concurrency=args.concurrency,
+                                 cache_dir=Path(args.cache_dir) if args.cache_dir else None)
+    for flag, value in (("--max-tokens", args.max_tokens), ("--samples", getattr(args, "samples", 1)),
+                        ("--chunk-chars", getattr(args, "chunk_chars", 1))):
+        if value < 1:
+            problems.append(f"{flag}: expected a whole number >= 1, got {value}")
+    if problems:
+        raise UsageError("; ".join(problems))
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from tokenmill.errors import ConfigError
     from tokenmill.job.options import parse_size
     from tokenmill.synth.client import Client, Generation
     from tokenmill.synth.run import print_synth_summary
 
+    _check_flags(args)
     try:
         unit_bytes = parse_size(args.unit_bytes)
     except ValueError as exc:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill._extras import require
-from tokenmill.errors import ServerError
+from tokenmill.errors import ConfigError, ServerError
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -64,6 +64,29 @@ class Reply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
+
+
+def settings_problems(*, retries: Any, timeout: Any, concurrency: Any, cache_dir: Path | None) -> list[str]:
+    """What is wrong with a client's numbers and cache directory (empty when nothing is), named as the flags."""
+    problems = []
+    if not isinstance(retries, int) or retries < 0:
+        problems.append(f"--retries: expected a whole number >= 0, got {retries!r}")
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        problems.append(f"--timeout: expected a number of seconds > 0, got {timeout!r}")
+    if not isinstance(concurrency, int) or concurrency < 1:
+        problems.append(f"--concurrency: expected a whole number >= 1, got {concurrency!r}")
+    if cache_dir is not None:
+        problems += _cache_dir_problems(Path(cache_dir))
+    return problems
+
+
+def _cache_dir_problems(path: Path) -> list[str]:
+    """The cache directory, or its nearest existing ancestor, must be a directory."""
+    for p in (path, *path.parents):
+        if p.exists():
+            return [] if p.is_dir() else [f"--cache-dir {str(path)!r}: {str(p)!r} is not a directory; give a directory "
+                                          "(it is created when missing)"]
+    return []
 
 
 @dataclass
@@ -108,6 +131,10 @@ class Client:
         if self.server.endswith("/v1"):
             self.server = self.server[: -len("/v1")]
         self.cache_dir = Path(self.cache_dir) if self.cache_dir else default_cache_dir()
+        problems = settings_problems(retries=self.retries, timeout=self.timeout, concurrency=self.concurrency,
+                                     cache_dir=self.cache_dir)
+        if problems:
+            raise ConfigError(problems)
         self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY")
 
     def _headers(self) -> dict[str, str]:

@@ -38,6 +38,20 @@ THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
+PROMPT_KEYS = ("messages", "conversations", "instruction", "prompt", "question", "problem", "query", "text")
+
+
+def no_prompt(row: dict, source: str, loc: int) -> Reject:
+    """The reject of a record without a usable prompt: ``wrong_type`` when a prompt field holds another type
+    (a number, a mapping), else ``missing_field``."""
+    odd = next((k for k in PROMPT_KEYS if row.get(k) is not None and not isinstance(row[k], (str, list))), None)
+    if odd:
+        return Reject(source, loc, "wrong_type", f"{source}:{loc}: field {odd!r} is {type(row[odd]).__name__}, "
+                      "expected a string (or a list of turns)", raw=row)
+    return Reject(source, loc, "missing_field", f"{source}:{loc}: no prompt found (messages, conversations, "
+                  "instruction, prompt, question, problem or text)", raw=row)
+
+
 def prompt_of(row: dict) -> str | None:
     """The user's request in one record of any common layout, or ``None``."""
     for key in ("messages", "conversations"):
@@ -145,9 +159,7 @@ class DistillTask:
             for row, loc in zip(raw.to_rows(), raw.locs):
                 p = prompt_of(row)
                 if p is None:
-                    sink.add([Reject(raw.source, loc, "missing_field", f"{raw.source}:{loc}: no prompt found "
-                                     "(messages, conversations, instruction, prompt, question, problem or text)",
-                                     raw=row)], stats)
+                    sink.add([no_prompt(row, raw.source, loc)], stats)
                     continue
                 todo.append((row, loc, p))
             lines += self._distill(todo, raw.source, stats, usage)
