@@ -7,6 +7,13 @@ trailing ``license``/``licence`` dropped, common spellings folded (``CC BY 4.0``
 ``Public Domain`` -> ``public-domain``). A missing, empty or placeholder value (``unknown``, ``none``,
 ``n/a``, ``other``) is *unknown*.
 
+With ``detect: true`` the step also reads the licence the page states for itself
+(:mod:`tokenmill.curate.license_detect`: Creative Commons links and ``rel="license"`` in the HTML, badge
+text, SPDX identifiers) into ``license.detected`` and ``license.evidence`` (the matched string). The
+combining rule: **the input's own field wins when it names a licence** (whoever published the data set
+stated it for the record); the detected licence fills a missing or placeholder field. ``license.label`` is
+then the combined licence, and ``license.origin`` says which one it is (``field``, ``detected``, null).
+
 Statistics: ``license.label`` (the normalised id, null when unknown). Rules: ``not_allowed`` (a known
 licence outside ``allow``), ``unknown_license`` (only when ``unknown: remove``, the default: a licence
 filter keeps what it can vouch for). The source file and line of every document are in the ledger's
@@ -55,6 +62,7 @@ def normalise_license(value: str | None) -> str | None:
 class License:
     allow: Any = PERMISSIVE
     unknown: str = "remove"
+    detect: bool = False
 
     name: ClassVar[str] = "license"
     version: ClassVar[int] = 1
@@ -67,15 +75,23 @@ class License:
         object.__setattr__(self, "allow", sorted({normalise_license(a) for a in allow} - {None}))
         if self.unknown not in ("keep", "remove"):
             raise ValueError(f"unknown: expected keep or remove, got {self.unknown!r}")
+        if not isinstance(self.detect, bool):
+            raise ValueError(f"detect: expected true or false, got {self.detect!r}")
 
     def setup(self) -> None:
         pass
 
     def score(self, batch: pa.RecordBatch) -> Scored:
-        raw = pc.cast(batch.column("license"), pa.string())
+        if "license" in batch.schema.names:
+            raw = pc.cast(batch.column("license"), pa.string())
+        else:
+            raw = pa.nulls(batch.num_rows, pa.string())
         distinct = pc.unique(raw)  # licences repeat: normalise each spelling once
         labels = pa.array([normalise_license(v) for v in distinct.to_pylist()], pa.string())
-        return Scored({"label": pc.take(labels, pc.index_in(raw, value_set=distinct, skip_nulls=False))})
+        label = pc.take(labels, pc.index_in(raw, value_set=distinct, skip_nulls=False))
+        if not self.detect:
+            return Scored({"label": label})
+        return Scored(_with_detection(batch, label))
 
     def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         label = pa.array(scores["label"], pa.string())
@@ -86,3 +102,16 @@ class License:
         if self.unknown == "remove":
             out[~known] = "unknown_license"
         return out
+
+
+def _with_detection(batch: pa.RecordBatch, field_label: pa.Array) -> dict[str, pa.Array]:
+    """The field's licence, the detected one and their combination (the field wins when it names one)."""
+    from tokenmill.curate.docmeta import meta_values, strings
+    from tokenmill.curate.license_detect import detect_licence
+
+    found = [detect_licence(t, m) for t, m in zip(strings(batch, "text"), meta_values(batch, "html_links", "html"))]
+    detected = pa.array([f[0] for f in found], pa.string())
+    known = field_label.is_valid()
+    origin = pc.if_else(known, "field", pc.if_else(detected.is_valid(), "detected", pa.scalar(None, pa.string())))
+    return {"label": pc.coalesce(field_label, detected), "detected": detected,
+            "evidence": pa.array([f[1] for f in found], pa.string()), "origin": origin}
