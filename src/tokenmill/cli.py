@@ -73,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"],
                    help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
-    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, "
+                                    "consent, none (join with +: consent+fineweb)")
+    p.add_argument("--robots-snapshot", metavar="PATH",
+                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
@@ -97,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
-    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
+    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, consent, none "
+                                    "(join with +: consent+fineweb)")
+    p.add_argument("--robots-snapshot", metavar="PATH",
+                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
     p.add_argument("--quality-model", metavar="PATH",
                    help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
     p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
@@ -179,6 +185,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
         "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
         "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
+        "robots_snapshot": getattr(args, "robots_snapshot", None),
         "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
         "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
         "limit": getattr(args, "limit", None),
@@ -283,7 +290,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     manifest = run_curate(
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), **_executor(args, cfg),
-        quality_model=cfg.get("quality_model"),
+        quality_model=cfg.get("quality_model"), robots_snapshot=cfg.get("robots_snapshot"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
         unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
@@ -319,7 +326,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
     cfg = _settings(args)
     refuse_in_pretrain(cfg.get("preset"))
-    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
+    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"),
+                       robots_snapshot=cfg.get("robots_snapshot"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),

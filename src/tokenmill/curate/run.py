@@ -169,6 +169,7 @@ def run_curate(
     steps: Sequence[dict] | None = None,
     preset: str | None = None,
     quality_model: str | None = None,
+    robots_snapshot: str | None = None,
     workers: int | None = None,
     executor: Any = None,
     force: bool = False,
@@ -183,7 +184,8 @@ def run_curate(
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
     ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s; ``quality_model`` is the
-    model of the preset's quality step (``dclm``). ``executor`` is any
+    model of the preset's quality step (``dclm``), ``robots_snapshot`` the snapshot of its robots step
+    (``consent``). ``executor`` is any
     :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
     :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two.
     """
@@ -192,7 +194,7 @@ def run_curate(
     from tokenmill.track import holding, pick_executor
 
     started = time.monotonic()
-    specs = step_specs(preset, steps, quality_model=quality_model)
+    specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
     built = build_steps(specs, source="steps")
     out = Path(out)
     if overwrite and out.exists():
