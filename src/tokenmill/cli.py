@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.sft import select_cli
 
     select_cli.add_parser(sub)
+    from tokenmill.report import card_cli
+
+    card_cli.add_parser(sub)
     return parser
 
 
@@ -454,6 +457,12 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_card(args: argparse.Namespace) -> int:
+    from tokenmill.report.card_cli import cmd_card as run
+
+    return run(args)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from tokenmill.synth.cli import cmd_synth as run
 
@@ -477,6 +486,7 @@ COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
+    "card": cmd_card,
     "sft-select": cmd_sft_select,
 }
 
