@@ -93,10 +93,21 @@ def test_pretrain_card_has_tokens_per_source_and_the_tokenizer(tmp_path):
     assert main(["pretrain", str(src), "--out", str(out), "--preset", "consent", "--robots-snapshot", str(ROBOTS_DIR),
                  "--tokenizer", "default", "--workers", "1", "--no-progress"]) == 0
     m = json.loads((out / "manifest.json").read_text())
-    write_datacard(out, m)
-    data = json.loads((out / "datacard.json").read_text())
+    data = json.loads((out / "datacard.json").read_text())  # written by the run
+    assert data["funnel"] and data["opt_outs"]["robots_disallowed_by_agent"]
     assert {s["source"]: s["tokens"] for s in data["sources"]} == {k: v["tokens"] for k, v in m["sources"].items()}
     assert data["tokens"] == m["counts"]["tokens"] > 0
     assert data["tokenizer"]["fingerprint"] == m["tokenizer"]["fingerprint"]
     text = (out / "datacard.md").read_text()
     assert m["tokenizer"]["fingerprint"] in text and "license:" in text.split("---")[1]
+
+
+def test_curate_writes_its_card_with_the_command(tmp_path, monkeypatch):
+    src, evals = _corpus(tmp_path)
+    out = tmp_path / "out"
+    monkeypatch.setattr("sys.argv", ["/usr/bin/tokenmill", "curate", str(src), "--out", str(out)])
+    assert main(["curate", str(src), "--out", str(out), "--preset", "consent", "--robots-snapshot", str(ROBOTS_DIR),
+                 "--workers", "1", "--no-progress"]) == 0
+    data = json.loads((out / "datacard.json").read_text())
+    assert data["command"] == f"tokenmill curate {src} --out {out}"
+    assert data["documents"] == json.loads((out / "manifest.json").read_text())["counts"]["kept"]

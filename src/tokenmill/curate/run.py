@@ -280,6 +280,9 @@ def _finish(out: Path, manifest: dict, results: dict, *, report: bool) -> None:
 
     manifest["funnel"] = funnel_from_ledger(out, manifest)
     write_manifest(out, manifest)
+    from tokenmill.report.datacard import write_datacard
+
+    write_datacard(out, manifest)
     if report:
         from tokenmill.report.html import write_report
 
