@@ -36,21 +36,22 @@ from tokenmill.io.htmlmeta import licence_links
 from tokenmill.io.warc import html_to_text
 
 LICENCE_DIR = REPO / "tests" / "curate" / "consent_data" / "licence"
+HELDOUT_DIR = REPO / "tests" / "curate" / "consent_data" / "licence_heldout"
 
 
-def licence_pages() -> list[tuple[str, str, str, str]]:
-    """``(page, label, text, meta JSON)`` of every labelled page."""
+def licence_pages(root: Path) -> list[tuple[str, str, str, str]]:
+    """``(page, label, text, meta JSON)`` of every labelled page under ``root``."""
     out = []
-    for line in (LICENCE_DIR / "labels.tsv").read_text().splitlines()[1:]:
+    for line in (root / "labels.tsv").read_text().splitlines()[1:]:
         page, label = line.split("\t")
-        html = gzip.decompress((LICENCE_DIR / page).read_bytes())
+        html = gzip.decompress((root / page).read_bytes())
         meta = orjson.dumps({"html_links": licence_links(html.decode("utf-8", "replace"))}).decode()
         out.append((page, label, html_to_text(html), meta))
     return out
 
 
-def licence_scores() -> dict:
-    pages = licence_pages()
+def licence_scores(root: Path) -> dict:
+    pages = licence_pages(root)
     batch = pa.record_batch({"id": [p[0] for p in pages], "text": pa.array([p[2] for p in pages], pa.large_string()),
                              "license": pa.nulls(len(pages), pa.string()), "meta": [p[3] for p in pages]})
     detected = License(detect=True, unknown="keep").score(batch).scores["detected"].to_pylist()
@@ -115,11 +116,15 @@ def machine_scores(shared: Path) -> dict:
 
 
 def render(lic: dict, mt: dict | None) -> str:
-    lines = [f"Machine: {machine()}.", "",
-             f"Licence detection (`license` with `detect: true`) on {lic['pages']} labelled real pages "
-             f"({lic['positives']} state a licence for their own content): {lic['detected']} detected, "
-             f"{lic['correct']} correct: **precision {lic['precision']:.2f}, recall {lic['recall']:.2f}**.",
-             f"Missed: {', '.join(lic['missed']) or 'none'}. Wrong: {', '.join(lic['wrong']) or 'none'}.", ""]
+    lines = [f"Machine: {machine()}.", "", "Licence detection (`license` with `detect: true`), on labelled real pages "
+             "(label: the licence a page states for its own content):", "",
+             "| set | pages | state a licence | detected | correct | precision | recall | missed | wrong |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for name, r in lic.items():
+        lines.append(f"| {name} | {r['pages']} | {r['positives']} | {r['detected']} | {r['correct']} | "
+                     f"**{r['precision']:.2f}** | **{r['recall']:.2f}** | {', '.join(r['missed']) or '-'} | "
+                     f"{', '.join(r['wrong']) or '-'} |")
+    lines.append("")
     if mt is None:
         lines.append("Machine text: ../shared/data not found, not measured.")
     else:
@@ -127,7 +132,21 @@ def render(lic: dict, mt: dict | None) -> str:
                   f"{mt['human_test']} human-written texts (the classifier learned on {mt.get('model_train', 0)} and "
                   f"{mt.get('human_train', 0)} others).", "", "| scorer | precision | recall |", "|---|---:|---:|"]
         lines += [f"| {k} | {p:.2f} | {r:.2f} |" for k, (p, r) in mt["rows"].items()]
-    lines += ["", "Reproduce: `PYTHONPATH=src python benchmarks/consent_detectors.py --write` (about a minute)."]
+    lines += ["", "Notes. The licence rules (skip a licence whose context credits a photo; RDF `<license>`; a lowercase "
+              "`cc by` only with a version) were written while reading the trafilatura pages: those figures are on the "
+              "set the rules were fitted to. The readability pages were labelled next, then measured once with the "
+              "rules unchanged: precision 0.82, recall 0.90 (9 of 11 detections right; a `rel=\"license\"` link to "
+              "`#license` and one to a Wikipedia page about the licence were read as licence ids). The rule was then "
+              "narrowed (a `rel=\"license\"` URL that is not a Creative Commons deed must end in a licence id), "
+              "which gives the row above, so that set is no longer held out either. The one miss left is a "
+              "Wikipedia page whose only statement is footer text that main-content extraction drops. Both sets are "
+              "small (19 positives in all); the negatives include 3 pages whose only CC licences credit photos and 2 "
+              "whose only CC licences are those of a CSS or JavaScript library in a comment. "
+              "The machine-text sets differ in genre as well as in "
+              "author (instruction answers against web pages, Wikipedia and human answers), so the classifier's "
+              "figures are an upper bound for telling model text from human text of the same kind; the phrase and "
+              "word evidence does not learn from the sets and is precise but finds only the obvious cases.",
+              "", "Reproduce: `PYTHONPATH=src python benchmarks/consent_detectors.py --write` (about a minute)."]
     return "\n".join(lines)
 
 
@@ -136,10 +155,12 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data", help="the real data set")
     parser.add_argument("--write", action="store_true", help="replace this section of BENCHMARKS.md")
     args = parser.parse_args()
-    body = render(licence_scores(), machine_scores(args.shared) if (args.shared / "SOURCES.md").is_file() else None)
+    licence = {"trafilatura test pages (rules written reading them)": licence_scores(LICENCE_DIR),
+               "readability test pages (labelled before the first measurement; see the notes)": licence_scores(HELDOUT_DIR)}
+    body = render(licence, machine_scores(args.shared) if (args.shared / "SOURCES.md").is_file() else None)
     print(body)
     if args.write:
-        update_section("## Consent steps: licence detection and machine-written text", body)
+        update_section("Consent steps: licence detection and machine-written text", body)
 
 
 if __name__ == "__main__":

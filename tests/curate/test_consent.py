@@ -222,3 +222,31 @@ def test_machine_text_with_a_classifier_from_quality_train(tmp_path):
     got = sorted(pq.read_table(tmp_path / "out" / "ledger").to_pylist(), key=lambda r: r["loc"])
     assert got[0]["machine_text.model"] > 0.5 > got[1]["machine_text.model"]
     assert got[0]["machine_text.score"] >= got[0]["machine_text.model"]
+
+
+@pytest.mark.parametrize("folder, misses", [("licence", set()), ("licence_heldout", {"wikipedia-4.html.gz"})])
+def test_license_detection_on_the_labelled_pages(folder, misses):
+    """The labels are a person's reading of each page (consent_data/README.md); the one miss is a footer that
+    main-content extraction drops."""
+    import orjson
+    import pyarrow as pa
+
+    from tokenmill.curate.license import License
+    from tokenmill.io.htmlmeta import licence_links
+    from tokenmill.io.warc import html_to_text
+
+    root = DATA / folder
+    rows = [line.split("\t") for line in (root / "labels.tsv").read_text().splitlines()[1:]]
+    pages = [gzip_html(root / name) for name, _ in rows]
+    batch = pa.record_batch({"id": [n for n, _ in rows], "text": pa.array([html_to_text(h) for h in pages], pa.large_string()),
+                             "meta": [orjson.dumps({"html_links": licence_links(h.decode("utf-8", "replace"))}).decode()
+                                      for h in pages]})
+    detected = License(detect=True).score(batch).scores["detected"].to_pylist()
+    wrong = {name for (name, label), got in zip(rows, detected) if (got or "none") != label}
+    assert wrong == misses
+
+
+def gzip_html(path) -> bytes:
+    import gzip
+
+    return gzip.decompress(path.read_bytes())

@@ -6,7 +6,8 @@ Three kinds of evidence, read in this order (the first that names a licence wins
    tag with ``rel="license"`` or an ``href`` to a Creative Commons deed
    (``creativecommons.org/licenses/by-sa/4.0/`` -> ``cc-by-sa-4.0``, ``/publicdomain/zero/1.0/`` ->
    ``cc0-1.0``, ``/publicdomain/mark/1.0/`` -> ``public-domain``); a ``rel="license"`` link elsewhere
-   (``opensource.org/licenses/MIT``, ``gnu.org/licenses/gpl-3.0``) by the same normalisation;
+   when its last path segment names a licence (``opensource.org/licenses/MIT``, ``gnu.org/licenses/gpl-3.0``;
+   not ``#license`` or a wiki page about the licence, which leave the decision to the text);
 2. **badge text** in the extracted text: ``licensed under a Creative Commons Attribution-ShareAlike 4.0
    ...``, ``CC BY-NC 4.0``, ``CC0``;
 3. **SPDX identifiers** in code: ``SPDX-License-Identifier: Apache-2.0``.
@@ -60,10 +61,20 @@ def from_links(links: Any) -> tuple[str, str] | None:
         href = _HREF.search(tag)
         found = cc_from_url(href.group(1) if href else tag)
         if found is None and href and _REL_LICENSE.search(tag):
-            found = normalise_license(href.group(1).rstrip("/").rsplit("/", 1)[-1])
+            found = _spdx_like(normalise_license(href.group(1).rstrip("/").rsplit("/", 1)[-1]))
         if found:
             return found, tag
     return None
+
+
+_KNOWN = re.compile(r"(?:mit|isc|unlicense|0bsd|wtfpl|zlib|public-domain|cc0-1\.0|odc-by|pddl|odbl|"
+                    r"(?:apache|mpl|epl|gpl|lgpl|agpl|gfdl)-\d\.\d(?:-only|-or-later)?|bsd-[234]-clause)")
+
+
+def _spdx_like(label: str | None) -> str | None:
+    """A licence id read off a ``rel="license"`` URL's last segment, when it names one (``opensource.org/licenses/
+    MIT``); None for a page name such as ``#license`` or ``Wikipedia:Text_of_the_...`` (the text may then say)."""
+    return label if label and _KNOWN.fullmatch(label) else None
 
 
 def _badge(m: re.Match) -> str | None:
