@@ -250,3 +250,32 @@ def gzip_html(path) -> bytes:
     import gzip
 
     return gzip.decompress(path.read_bytes())
+
+
+@pytest.mark.realdata
+def test_consent_preset_on_real_warcs(shared_data, tmp_path):
+    """Common Crawl's own WARC record of an Aragonese Wikipedia page (which states CC BY-SA 4.0 in a
+    ``<link rel="license">``) and dolma's wget crawl: headers and head reach the steps, the card loads."""
+    warcs = [shared_data / "pretrain" / "cc_whirlwind.warc.gz", shared_data / "pretrain" / "dolma_sample-0000.warc.gz"]
+    out = tmp_path / "out"
+    assert main(["curate", *map(str, warcs), "--preset", "consent", "--robots-snapshot", str(ROBOTS_DIR),
+                 "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    ledger = pq.read_table(out / "ledger").to_pylist()
+    wiki = [r for r in ledger if r["source"].startswith("cc_whirlwind")]
+    assert [r["license.detected"] for r in wiki] == ["cc-by-sa-4.0"] and wiki[0]["license.origin"] == "detected"
+    docs = pq.read_table(out / "documents").to_pylist()
+    metas = [json.loads(d["meta"]) for d in docs]
+    assert len(docs) == len(ledger) and all("content-type" in m["http_headers"] for m in metas)
+    assert all(r["robots.status"] == "no_robots" for r in ledger)  # none of these hosts is in the snapshot
+    from huggingface_hub import DatasetCard
+
+    assert "cc-by-sa-4.0" in DatasetCard.load(out / "datacard.md").data.license
+
+
+def test_robots_without_protego_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sys").modules, "protego", None)  # as if it were not installed
+    src = jsonl(tmp_path / "in" / "web.jsonl", [{"text": ARTICLE, "url": "https://example.com/"}])
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text(f"steps:\n  - {{name: robots, snapshot: {ROBOTS_DIR}}}\n")
+    assert main(["curate", str(src), "--out", str(tmp_path / "out"), "--config", str(cfg)]) == 1
+    assert "pip install 'tokenmill[consent]'" in capsys.readouterr().err
