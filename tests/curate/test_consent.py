@@ -136,6 +136,7 @@ def test_tdm_optout_reads_warc_headers_and_the_html_head(tmp_path):
     for i, expected in enumerate(want):
         r = got[f"<urn:uuid:{i}>"]
         assert (r["tdm.reserved"], r["tdm.source"], r["tdm.policy"]) == expected, TDM_PAGES[i]["url"]
+        assert r["url"] == TDM_PAGES[i]["url"]  # the ledger traces each decision to its page
     assert m["counts"]["filtered"] == {"tdm_v1:reserved": 3}
     docs = pq.read_table(tmp_path / "out" / "documents").to_pylist()
     meta = json.loads(docs[0]["meta"])

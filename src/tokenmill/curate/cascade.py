@@ -38,7 +38,7 @@ LEDGER_KEYS = ("id", "source", "loc")
 @dataclass
 class CascadeResult:
     kept: pa.RecordBatch  # the documents no step removed, text as rewritten by the modifiers
-    ledger: pa.RecordBatch  # id, source, loc, <step>.<stat>..., kept, reason: one row per input document
+    ledger: pa.RecordBatch  # id, source, loc, url (when the documents have one), <step>.<stat>..., kept, reason
     filtered: Counter  # reason -> documents it removed (first removing rule only)
     counts: Counter  # what modifiers did (Scored.counts, over every document they scored)
     seconds: Counter = field(default_factory=Counter)  # step id -> seconds
@@ -138,6 +138,9 @@ def ledger_batch(docs: pa.RecordBatch, locs: Sequence[int] | np.ndarray, columns
                  keep: np.ndarray, reasons: np.ndarray) -> pa.RecordBatch:
     arrays = [docs.column("id"), docs.column("source"), pa.array(np.asarray(locs, dtype=np.int64))]
     names = list(LEDGER_KEYS)
+    if "url" in docs.schema.names:  # a decision traced to its page (WARC and any input with a URL field)
+        names.append("url")
+        arrays.append(docs.column("url").cast(pa.string()))
     for name, arr in columns.items():
         names.append(name)
         arrays.append(arr.cast(pa.string()) if pa.types.is_large_string(arr.type) else arr)
