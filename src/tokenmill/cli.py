@@ -73,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pretrain", help="tokenize a document corpus into token shards (every token trained)")
     _add_run_options(p)
-    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, "
+                                    "consent, none (join with +: consent+fineweb)")
+    p.add_argument("--robots-snapshot", metavar="PATH",
+                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p, skip=("text_mode",))
@@ -97,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     _add_job_options(p, out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)",
                      other="SFT track")
-    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
+    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, consent, none "
+                                    "(join with +: consent+fineweb)")
+    p.add_argument("--robots-snapshot", metavar="PATH",
+                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
     p.add_argument("--quality-model", metavar="PATH",
                    help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
     p.add_argument("--score-survivors-only", action="store_true",
@@ -156,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.loader import plan_cli
 
     plan_cli.add_parser(sub)
+
+    from tokenmill.report import card_cli
+
+    card_cli.add_parser(sub)
     return parser
 
 
@@ -175,6 +185,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
         "shard_tokens": getattr(args, "shard_tokens", None),
         "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
+        "robots_snapshot": getattr(args, "robots_snapshot", None),
         "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
         "val_seed": getattr(args, "val_seed", None),
     }
@@ -282,8 +293,8 @@ def cmd_curate(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     manifest = run_curate(
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), **_executor(args, cfg),
-        quality_model=cfg.get("quality_model"), schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
-        **_job(args, cfg).run_kwargs(),
+        quality_model=cfg.get("quality_model"), robots_snapshot=cfg.get("robots_snapshot"), schemas=cfg.get("schema"),
+        score_removed=not args.score_survivors_only, **_job(args, cfg).run_kwargs(),
     )
     if args.dry_run:
         return _print_plan(manifest)
@@ -317,7 +328,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
     cfg = _settings(args)
     refuse_in_pretrain(cfg.get("preset"))
-    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"))
+    specs = step_specs(cfg.get("preset"), cfg.get("steps"), quality_model=cfg.get("quality_model"),
+                       robots_snapshot=cfg.get("robots_snapshot"))
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
@@ -445,6 +457,12 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_card(args: argparse.Namespace) -> int:
+    from tokenmill.report.card_cli import cmd_card as run
+
+    return run(args)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from tokenmill.synth.cli import cmd_synth as run
 
@@ -474,6 +492,7 @@ COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
+    "card": cmd_card,
     "sft-select": cmd_sft_select, "plan": cmd_plan,
 }
 

@@ -15,6 +15,7 @@ Example::
     text_mode: auto            # auto | file | line | paragraph (plain-text inputs)
     preset: fineweb            # curation steps of a published pipeline (tokenmill curate / pretrain)
     quality_model: quality.bin # the model of the preset's quality step (dclm), from `tokenmill quality train`
+    robots_snapshot: robots/   # the consent preset's robots.txt snapshot (directory of <host>.txt, or a WARC)
     exclude: ["*.warc.gz"]     # inputs left out (globs over the relative or full path)
     skip_misrouted: false      # leave out inputs of the other kind (named in the manifest) instead of refusing
     limit: 1000                # only the first N records of every input (a trial run)
@@ -95,6 +96,7 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "track": _choice("pretrain", "sft", "curate"),
     "preset": _typed(str),
     "quality_model": _typed(str),
+    "robots_snapshot": _typed(str),
     "inputs": _paths,
     "out": _typed(str),
     "tokenizer": _typed(str),

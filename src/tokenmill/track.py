@@ -277,6 +277,10 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
     if "val_split" in run.config:
         manifest["split"] = write_val_manifest(run.out, manifest, results)
     write_manifest(run.out, manifest)
+    if run.track == "pretrain":
+        from tokenmill.report.datacard import write_datacard
+
+        write_datacard(run.out, manifest)
     return manifest
 
 

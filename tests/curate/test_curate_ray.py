@@ -20,9 +20,11 @@ COMPARED = ("counts", "identity", "funnel", "documents", "stage_ledgers", "decis
 
 
 def _outputs(root: Path) -> dict[str, bytes]:
-    """Every file a run wrote (documents, ledger, the intermediate stages) but its state and manifest."""
+    """Every file a run wrote (documents, ledger, the intermediate stages) but its state, manifest and data card
+    (the card records the pipeline, whose DieOnce step names another flag file in each run)."""
+    skip = ("manifest.json", ".tokenmill.lock", "datacard.md", "datacard.json")
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "_state" not in p.parts and p.name not in ("manifest.json", ".tokenmill.lock")}
+            if p.is_file() and "_state" not in p.parts and p.name not in skip}
 
 
 def _curate(src: Path, out: Path, flag: Path, **engine):

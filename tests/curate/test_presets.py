@@ -17,14 +17,23 @@ from tokenmill.errors import ConfigError
 def test_fineweb_order_and_known_presets():
     assert [s["name"] for s in preset_specs("fineweb")] == ["url", "language", "gopher_repetition", "gopher_quality",
                                                            "c4", "fineweb"]
-    assert set(PRESETS) == {"gopher", "c4", "fineweb", "refinedweb", "dclm", "none"}
+    assert set(PRESETS) == {"gopher", "c4", "fineweb", "refinedweb", "dclm", "consent", "none"}
     with pytest.raises(ConfigError, match="known: gopher"):
         preset_specs("fineweeb")
     with pytest.raises(ConfigError, match="tokenmill quality train"):
         preset_specs("dclm")  # its quality step needs a model (tests/curate/test_dclm.py runs it with one)
+    with pytest.raises(ConfigError, match="--robots-snapshot PATH"):
+        preset_specs("consent+fineweb")  # its robots step needs a snapshot (tests/curate/test_consent.py)
+    with pytest.raises(ConfigError, match="has no robots step"):
+        preset_specs("fineweb", robots_snapshot=".")
+    with pytest.raises(ConfigError, match="unknown preset"):
+        preset_specs("consent+finewbe")
+    both = preset_specs("consent+fineweb", robots_snapshot=".")
+    assert [s["name"] for s in both] == ["robots", "tdm_optout", "license"] + [s["name"] for s in preset_specs("fineweb")]
+    assert both[0]["snapshot"] == both[1]["snapshot"] == "."
 
 
-@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"dclm"}))
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"dclm", "consent"}))  # those two need a file each
 def test_preset_runs(name, tmp_path):
     specs = preset_specs(name)
     missing = missing_steps(specs)

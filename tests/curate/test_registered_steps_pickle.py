@@ -32,6 +32,10 @@ def _required_params(name: str, tmp_path) -> dict:
         f = tmp_path / "eval.jsonl"
         f.write_text('{"question": "what is the sum of two and two and three and four and five"}\n')
         return {"eval": [str(f)]}
+    if name == "robots":
+        pytest.importorskip("protego")
+        (tmp_path / "example.com.txt").write_text("User-agent: GPTBot\nDisallow: /\n")
+        return {"snapshot": str(tmp_path)}
     if name == "quality":
         pytest.importorskip("fasttext")
         from tokenmill.curate.quality import train_quality

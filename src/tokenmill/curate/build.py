@@ -81,14 +81,20 @@ def build_steps(specs: list[dict] | None, *, source: str = "config") -> list:
     return steps
 
 
-def step_specs(preset: str | None, steps: list[dict] | None, *, quality_model: str | None = None) -> list[dict]:
+def step_specs(preset: str | None, steps: list[dict] | None, *, quality_model: str | None = None,
+               robots_snapshot: str | None = None) -> list[dict]:
     """The specs a run uses: the preset's, then the pipeline file's ``steps:`` after them.
 
-    ``quality_model`` is the model of the preset's quality step (``--preset dclm --quality-model PATH``).
+    ``quality_model`` is the model of the preset's quality step (``--preset dclm --quality-model PATH``);
+    ``robots_snapshot`` the snapshot of its robots step (``--preset consent --robots-snapshot PATH``).
     """
     from tokenmill.curate.presets import preset_specs
 
     if quality_model and not preset:
         raise ConfigError("--quality-model: it is the model of a preset's quality step (--preset dclm); without a "
                           "preset give it in steps: [{name: quality, model: PATH, top_fraction: F}]")
-    return (preset_specs(preset, quality_model=quality_model) if preset else []) + list(steps or [])
+    if robots_snapshot and not preset:
+        raise ConfigError("--robots-snapshot: it is the snapshot of a preset's robots step (--preset consent); "
+                          "without a preset give it in steps: [{name: robots, snapshot: PATH}]")
+    chosen = preset_specs(preset, quality_model=quality_model, robots_snapshot=robots_snapshot) if preset else []
+    return chosen + list(steps or [])

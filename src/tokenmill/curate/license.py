@@ -7,6 +7,13 @@ trailing ``license``/``licence`` dropped, common spellings folded (``CC BY 4.0``
 ``Public Domain`` -> ``public-domain``). A missing, empty or placeholder value (``unknown``, ``none``,
 ``n/a``, ``other``) is *unknown*.
 
+With ``detect: true`` the step also reads the licence the page states for itself
+(:mod:`tokenmill.curate.license_detect`: Creative Commons links and ``rel="license"`` in the HTML, badge
+text, SPDX identifiers) into ``license.detected`` and ``license.evidence`` (the matched string). The
+combining rule: **the input's own field wins when it names a licence** (whoever published the data set
+stated it for the record); the detected licence fills a missing or placeholder field. ``license.label`` is
+then the combined licence, and ``license.origin`` says which one it is (``field``, ``detected``, null).
+
 Statistics: ``license.label`` (the normalised id, null when unknown). Rules: ``not_allowed`` (a known
 licence outside ``allow``), ``unknown_license`` (only when ``unknown: remove``, the default: a licence
 filter keeps what it can vouch for). The source file and line of every document are in the ledger's
@@ -15,7 +22,6 @@ filter keeps what it can vouch for). The source file and line of every document 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -24,37 +30,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.curate.license_names import normalise_license
 from tokenmill.curate.step import Scored
 
 PERMISSIVE = ("cc0-1.0", "public-domain", "cc-by-4.0", "cc-by-3.0", "cc-by-sa-4.0", "cc-by-sa-3.0", "mit",
               "apache-2.0", "bsd-2-clause", "bsd-3-clause", "isc", "odc-by", "pddl")
-PLACEHOLDERS = ("unknown", "none", "n/a", "na", "other", "null", "unspecified", "-")
-FOLDS = {"cc0": "cc0-1.0", "cc-zero": "cc0-1.0", "pd": "public-domain", "public-domain-mark": "public-domain",
-         "apache": "apache-2.0", "apache-2": "apache-2.0", "apache-v2": "apache-2.0", "apache-v2.0": "apache-2.0",
-         "bsd-3": "bsd-3-clause", "bsd-2": "bsd-2-clause", "bsd": "bsd-3-clause", "gpl-3": "gpl-3.0",
-         "gpl-2": "gpl-2.0", "gplv3": "gpl-3.0", "gplv2": "gpl-2.0", "mit-license": "mit"}
-
-
-def normalise_license(value: str | None) -> str | None:
-    """``'CC BY-SA 4.0'`` -> ``'cc-by-sa-4.0'``; None for a missing or placeholder licence."""
-    if value is None:
-        return None
-    s = re.sub(r"[\s_]+", "-", value.strip().lower())
-    s = re.sub(r"-?(?:license|licence)$", "", s).strip("-")
-    s = re.sub(r"^(?:the-)?(.*?)-(?:license|licence)-", r"\1-", s)
-    s = re.sub(r"^creative-commons-", "cc-", s)
-    s = re.sub(r"^(cc(?:-by|-nc|-sa|-nd)*)-?v?(\d\.\d)$", r"\1-\2", s)
-    s = re.sub(r"^(apache|gpl|lgpl|agpl|mpl)-?v?(\d(?:\.\d)?)$", r"\1-\2", s)
-    s = FOLDS.get(s, s)
-    if re.fullmatch(r"(apache|gpl|lgpl|agpl|mpl)-\d", s):
-        s += ".0"
-    return None if not s or s in PLACEHOLDERS else s
-
-
 @dataclass(frozen=True)
 class License:
     allow: Any = PERMISSIVE
     unknown: str = "remove"
+    detect: bool = False
 
     name: ClassVar[str] = "license"
     version: ClassVar[int] = 1
@@ -67,15 +52,23 @@ class License:
         object.__setattr__(self, "allow", sorted({normalise_license(a) for a in allow} - {None}))
         if self.unknown not in ("keep", "remove"):
             raise ValueError(f"unknown: expected keep or remove, got {self.unknown!r}")
+        if not isinstance(self.detect, bool):
+            raise ValueError(f"detect: expected true or false, got {self.detect!r}")
 
     def setup(self) -> None:
         pass
 
     def score(self, batch: pa.RecordBatch) -> Scored:
-        raw = pc.cast(batch.column("license"), pa.string())
+        if "license" in batch.schema.names:
+            raw = pc.cast(batch.column("license"), pa.string())
+        else:
+            raw = pa.nulls(batch.num_rows, pa.string())
         distinct = pc.unique(raw)  # licences repeat: normalise each spelling once
         labels = pa.array([normalise_license(v) for v in distinct.to_pylist()], pa.string())
-        return Scored({"label": pc.take(labels, pc.index_in(raw, value_set=distinct, skip_nulls=False))})
+        label = pc.take(labels, pc.index_in(raw, value_set=distinct, skip_nulls=False))
+        if not self.detect:
+            return Scored({"label": label})
+        return Scored(_with_detection(batch, label))
 
     def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         label = pa.array(scores["label"], pa.string())
@@ -86,3 +79,16 @@ class License:
         if self.unknown == "remove":
             out[~known] = "unknown_license"
         return out
+
+
+def _with_detection(batch: pa.RecordBatch, field_label: pa.Array) -> dict[str, pa.Array]:
+    """The field's licence, the detected one and their combination (the field wins when it names one)."""
+    from tokenmill.curate.docmeta import meta_values, strings
+    from tokenmill.curate.license_detect import detect_licence
+
+    found = [detect_licence(t, m) for t, m in zip(strings(batch, "text"), meta_values(batch, "html_links", "html"))]
+    detected = pa.array([f[0] for f in found], pa.string())
+    known = field_label.is_valid()
+    origin = pc.if_else(known, "field", pc.if_else(detected.is_valid(), "detected", pa.scalar(None, pa.string())))
+    return {"label": pc.coalesce(field_label, detected), "detected": detected,
+            "evidence": pa.array([f[1] for f in found], pa.string()), "origin": origin}

@@ -11,6 +11,12 @@ paragraphs and documents (BFF); tokenmill runs ``exact_dedup`` (normalised conte
 exact copies go cheaply first, near-copies after, and no text is rewritten before the classifier scores
 it. The quality step needs a model, which tokenmill never downloads: the preset takes it from
 ``quality_model`` (``--quality-model PATH``) and refuses to start without one, saying how to train one.
+
+``consent`` decides what a crawl's owners allowed (docs/consent.md): ``robots`` (the AI crawlers' robots.txt
+rules in a snapshot of the crawl: ``robots_snapshot``, ``--robots-snapshot PATH``, refused without one),
+``tdm_optout`` (TDM reservations in headers, HTML and the snapshot's tdmrep.json files) and ``license``
+with detection (a known licence must be on the permissive allow-list; a page that states none is kept).
+Presets compose with ``+``, in order: ``--preset consent+fineweb`` runs consent's steps, then FineWeb's.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ PRESETS: dict[str, list[dict]] = {
         {"name": "refinedweb"},
     ],
     "none": [],
+    # what the crawl's owners allowed: robots.txt for AI crawlers, TDM reservations, a stated licence
+    "consent": [{"name": "robots"}, {"name": "tdm_optout"}, {"name": "license", "detect": True, "unknown": "keep"}],
 }
 # DCLM (Li et al. 2024): the RefinedWeb reproduction, exact then fuzzy document dedup, the top 10% by the
 # fastText quality classifier (its model comes from quality_model: see preset_specs)
@@ -61,22 +69,29 @@ TRAIN_HINT = ("train one with `tokenmill quality train --positive REFERENCE_TEXT
 
 def refuse_in_pretrain(name: str | None) -> None:
     """``ConfigError`` for a preset the single tokenizing pass cannot run, saying how to run it instead."""
+    name = next((p for p in (name or "").split("+") if p in CURATE_ONLY), name)
     if name in CURATE_ONLY:
         raise ConfigError(f"--preset {name}: {CURATE_ONLY[name]} decide after seeing every document, which the "
                           f"pretraining pass cannot do (no dedup there); curate first (`tokenmill curate INPUT... "
                           f"--preset {name} --quality-model MODEL --out DIR`), then `tokenmill pretrain DIR/documents`")
 
 
-def preset_specs(name: str, *, quality_model: str | None = None) -> list[dict]:
-    """A copy of preset ``name``'s step specs; ``ConfigError`` naming the known presets otherwise.
+def preset_specs(name: str, *, quality_model: str | None = None, robots_snapshot: str | None = None) -> list[dict]:
+    """A copy of preset ``name``'s step specs (``a+b``: ``a``'s, then ``b``'s); ``ConfigError`` naming the
+    known presets otherwise.
 
     ``quality_model`` is the model of the preset's ``quality`` step (``dclm``); a preset with such a step
     and no model is refused here, before any work, and a model given to a preset without one is refused
-    too (it would silently do nothing).
+    too (it would silently do nothing). ``robots_snapshot`` is, in the same way, the snapshot of the
+    ``robots`` step (``consent``), also given to ``tdm_optout`` for the tdmrep.json files it may hold.
     """
-    if name not in PRESETS:
-        raise ConfigError(f"--preset {name!r}: unknown preset; known: {', '.join(PRESETS)}")
-    specs = [dict(spec) for spec in PRESETS[name]]
+    parts = name.split("+")
+    unknown = [p for p in parts if p not in PRESETS]
+    if unknown:
+        raise ConfigError(f"--preset {unknown[0]!r}: unknown preset; known: {', '.join(PRESETS)} "
+                          "(join them with +, e.g. consent+fineweb)")
+    specs = [dict(spec) for part in parts for spec in PRESETS[part]]
+    _place_snapshot(name, specs, robots_snapshot)
     quality = [s for s in specs if s["name"] == "quality"]
     if not quality and quality_model:
         raise ConfigError(f"--quality-model: preset {name!r} has no quality step (dclm has one); give the model in "
@@ -90,3 +105,19 @@ def preset_specs(name: str, *, quality_model: str | None = None) -> list[dict]:
     for spec in quality:
         spec["model"] = str(quality_model)
     return specs
+
+
+def _place_snapshot(name: str, specs: list[dict], snapshot: str | None) -> None:
+    robots = [s for s in specs if s["name"] == "robots"]
+    if snapshot and not robots:
+        raise ConfigError(f"--robots-snapshot: preset {name!r} has no robots step (consent has one); give it in "
+                          "steps: [{name: robots, snapshot: PATH}] instead")
+    if robots and not snapshot:
+        raise ConfigError(f"--preset {name}: its robots step judges each URL by the robots.txt files of a snapshot "
+                          "taken with the crawl, and tokenmill fetches none: pass --robots-snapshot PATH (a directory "
+                          "of <host>.txt files or a robots.txt WARC; pipeline file: robots_snapshot: PATH)")
+    if snapshot and not Path(snapshot).exists():
+        raise ConfigError(f"--robots-snapshot {snapshot}: no such file or directory")
+    for spec in specs:
+        if spec["name"] == "robots" or (spec["name"] == "tdm_optout" and Path(str(snapshot)).is_dir()):
+            spec["snapshot"] = str(snapshot)

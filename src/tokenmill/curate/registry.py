@@ -32,6 +32,10 @@ STEP_CLASSES: dict[str, str] = {
     "language": "tokenmill.curate.language:Language",
     "url": "tokenmill.curate.url:UrlFilter",
     "license": "tokenmill.curate.license:License",
+    "robots": "tokenmill.curate.robots:Robots",
+    "tdm_optout": "tokenmill.curate.tdm:TdmOptout",
+    "tdm": "tokenmill.curate.tdm:TdmOptout",  # the step's own name (its ledger columns are tdm.<stat>)
+    "machine_text": "tokenmill.curate.machine_text:MachineText",
     "pii": "tokenmill.curate.pii:Pii",
     "exact_dedup": "tokenmill.curate.dedup.exact:ExactDedup",
     "line_dedup": "tokenmill.curate.dedup.lines:LineDedup",

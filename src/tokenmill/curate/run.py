@@ -142,6 +142,7 @@ def run_curate(
     steps: Sequence[dict] | None = None,
     preset: str | None = None,
     quality_model: str | None = None,
+    robots_snapshot: str | None = None,
     workers: int | None = None,
     executor: Any = None,
     force: bool = False,
@@ -161,7 +162,8 @@ def run_curate(
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
     ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s; ``quality_model`` is the
-    model of the preset's quality step (``dclm``). ``executor`` is any
+    model of the preset's quality step (``dclm``), ``robots_snapshot`` the snapshot of its robots step
+    (``consent``). ``executor`` is any
     :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
     :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two. ``exclude``, ``skip_misrouted``,
     ``limit`` and ``dry_run``: :mod:`tokenmill.selection` (a dry run returns the plan and writes nothing).
@@ -171,7 +173,7 @@ def run_curate(
     from tokenmill.report.rejects import merge_rejects
 
     started = time.monotonic()
-    specs = step_specs(preset, steps, quality_model=quality_model)
+    specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
     built = build_steps(specs, source="steps")
     routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas,
                           exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
@@ -194,6 +196,7 @@ def run_curate(
         manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
         manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
         manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+        manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
         _finish(out, manifest, results, [u.name for u in routed.units], report=report)
     return manifest
 
@@ -250,6 +253,9 @@ def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, repor
     manifest["decision_ledger"] = write_ledger(out, manifest["stage_ledgers"], units)
     manifest["funnel"] = funnel_from_ledger(out, manifest)
     write_manifest(out, manifest)
+    from tokenmill.report.datacard import write_datacard
+
+    write_datacard(out, manifest)
     if report:
         from tokenmill.curate.html import write_report
 

@@ -69,4 +69,7 @@ def add_funnel(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[
     manifest["config"].setdefault("score_removed", True)
     manifest["funnel"] = funnel_from_ledger(Path(out), manifest)
     write_manifest(Path(out), manifest)
+    from tokenmill.report.datacard import write_datacard
+
+    write_datacard(Path(out), manifest)  # again: the card written with the manifest had no funnel yet
     return manifest

@@ -1,10 +1,15 @@
 """WARC and WET reader (``fastwarc`` + ``resiliparse``, the ``warc`` extra).
 
-WARC: each HTTP 200 HTML ``response`` becomes ``{"id", "url", "text", "date"}``, its main content
-extracted to plain text. Responses that are not HTML or not HTTP 200 are not records: they are counted in
-``RawBatch.skipped``. Requests, metadata and other record types are ignored. WET: each ``conversion``
-record as it is, with ``WARC-Identified-Content-Language`` as ``language``. ``loc`` is the 1-based
-record number in the file, counting every record.
+WARC: each HTTP 200 HTML ``response`` becomes ``{"id", "url", "text", "date", "http_headers", "html_head",
+"html_links"}``, its main content extracted to plain text. What the consent steps read stays beside the
+text (in the document's ``meta``): ``http_headers`` (every HTTP response header, names lowercased, repeated
+headers joined with ``, ``), ``html_head`` (the page's ``<head>`` element, at most 64 KiB) and
+``html_links`` (each ``<a>``/``<link>`` tag with ``rel="license"`` or a Creative Commons deed URL, with the
+200 characters of HTML before it, at most 32; see :func:`tokenmill.io.htmlmeta.licence_links`).
+Responses that are not HTML or not HTTP 200 are not records: they are counted in ``RawBatch.skipped``.
+Requests, metadata and other record types are ignored. WET: each ``conversion`` record as it is, with
+``WARC-Identified-Content-Language`` as ``language``. ``loc`` is the 1-based record number in the file,
+counting every record.
 """
 
 from __future__ import annotations
@@ -69,12 +74,26 @@ def _response(record: Any, number: int, out: RowBatcher) -> None:
         out.skip("warc_not_html")
         return
     row = _base_row(record)
-    row["text"] = html_to_text(record.reader.read())
+    body = record.reader.read()
+    row["text"] = html_to_text(body)
     if not row["text"].strip():
         detail = f"{out.source} record {number} ({row['url']}): no text left after HTML extraction"
         out.reject(number, "empty_text", detail, raw={"id": row["id"], "url": row["url"]})
         return
+    row.update(page_context(record.http_headers, body))
     out.add(row, number)
+
+
+def page_context(http_headers: Any, body: bytes) -> dict[str, Any]:
+    """What the consent steps read of a response besides its text: headers, ``<head>``, licence links."""
+    from tokenmill.io.htmlmeta import html_head, licence_links
+
+    headers: dict[str, str] = {}
+    for name, value in http_headers.items():
+        key = str(name).strip().lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else str(value)
+    html = body.decode("utf-8", errors="replace")
+    return {"http_headers": headers, "html_head": html_head(html), "html_links": licence_links(html)}
 
 
 def html_to_text(body: bytes) -> str:

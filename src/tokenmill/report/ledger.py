@@ -48,11 +48,13 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
             if Path(rel).stem in by_unit:
                 by_unit[Path(rel).stem].append(out / rel)
     (out / LEDGER_DIR).mkdir(exist_ok=True)
+    schema = _schema(by_unit)
     files, rows, kept, columns = [], 0, 0, {}
     for name in unit_names:
         table = unit_ledger(by_unit[name], _rejects(out, name))
         if table is None:
             continue
+        table = _conform(table, schema)
         rel = f"{LEDGER_DIR}/{name}.parquet"
         pq.write_table(table, out / rel, compression="zstd")
         files.append(rel)
@@ -60,6 +62,31 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
         kept += int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))
         columns.update(dict.fromkeys(table.column_names))
     return {"files": files, "rows": rows, "kept": kept, "columns": list(columns)}
+
+
+def _schema(by_unit: dict[str, list[Path]]) -> dict[str, pa.DataType]:
+    """Every column of the run's ledger, in order, with one type for all units: a statistic that is null
+    in every row of one unit's part (``decontaminate.benchmark`` where nothing matched) takes the type other
+    units give it, so ``pyarrow.parquet.read_table(DIR/"ledger")`` reads the directory as one table."""
+    types: dict[str, pa.DataType] = {"record": pa.string(), **{k: _TYPES[k] for k in (*IDENTITY, "kept", "reason")}}
+    stages = max((len(parts) for parts in by_unit.values()), default=0)
+    for k in range(stages):  # stage order: a unit's k-th part is its k-th stage's
+        for parts in by_unit.values():
+            if k < len(parts) and parts[k].exists():
+                for f in pq.read_schema(parts[k]):
+                    if f.name not in types or pa.types.is_null(types[f.name]):
+                        types[f.name] = f.type
+    return types
+
+
+def _conform(table: pa.Table, schema: dict[str, pa.DataType]) -> pa.Table:
+    """``table`` with every column of ``schema``, in its order and types (missing ones null)."""
+    n = table.num_rows
+    names = set(table.column_names)
+    cols = [table.column(c).cast(t) if c in names and table.column(c).type != t else
+            table.column(c) if c in names else pa.nulls(n, t) for c, t in schema.items()]
+    extra = [c for c in table.column_names if c not in schema]  # a step that runs twice: its second columns
+    return pa.table(cols + [table.column(c) for c in extra], names=[*schema, *extra])
 
 
 def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:

@@ -1,0 +1,252 @@
+"""The data card of a run: ``DIR/datacard.md`` (a Hugging Face dataset card) and ``DIR/datacard.json``.
+
+Written at the end of every ``tokenmill curate`` and ``tokenmill pretrain`` run, and rebuilt by
+``tokenmill card DIR``. The Markdown starts with the dataset-card YAML header the Hub reads (``license``,
+``language``, ``size_categories``, ``source_datasets``, ``pretty_name``, ``tags``), so the directory can be
+published as it is; then the sources with their licences and counts, the languages, the funnel, the dedup
+rates, decontamination per benchmark, the opt-outs honoured (by crawler), tokens per source, the tokenizer
+and its fingerprint, the command and the pipeline.
+
+**Every number comes from the run's own records**: ``manifest.json`` (counts, funnel, sources, tokenizer,
+config) and, for what the manifest does not break down, the ledger parquet files it lists (a licence, a
+language, a benchmark or a crawler per document, counted over the rows the ledger keeps). Nothing is
+re-scored or re-derived from the documents. A document is *kept* when no ledger row of it carries a
+reason. ``datacard.json`` holds the same values as the Markdown (the Markdown is rendered from it).
+
+The command is the manifest's ``command`` when it records one, else the one the card recorded before
+(``tokenmill card`` keeps it), else this process's own command line when it is ``tokenmill``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import yaml
+
+from tokenmill.base.files import atomic_write
+from tokenmill.errors import InputError
+
+SIZE_BOUNDS = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+               (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
+               (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
+COLUMNS = ("source", "loc", "reason", "license.label", "language.label", "decontaminate.benchmark",
+           "robots.blocking_agent", "robots.status", "tdm.source")
+
+
+def size_category(n: int) -> str:
+    """The Hub's ``size_categories`` value for ``n`` examples."""
+    return next((label for bound, label in SIZE_BOUNDS if n < bound), "n>1T")
+
+
+def read_ledger(out: Path, manifest: dict) -> list[dict]:
+    """The decision ledger's rows (only the columns a card counts): the run's one table
+    (:mod:`tokenmill.report.ledger`), else, for an older run, every stage's parts."""
+    from tokenmill.report.ledger import stage_parts
+
+    rows: list[dict] = []
+    table = (manifest.get("decision_ledger") or {}).get("files")
+    for files in ([table] if table else stage_parts(manifest).values()):
+        for rel in files:
+            path = out / rel
+            if not path.is_file():
+                continue
+            table = pq.read_table(path)
+            names = [c for c in COLUMNS if c in table.schema.names]
+            rows.extend(table.select(names).to_pylist())
+    return rows
+
+
+def _final(rows: list[dict]) -> dict[tuple, dict]:
+    """One merged row per document (source, loc): every stage's columns, the first reason that removed it."""
+    docs: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row.get("source"), row.get("loc"))
+        merged = docs.setdefault(key, {})
+        for k, v in row.items():
+            if k == "reason":
+                merged["reason"] = merged.get("reason") or v
+            elif v is not None:
+                merged.setdefault(k, v)
+    return docs
+
+
+def _removed_by(docs: dict[tuple, dict], step: str, column: str, rule: str = "") -> dict[str, int]:
+    """Documents removed by ``step`` (by its rule ``rule`` when given), counted by their ``column`` value."""
+    def removed(reason: str) -> bool:
+        return reason.startswith(f"{step}_v") and (not rule or reason.endswith(f":{rule}"))
+
+    found = Counter(str(d.get(column)) for d in docs.values() if removed(str(d.get("reason") or "")))
+    return dict(sorted(found.items()))
+
+
+def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
+    """The data card's values, read from ``manifest`` and the ledger files under ``out``."""
+    out = Path(out)
+    docs = _final(read_ledger(out, manifest))
+    counts = manifest.get("counts") or {}
+    kept = [d for d in docs.values() if not d.get("reason")]
+    licences = Counter(d.get("license.label") or "unknown" for d in kept)
+    languages = Counter(d["language.label"] for d in kept if d.get("language.label"))
+    return {
+        "track": manifest.get("track"),
+        "documents": counts.get("kept", 0),
+        "input_records": counts.get("input", 0),
+        "rejected": sum((counts.get("rejected") or {}).values()),
+        "tokens": counts.get("tokens", 0),
+        "sources": _sources(manifest, docs),
+        "licences": dict(licences.most_common()) if _has(docs, "license.label") else None,
+        "languages": dict(languages.most_common()) if _has(docs, "language.label") else None,
+        "funnel": [{k: r.get(k) for k in ("step", "reached", "removed", "left")} | {"rules": r.get("rules", {})}
+                   for r in (manifest.get("funnel") or {}).get("rows", [])],
+        "dedup": [{"step": r["step"], "reached": r["reached"], "removed": r["removed"],
+                   "rate": round(r["removed"] / r["reached"], 6) if r["reached"] else 0.0}
+                  for r in (manifest.get("funnel") or {}).get("rows", []) if "dedup" in r["step"]],
+        "decontamination": _removed_by(docs, "decontaminate", "decontaminate.benchmark"),
+        "opt_outs": {"robots_disallowed_by_agent": _removed_by(docs, "robots", "robots.blocking_agent", "disallowed"),
+                     "robots_status": dict(sorted(Counter(d["robots.status"] for d in docs.values()
+                                                          if d.get("robots.status")).items())),
+                     "tdm_reserved_by_source": _removed_by(docs, "tdm", "tdm.source", "reserved")},
+        "tokenizer": _tokenizer(manifest.get("tokenizer")),
+        "command": _command(out, manifest),
+        "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
+                     "steps": (manifest.get("config") or {}).get("steps") or []},
+        "tokenmill": manifest.get("tokenmill"),
+    }
+
+
+def _has(docs: dict, column: str) -> bool:
+    return any(column in d for d in docs.values())
+
+
+def _sources(manifest: dict, docs: dict[tuple, dict]) -> list[dict]:
+    """Per input file: records and kept (the manifest's when it has them, else the ledger's), tokens, licences."""
+    per = (manifest.get("sources") or {})
+    names = sorted({d[0] for d in docs} | set(per), key=str)
+    out = []
+    for name in names:
+        mine = [d for k, d in docs.items() if k[0] == name]
+        entry = per.get(name) or {}
+        lic = Counter(d.get("license.label") or "unknown" for d in mine if not d.get("reason"))
+        out.append({"source": name, "records": entry.get("records", len(mine)),
+                    "kept": entry.get("kept", sum(1 for d in mine if not d.get("reason"))),
+                    "tokens": entry.get("tokens"), "licences": dict(lic.most_common()) if _has(docs, "license.label") else {}})
+    return out
+
+
+def _tokenizer(info: Any) -> dict | None:
+    if not isinstance(info, dict):
+        return None
+    return {k: info.get(k) for k in ("name", "fingerprint", "vocab_size", "backend", "eos_id", "bos_id")}
+
+
+def _command(out: Path, manifest: dict) -> str | None:
+    if manifest.get("command"):
+        return str(manifest["command"])
+    before = out / "datacard.json"
+    if before.is_file():
+        try:
+            recorded = json.loads(before.read_text(encoding="utf-8")).get("command")
+        except (OSError, ValueError):
+            recorded = None
+        if recorded:
+            return recorded
+    if Path(sys.argv[0]).name == "tokenmill" and len(sys.argv) > 1 and sys.argv[1] in ("curate", "pretrain"):
+        return shlex.join(["tokenmill", *sys.argv[1:]])
+    return None
+
+
+HF_LICENCES = {"public-domain": "other"}
+
+
+def _header(data: dict) -> dict:
+    licences = [HF_LICENCES.get(k, k) for k in data["licences"] or {} if k != "unknown"] or ["unknown"]
+    return {"license": sorted(set(licences)), "language": sorted(data["languages"] or {}) or None,
+            "size_categories": [size_category(data["documents"])],
+            "source_datasets": [s["source"] for s in data["sources"]] or ["original"],
+            "pretty_name": f"tokenmill {data['track']} output", "tags": ["tokenmill", str(data["track"])]}
+
+
+def render(data: dict) -> str:
+    """``datacard.md`` from :func:`card_data`'s values."""
+    header = {k: v for k, v in _header(data).items() if v is not None}
+    parts = ["---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n",
+             f"# Data card: tokenmill {data['track']} output\n",
+             f"{data['documents']:,} documents kept of {data['input_records']:,} input records "
+             f"({data['rejected']:,} rejected as malformed)" + (f"; {data['tokens']:,} tokens." if data["tokens"] else "."),
+             "\n## Sources\n", _table(["source", "records", "kept", "tokens", "licences (kept)"],
+                                      [[s["source"], s["records"], s["kept"], s["tokens"] if s["tokens"] is not None else "",
+                                        _pairs(s["licences"])] for s in data["sources"]]),
+             "\n## Licences\n", _known(data["licences"], "No licence step ran: the licences are not known."),
+             "\n## Languages\n", _known(data["languages"], "No language step ran."),
+             "\n## Funnel\n", _table(["step", "reached", "removed", "left", "rules"],
+                                     [[r["step"], r["reached"], r["removed"], r["left"], _pairs(r["rules"])]
+                                      for r in data["funnel"]]) or "No curation steps ran.",
+             "\n## Deduplication\n", _table(["step", "reached", "removed", "rate"],
+                                            [[d["step"], d["reached"], d["removed"], f"{d['rate']:.2%}"]
+                                             for d in data["dedup"]]) or "No dedup step ran.",
+             "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
+             "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"]),
+             "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
+             "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
+             + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
+             "\nPipeline:\n\n```yaml\n" + yaml.safe_dump(data["pipeline"], sort_keys=False, allow_unicode=True) + "```\n"]
+    return "\n".join(parts)
+
+
+def _known(d: dict | None, absent: str) -> str:
+    if d is None:
+        return absent
+    return _pairs(d) or "No document was kept."
+
+
+def _pairs(d: dict) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in d.items())
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    if not rows:
+        return ""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _opt_outs(o: dict) -> str:
+    lines = [f"robots.txt disallowed, by crawler: {_pairs(o['robots_disallowed_by_agent']) or 'none'}",
+             f"robots.txt status of every document: {_pairs(o['robots_status']) or 'no robots step ran'}",
+             f"TDM reservations, by where they were read: {_pairs(o['tdm_reserved_by_source']) or 'none'}"]
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def _tokenizer_text(t: dict | None) -> str:
+    if not t:
+        return "None: this directory holds curated documents, not tokens."
+    return f"`{t['name']}` (backend {t['backend']}, vocabulary {t['vocab_size']:,}), fingerprint `{t['fingerprint']}`."
+
+
+def write_datacard(out: str | Path, manifest: dict) -> Path:
+    """Write ``out/datacard.json`` and ``out/datacard.md``; return the Markdown's path."""
+    out = Path(out)
+    data = card_data(out, manifest)
+    atomic_write(out / "datacard.json", json.dumps(data, indent=2, default=str).encode() + b"\n")
+    atomic_write(out / "datacard.md", render(data).encode())
+    return out / "datacard.md"
+
+
+def rebuild(directory: str | Path) -> Path:
+    """``tokenmill card DIR``: the card again, from ``DIR/manifest.json`` and its ledger."""
+    path = Path(directory) / "manifest.json"
+    if not path.is_file():
+        raise InputError(f"{directory}: no manifest.json; give the output directory of a tokenmill curate or "
+                            "pretrain run")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{path}: not a JSON manifest ({exc})") from None
+    return write_datacard(directory, manifest)
