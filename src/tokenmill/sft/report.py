@@ -88,7 +88,9 @@ def render_report(report: dict[str, Any]) -> str:
         p = r["parity"]
         lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
                      f"only deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
-                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else ""))
+                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else "")
+                     + (f"; loss masks equal the reference on {p['mask_turns_checked']} assistant turns"
+                        if p.get("mask_turns_checked") else ""))
         present = {k: v for k, v in (p.get("shapes_present") or {}).items() if v}
         if present:
             checked = p.get("shapes_checked") or {}

@@ -156,11 +156,13 @@ class SftTask:
     def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> bool:
         """Check one example; False (its reason in ``report["mismatch"]``) when it differs and is to be rejected."""
         from tokenmill.errors import ParityError
-        from tokenmill.sft.parity import check_parity, example_shape, tool_arguments_decoded
+        from tokenmill.sft.parity import check_mask, check_parity, example_shape, tool_arguments_decoded
 
         parity = report["parity"]
         try:
             note = check_parity(conv, rendered, oracle, self.template)
+            if not note:
+                parity["mask_turns_checked"] += check_mask(conv, rendered, oracle, self.template, self.options.policy)
         except ParityError as exc:
             if self.options.on_mismatch != "reject":
                 raise
