@@ -394,6 +394,9 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     sources = manifest.get("sources") or {}
     for rel, row in sources.items() if len(sources) > 1 else ():
         print(f"  {rel}: {row['kept']:,} kept of {row['records']:,} records, {row['tokens']:,} tokens", file=stream)
+    for item in manifest.get("inputs") or []:  # what the router noticed (a label column, split evidence ...)
+        for warning in item.get("warnings") or []:
+            print(f"warning: {item.get('path')}: {warning}", file=stream)
     for item in manifest["config"].get("skipped_inputs") or []:
         print(f"skipped {item['path']}: {item['kind']} data, not {manifest['track']}", file=stream)
     for rel in manifest["config"].get("excluded") or []:
