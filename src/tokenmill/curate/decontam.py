@@ -12,11 +12,15 @@ HumanEval       ``prompt``
 MBPP            ``text``
 ==============  =====================================================
 
-Every item contributes its word ``ngram``-grams (13 by default; normalisation in
-:mod:`tokenmill.curate.ngrams`); an item with fewer words contributes itself whole when it has at least
-``min_words`` words, so short questions are not missed. A document is contaminated when at least
+Every item contributes its word ``ngram``-grams (13 by default); an item with fewer words contributes itself
+whole when it has at least ``min_words`` words, so short questions are not missed. Words are the text's
+whitespace-separated words, lower-cased, with punctuation and symbols deleted (``ngrams.words(...,
+join_punctuation=True)``): a formula or a measurement (``37.5°C (99.5°F), pulse 110/min``) counts the words it
+is written in, so an 8-word fragment of a problem is never a 13-gram. (Version 1 turned punctuation into
+spaces: the pieces of ``$\frac{1}{2}$`` counted as words, and documents sharing only a short formula-laden
+fragment of a MATH or MMLU problem were removed.) A document is contaminated when at least
 ``min_matches`` of its n-grams (or whole short items) occur in a benchmark; the reason names the benchmark
-(``decontaminate_v1:gsm8k_test``) and the ledger holds ``decontaminate.matches`` and
+(``decontaminate_v2:gsm8k_test``) and the ledger holds ``decontaminate.matches`` and
 ``decontaminate.benchmark`` (the benchmark with most matching n-grams).
 
 Cost: the index is a sorted ``uint64`` array (8 bytes per distinct eval n-gram: all of GSM8K, MATH-500,
@@ -175,7 +179,7 @@ def build_index(paths: Sequence[str], *, fields: Sequence[str] | None, ngram: in
         records = read_items(path)
         texts = item_texts(records, fields=fields, where=str(path))
         items[name] = items.get(name, 0) + len(records)
-        w = ngrams.words(texts)
+        w = ngrams.words(texts, join_punctuation=True)
         h, _ = ngrams.ngram_hashes(w, ngram)
         whole, lengths = ngrams.whole_hashes(w)
         small = (lengths < ngram) & (lengths >= min_words)
@@ -202,7 +206,7 @@ class Decontaminate:
     min_matches: int = 1
     column: str = "text"  # the document column checked (``prompt``/``response`` on SFT batches)
     name: str = "decontaminate"
-    version: int = 1
+    version: int = 2
     eval_digest: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
@@ -232,7 +236,7 @@ class Decontaminate:
 
     def score(self, batch: pa.RecordBatch) -> Scored:
         idx = self.index()
-        w = ngrams.words(batch.column(self.column))
+        w = ngrams.words(batch.column(self.column), join_punctuation=True)
         n_docs = len(w.offsets) - 1
         doc_parts, bench_parts = [], []
         for n in (self.ngram, *idx.short_lengths):

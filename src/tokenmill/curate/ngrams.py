@@ -27,12 +27,15 @@ class Words:
     offsets: np.ndarray  # int64, len(texts) + 1: text i has words offsets[i]:offsets[i+1]
 
 
-def words(texts: pa.Array | list) -> Words:
+def words(texts: pa.Array | list, *, join_punctuation: bool = False) -> Words:
+    """The word hashes of ``texts``. With ``join_punctuation`` punctuation and symbols are deleted instead of
+    becoming spaces, so words are exactly the text's whitespace-separated words (``37.5°C`` is one word,
+    ``375c``, not three): what decontamination counts its n-grams in."""
     arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, type=pa.large_string())
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     arr = pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), ""))
-    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"[\p{P}\p{S}]+", " "))
+    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"[\p{P}\p{S}]+", "" if join_punctuation else " "))
     lists = pc.utf8_split_whitespace(arr)
     offsets = np.asarray(lists.offsets, dtype=np.int64)
     flat = lists.flatten()
