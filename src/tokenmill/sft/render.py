@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.sft.lacks import lacks_sentence, missing_tool_support
 from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.tokenize.pieces import Encoded
@@ -229,8 +230,11 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
-    cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
-                     track_generation=template.has_generation_blocks)
+    try:
+        cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
+                         track_generation=template.has_generation_blocks)
+    except TemplateError as exc:
+        raise _explained(exc, template, conv, rid) from exc
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
@@ -244,6 +248,15 @@ def prepare_conversation(
     )
     return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), control, neutralised,
                     spans, owners, counts)
+
+
+def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str) -> TemplateError:
+    """``exc`` with what the template lacks said first, when the record uses tools it never names."""
+    lack = missing_tool_support(template.source, conv) if exc.reason == "template_error" else ""
+    if not lack:
+        return exc
+    return TemplateError(f"record {rid}: {lacks_sentence(lack)} ({str(exc).removeprefix(f'record {rid}: ')})",
+                         reason=exc.reason)
 
 
 def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str) -> None:

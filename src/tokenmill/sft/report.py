@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenmill.sft.lacks import lacks_sentence
+
 
 def length_bin(n: int) -> str:
     """Power-of-two bins: ``"<=128"``, ``"<=256"``, ..."""
@@ -68,6 +70,16 @@ def summarize(reports: list[dict]) -> dict[str, Any]:
 
 
 def render_report(report: dict[str, Any]) -> str:
+    return "\n".join([_report_lines(report), *_lacks_lines(report)])
+
+
+def _lacks_lines(report: dict[str, Any]) -> list[str]:
+    """One line per tool feature the chat template never renders, with the records rejected for it."""
+    return [f"rejected {n:,} records using tools: {lacks_sentence(lack)}"
+            for lack, n in (report.get("template_lacks") or {}).items()]
+
+
+def _report_lines(report: dict[str, Any]) -> str:
     if not report.get("examples"):
         return "SFT report: no examples written"
     r = report

@@ -33,6 +33,7 @@ from tokenmill.io import read_unit
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
+from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
@@ -109,6 +110,7 @@ class SftTask:
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
+                    report = merge(report, _lacks(self.template, conv, reason))
                     continue
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
@@ -175,6 +177,12 @@ class SftTask:
         for shape in example_shape(conv, rendered):
             parity["shapes_checked"][shape] += 1
         return True
+
+
+def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
+    """``{"template_lacks": {what: 1}}`` for a record rejected because the template never names its tools."""
+    lack = missing_tool_support(template.source, conv) if reason == "template_error" else ""
+    return {"template_lacks": {lack: 1}} if lack else {}
 
 
 def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats

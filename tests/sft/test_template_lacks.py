@@ -1,0 +1,77 @@
+"""A template that cannot render tools (Qwen2-instruct's, as the tutorial uses it) on a tool-call file: each
+reject's detail says what the template lacks, and the summary says it once, with the count. A template that
+does not compile, or fails on every record of the sample, stops the run before any work (exit 1)."""
+
+from __future__ import annotations
+
+import json
+
+import chatkit as ck
+import pytest
+
+from tokenmill.cli import main
+
+pytest.importorskip("transformers")
+
+# Qwen2-1.5B-Instruct's chat template (tokenizer_config.json): it reads only `content`, knows no tools.
+QWEN2 = ("{% set system_message = 'You are a helpful assistant.' %}{% if messages[0]['role'] == 'system' %}"
+         "{% set system_message = messages[0]['content'] %}{% endif %}{% if system_message is defined %}"
+         "{{ '<|im_start|>system\n' + system_message + '<|im_end|>\n' }}{% endif %}{% for message in messages %}"
+         "{% set content = message['content'] %}{% if message['role'] == 'user' %}"
+         "{{ '<|im_start|>user\n' + content + '<|im_end|>\n<|im_start|>assistant\n' }}"
+         "{% elif message['role'] == 'assistant' %}{{ content + '<|im_end|>' + '\n' }}{% endif %}{% endfor %}")
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+def _rows(tool_rows: int, plain_rows: int) -> list[dict]:
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                 "function": {"name": "get_weather", "arguments": "{}"}}]}
+    tools = [{"id": f"t{i}", "tools": TOOLS, "messages": [{"role": "user", "content": f"Weather {i}?"}, call,
+              {"role": "tool", "content": "Sunny."}, {"role": "assistant", "content": "It is sunny."}]}
+             for i in range(tool_rows)]
+    plain = [{"id": f"p{i}", "messages": [{"role": "user", "content": f"hi {i}"},
+                                          {"role": "assistant", "content": "hello"}]} for i in range(plain_rows)]
+    return [r for pair in zip(plain, tools) for r in pair] + plain[len(tools):] + tools[len(plain):]
+
+
+@pytest.fixture()
+def setup(tmp_path):
+    tok = ck.build_tokenizer_dir(tmp_path / "tok", eos="<|im_end|>")
+    tpl = tmp_path / "qwen2.jinja"
+    tpl.write_text(QWEN2)
+    return tmp_path, tok, tpl
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_a_template_without_tools_says_so_once_with_the_count(setup, capsys):
+    tmp, tok, tpl = setup
+    src = _write(tmp / "tools.jsonl", _rows(12, 12))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    line = next(x for x in printed.splitlines() if "does not render" in x)
+    assert "12" in line and "`tools`" in line and "use one that does" in line
+    assert sum("does not render" in x for x in printed.splitlines()) == 1
+    rejects = [json.loads(x) for x in (tmp / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert len(rejects) == 12
+    assert all("this chat template does not render `tools`" in r["detail"] for r in rejects), rejects[0]["detail"]
+    manifest = json.loads((tmp / "out" / "manifest.json").read_text())
+    assert sum(manifest["report"]["template_lacks"].values()) == 12
+
+
+def test_a_message_less_template_error_still_says_something(setup):
+    from tokenmill.errors import TemplateError
+    from tokenmill.sft.render import render_conversation
+    from tokenmill.sft.template import load_template
+    from tokenmill.tokenize import load_tokenizer
+
+    _, tok, _ = setup
+    template = load_template("{%- for m in messages %}{{ raise_exception('') }}{%- endfor %}")
+    with pytest.raises(TemplateError, match="raised without a message"):
+        render_conversation(ck.conv(("user", "hi"), ("assistant", "yo")), tokenizer=load_tokenizer(tok),
+                            template=template)
