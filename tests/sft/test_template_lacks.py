@@ -75,3 +75,32 @@ def test_a_message_less_template_error_still_says_something(setup):
     with pytest.raises(TemplateError, match="raised without a message"):
         render_conversation(ck.conv(("user", "hi"), ("assistant", "yo")), tokenizer=load_tokenizer(tok),
                             template=template)
+
+
+def test_a_template_that_does_not_compile_stops_before_any_work(setup, capsys):
+    tmp, tok, _ = setup
+    bad = tmp / "bad.jinja"
+    bad.write_text("{% for m in messages %}{{ m.content }")
+    src = _write(tmp / "chats.jsonl", _rows(0, 5))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(bad), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "does not compile" in err and "Traceback" not in err
+    assert not (tmp / "out" / "manifest.json").exists()
+
+
+def test_a_template_failing_alike_on_every_record_stops_before_any_work(setup, capsys):
+    tmp, tok, tpl = setup
+    src = _write(tmp / "tools.jsonl", _rows(20, 0))  # only tool calls: Qwen2's template renders none of them
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "fails on every one of the first 16 records the same way" in err and "does not render `tools`" in err
+    assert not (tmp / "out" / "manifest.json").exists()
+    raising = tmp / "raising.jinja"
+    raising.write_text("{%- for m in messages %}{{ raise_exception('this template takes no ' + m.role) }}"
+                       "{%- endfor %}")
+    src = _write(tmp / "chats.jsonl", _rows(0, 5))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(raising), "--out",
+                 str(tmp / "out2"), "--workers", "1", "--no-progress"]) == 1
+    assert "this template takes no user" in capsys.readouterr().err

@@ -35,6 +35,7 @@ from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
 from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
@@ -320,6 +321,7 @@ def run_sft(
                           text_mode="auto", config=None, schemas=schemas, executor=executor,
                           workers=workers, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
         template = resolve_template(chat_template, run.tokenizer)
+        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive)  # sft/preflight.py
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
