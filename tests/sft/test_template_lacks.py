@@ -104,3 +104,18 @@ def test_a_template_failing_alike_on_every_record_stops_before_any_work(setup, c
     assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(raising), "--out",
                  str(tmp / "out2"), "--workers", "1", "--no-progress"]) == 1
     assert "this template takes no user" in capsys.readouterr().err
+
+
+def test_an_example_the_packer_drops_is_counted_in_the_summary_and_manifest(setup, capsys):
+    tmp, tok, _ = setup
+    rows = [{"id": f"c{i}", "messages": [{"role": "user", "content": f"hi {i}"},
+                                         {"role": "assistant", "content": "hello there"}]} for i in range(6)]
+    rows.append({"id": "long", "messages": [{"role": "user", "content": "tell me"},
+                                            {"role": "assistant", "content": "the quick brown fox " * 60}]})
+    src = _write(tmp / "chats.jsonl", rows)
+    assert main(["sft", src, "--tokenizer", str(tok), "--out", str(tmp / "out"), "--seq-len", "64",
+                 "--workers", "1", "--no-progress"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "packing at seq_len 64" in x)
+    assert "1 example longer than 64 tokens dropped" in line, line
+    packing = json.loads((tmp / "out" / "manifest.json").read_text())["report"]["packing"]
+    assert packing["dropped_over_length"] == 1 and packing["empty"] == 0

@@ -73,6 +73,18 @@ def render_report(report: dict[str, Any]) -> str:
     return "\n".join([_report_lines(report), *_lacks_lines(report)])
 
 
+def _dropped(packing: dict[str, Any]) -> str:
+    """What the packer leaves out, said where the user looks (``tokenmill stats`` counts the same)."""
+    over, empty = packing.get("dropped_over_length", 0), packing.get("empty", 0)
+    parts = []
+    if over:
+        parts.append(f"{over:,} example{'s' if over != 1 else ''} longer than {packing['seq_len']:,} tokens dropped "
+                     "(dropped_over_length; --max-length, sft.max_length, truncates them instead)")
+    if empty:
+        parts.append(f"{empty:,} empty example{'s' if empty != 1 else ''} dropped")
+    return "; " + "; ".join(parts) if parts else ""
+
+
 def _lacks_lines(report: dict[str, Any]) -> list[str]:
     """One line per tool feature the chat template never renders, with the records rejected for it."""
     return [f"rejected {n:,} records using tools: {lacks_sentence(lack)}"
@@ -110,5 +122,6 @@ def _report_lines(report: dict[str, Any]) -> str:
                                                                   for k, v in present.items()))
     if "packing" in r:
         k = r["packing"]
-        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}")
+        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}"
+                     + _dropped(k))
     return "\n".join(lines)

@@ -382,4 +382,4 @@ def _packing(out: Path, seq_len: int) -> dict:
 
     plan = best_fit_decreasing(open_shards(out).lengths, seq_len)
     return {"seq_len": seq_len, "n_packs": int(plan.n_packs), "efficiency": round(float(plan.efficiency), 6),
-            "dropped": int(plan.dropped)}
+            "dropped_over_length": int(plan.dropped), "empty": int(plan.empty)}
