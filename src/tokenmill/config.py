@@ -6,6 +6,7 @@ Example::
     inputs: [data/web/, data/books.txt]
     out: shards/web
     tokenizer: default         # hub name, directory, tokenizer.json, .tiktoken, .model, or "default"
+    eos: "<|endoftext|>"       # pretrain: the token after every document (default: the tokenizer's EOS)
     workers: 2
     engine:                    # where the units run (the --engine and --ray-address flags override it)
       name: ray                # local (a process pool, default) | ray (needs tokenmill[ray])
@@ -122,6 +123,7 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "inputs": _paths,
     "out": _typed(str),
     "tokenizer": _typed(str),
+    "eos": _typed(str),
     "workers": _typed(int, positive=True),
     "unit_bytes": _positive_size,
     "shard_tokens": _typed(int, positive=True),
