@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"],
                    help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
     p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, none")
+    p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p)
@@ -183,7 +184,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
         "limit": getattr(args, "limit", None),
         "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
-        "val_seed": getattr(args, "val_seed", None),
+        "val_seed": getattr(args, "val_seed", None), "eos": getattr(args, "eos", None),
     }
     flags = {k: v for k, v in flags.items() if v is not None}
     try:
@@ -328,7 +329,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
         config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
-        **_selection(cfg, args),
+        eos=cfg.get("eos"), **_selection(cfg, args),
     )
     if args.dry_run:
         return _print_plan(manifest)
