@@ -5,6 +5,7 @@ does not compile, or fails on every record of the sample, stops the run before a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import chatkit as ck
 import pytest
@@ -119,3 +120,16 @@ def test_an_example_the_packer_drops_is_counted_in_the_summary_and_manifest(setu
     assert "1 example longer than 64 tokens dropped" in line, line
     packing = json.loads((tmp / "out" / "manifest.json").read_text())["report"]["packing"]
     assert packing["dropped_over_length"] == 1 and packing["empty"] == 0
+
+
+def test_a_template_needing_tools_says_so_for_a_record_without(setup):
+    from tokenmill.errors import TemplateError
+    from tokenmill.sft.render import render_conversation
+    from tokenmill.sft.template import load_template
+    from tokenmill.tokenize import load_tokenizer
+
+    hermes3 = Path(__file__).parent / "fixtures" / "hermes3_tool_use.jinja"
+    _, tok, _ = setup
+    with pytest.raises(TemplateError, match="renders only with a tool list"):
+        render_conversation(ck.conv(("user", "hi"), ("assistant", "yo")), tokenizer=load_tokenizer(tok),
+                            template=load_template(hermes3))

@@ -234,7 +234,7 @@ def prepare_conversation(
         cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
                          track_generation=template.has_generation_blocks)
     except TemplateError as exc:
-        raise _explained(exc, template, conv, rid) from exc
+        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
@@ -250,13 +250,21 @@ def prepare_conversation(
                     spans, owners, counts)
 
 
-def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str) -> TemplateError:
-    """``exc`` with what the template lacks said first, when the record uses tools it never names."""
-    lack = missing_tool_support(template.source, conv) if exc.reason == "template_error" else ""
-    if not lack:
+def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str, *, needs_tools: bool
+               ) -> TemplateError:
+    """``exc`` with its cause said first: the record uses tools the template never names, or the template
+    renders only with a tool list and the record has none."""
+    if exc.reason != "template_error":
         return exc
-    return TemplateError(f"record {rid}: {lacks_sentence(lack)} ({str(exc).removeprefix(f'record {rid}: ')})",
-                         reason=exc.reason)
+    lack = missing_tool_support(template.source, conv)
+    if lack:
+        why = lacks_sentence(lack)
+    elif needs_tools:
+        why = ("this chat template renders only with a tool list (it iterates `tools`) and this record has none; "
+               "give such records a template that renders plain conversations too")
+    else:
+        return exc
+    return TemplateError(f"record {rid}: {why} ({str(exc).removeprefix(f'record {rid}: ')})", reason=exc.reason)
 
 
 def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str) -> None:
