@@ -87,3 +87,19 @@ def test_fragments_of_real_eval_items_are_clean(shared_data):
     planted = [_embed(q, rng) for q in rng.sample([t for t in math if len(t.split()) >= 13], 20)]
     planted += [_embed(q, rng) for q in rng.sample(gsm, 20)]
     assert all(r is not None for r in step.decide(step.score(_batch(planted)).scores))
+
+
+def test_word_spans_are_the_ngram_hashes_of_their_pieces():
+    import numpy as np
+
+    from tokenmill.curate import ngrams
+
+    plain = ["a b c d e", "f g h"]
+    spans, doc = ngrams.span_hashes(ngrams.word_pieces(plain), 3)
+    grams, gdoc = ngrams.ngram_hashes(ngrams.words(plain), 3)
+    assert np.array_equal(spans, grams) and list(doc) == list(gdoc) == [0, 0, 0, 1]
+    w = ngrams.word_pieces(["37.5°C (99.5°F), pulse + 110/min", "", "+ ="])
+    assert list(np.diff(w.offsets)) == [4, 0, 0]  # words with no piece (a lone "+") are left out
+    whole, words, pieces = ngrams.whole_spans(w)
+    assert list(words) == [4, 0, 0] and list(pieces) == [9, 0, 0]
+    assert whole[0] == ngrams.whole_hashes(ngrams.words(["37.5°C (99.5°F), pulse + 110/min"]))[0][0]
