@@ -12,7 +12,7 @@ Python per word or per document.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -108,6 +108,17 @@ class WordPieces:
     hashes: np.ndarray  # uint64, one per piece, all texts concatenated
     word_starts: np.ndarray  # int64, n_words + 1: word w has pieces word_starts[w]:word_starts[w + 1]
     offsets: np.ndarray  # int64, len(texts) + 1: text i has words offsets[i]:offsets[i + 1]
+    prefix: np.ndarray = field(init=False, repr=False)  # uint64, n_pieces + 1: sum of hashes[j] * P**j, j < i
+    inverse: np.ndarray = field(init=False, repr=False)  # uint64, n_pieces + 1: P**-i
+
+    def __post_init__(self) -> None:
+        with np.errstate(over="ignore"):
+            n = len(self.hashes)
+            pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, P, dtype=np.uint64)]))
+            inv = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _INV_P, dtype=np.uint64)]))
+            prefix = np.concatenate([[np.uint64(0)], np.cumsum(self.hashes * pw[:-1], dtype=np.uint64)])
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "inverse", inv)
 
 
 def word_pieces(texts: pa.Array | list) -> WordPieces:
@@ -115,10 +126,12 @@ def word_pieces(texts: pa.Array | list) -> WordPieces:
     arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, type=pa.large_string())
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    spaced = pc.utf8_split_whitespace(pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), "")))
+    # one regex pass over whole texts marks the cuts (\x01 is no whitespace), then two literal splits
+    marked = pc.replace_substring_regex(pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), "")),
+                                        r"[\p{P}\p{S}]+", "\x01")
+    spaced = pc.utf8_split_whitespace(marked)
     text_words = np.asarray(spaced.offsets, dtype=np.int64)
-    pieces = pc.utf8_split_whitespace(pc.utf8_trim_whitespace(
-        pc.replace_substring_regex(spaced.flatten(), r"[\p{P}\p{S}]+", " ")))
+    pieces = pc.split_pattern(spaced.flatten(), "\x01")
     flat = pieces.flatten()
     nonempty = np.asarray(pc.greater(pc.utf8_length(flat), 0), dtype=bool)  # "" and "+" split to [""]
     bounds = np.asarray(pieces.offsets, dtype=np.int64)
@@ -150,19 +163,16 @@ def span_hashes(w: WordPieces, k: int) -> tuple[np.ndarray, np.ndarray]:
     inside = first + k <= w.offsets[text[first] + 1]
     first = first[inside]
     a, b = w.word_starts[first], w.word_starts[first + k]
-    return _range_hashes(w.hashes, a, b), text[first]
+    return _range_hashes(w, a, b), text[first]
 
 
 def whole_spans(w: WordPieces) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One hash per text over all its pieces (:func:`span_hashes` with ``k`` = its word count), its word count
     and its piece count."""
     a, b = w.word_starts[w.offsets[:-1]], w.word_starts[w.offsets[1:]]
-    return _range_hashes(w.hashes, a, b), np.diff(w.offsets), b - a
+    return _range_hashes(w, a, b), np.diff(w.offsets), b - a
 
 
-def _range_hashes(h: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _range_hashes(w: WordPieces, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(len(h), P, dtype=np.uint64)]))
-        inv = np.cumprod(np.concatenate([[np.uint64(1)], np.full(len(h), _INV_P, dtype=np.uint64)]))
-        prefix = np.concatenate([[np.uint64(0)], np.cumsum(h * pw[:-1], dtype=np.uint64)])
-        return (prefix[b] - prefix[a]) * inv[a]
+        return (w.prefix[b] - w.prefix[a]) * w.inverse[a]
