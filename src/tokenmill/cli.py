@@ -204,6 +204,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         problems.append("sft/tokenizer: `tokenmill curate` writes documents, not tokens; remove them")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
+    if args.command != "pretrain" and cfg.get("eos"):
+        problems.append(f"eos: the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill "
+                        f"{args.command}` {'ends turns as the chat template says' if args.command == 'sft' else 'appends none'}")
     if problems:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     if args.command not in ("pretrain", "sft") and _is_url(cfg.get("out")):

@@ -75,3 +75,14 @@ def test_an_eos_outside_the_vocabulary_is_refused_before_any_work(instruct, docs
     assert main(["pretrain", str(docs), "--tokenizer", str(instruct), "--out", str(tmp_path / "f"),
                  "--eos", "<|nope|>", "--workers", "1", "--no-progress"]) == 1
     assert "not a token" in capsys.readouterr().err
+
+
+def test_eos_in_an_sft_pipeline_file_is_refused(instruct, tmp_path, capsys):
+    src = tmp_path / "chats.jsonl"
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant",
+                                                                               "content": "yo"}]}) + "\n")
+    cfg = tmp_path / "pipeline.yaml"
+    cfg.write_text("eos: '</s>'\n")
+    assert main(["sft", str(src), "--tokenizer", str(instruct), "--out", str(tmp_path / "o"), "--config", str(cfg),
+                 "--workers", "1", "--no-progress"]) == 1
+    assert "eos: the appended end-of-document token is `tokenmill pretrain`'s" in capsys.readouterr().err
