@@ -26,14 +26,24 @@ def check_pipeline(path: str | Path) -> tuple[list[str], list[str]]:
     cfg, problems = check(data, source=str(path))
     track = cfg.get("track")
     problems += [f"{path}: {p}" for p in _shape_problems(data, cfg)]
-    if track == "sft":
+    notes = _shape_notes(data, cfg)
+    if track == "sft" or cfg.get("sft"):
         problems += [f"{path}: {p}" for p in _sft_problems(cfg.get("sft") or {})]
     problems += [f"{path}: {p}" for p in _tokenizer_problems(cfg.get("tokenizer", "default"))]
-    notes: list[str] = []
-    if track and cfg.get("inputs"):
-        found, notes = _input_problems(track, cfg)
+    if cfg.get("inputs"):
+        found, routed = _input_problems(_kind(cfg), cfg)
         problems += [f"{path}: {p}" for p in found]
+        notes += routed
     return problems, notes
+
+
+def _kind(cfg: dict) -> str:
+    """The kind of data the file's inputs must be: its track's, else what its options imply (documents
+    unless it holds SFT options)."""
+    track = cfg.get("track")
+    if track in ("pretrain", "sft"):
+        return track
+    return "sft" if track is None and cfg.get("sft") else "pretrain"
 
 
 def _problems_of(exc: TokenmillError) -> list[str]:
@@ -41,15 +51,27 @@ def _problems_of(exc: TokenmillError) -> list[str]:
 
 
 def _shape_problems(data: Any, cfg: dict) -> list[str]:
+    """What no command could run: options of the other track. A file without ``track:``, ``inputs:`` or
+    ``out:`` is fine (the command that reads it names them); see :func:`_shape_notes`."""
     if not isinstance(data, dict):
         return []
-    problems = [f"{key}: missing; a pipeline file to validate names it" for key in ("track", "inputs", "out")
-                if key not in data]
-    if cfg.get("track") == "sft" and cfg.get("steps"):
-        problems.append("steps: curation steps belong to the pretraining track; remove them for track: sft")
-    if cfg.get("track") == "pretrain" and cfg.get("sft"):
-        problems.append("sft: SFT options do not apply to track: pretrain")
+    problems = []
+    if cfg.get("track") in ("pretrain", "curate") and cfg.get("sft"):
+        problems.append(f"sft: SFT options do not apply to track: {cfg['track']}")
+    if cfg.get("track") == "sft" and cfg.get("preset"):
+        problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
     return problems
+
+
+def _shape_notes(data: Any, cfg: dict) -> list[str]:
+    if not isinstance(data, dict):
+        return []
+    notes = []
+    if "track" not in data:
+        runs = "`tokenmill sft --config`" if cfg.get("sft") else "`tokenmill curate --config` or `tokenmill pretrain --config`"
+        notes.append(f"track: not named; the file runs under the command that reads it ({runs})")
+    notes += [f"{key}: not set; give it on the command line" for key in ("inputs", "out") if key not in data]
+    return notes
 
 
 def _sft_problems(sft: dict) -> list[str]:
@@ -86,25 +108,30 @@ def _tokenizer_problems(spec: str) -> list[str]:
 
 def _input_problems(track: str, cfg: dict) -> tuple[list[str], list[str]]:
     """Problems of the inputs, their routes and the mappings; one note per input (its route)."""
-    from tokenmill.io import expand_inputs
+    from tokenmill.job import plan_inputs, refuse_misrouted
     from tokenmill.route import inspect_file, schema_summary
     from tokenmill.route.mapping import mapping_problems
-    from tokenmill.track import refuse_misrouted
 
-    text_mode = cfg.get("text_mode", "auto")
-    try:
-        files = expand_inputs(cfg["inputs"], text_mode=text_mode)
-    except TokenmillError as exc:
-        return [f"inputs: {p}" for p in _problems_of(exc)], []
-    routes = [inspect_file(f, text_mode=text_mode) for f in files]
     given = cfg.get("schema") or {}
-    kind = "pretrain" if track == "curate" else track  # curate reads documents, as `tokenmill curate` does
-    problems = mapping_problems(kind, files, routes, given)
-    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
-    try:
-        refuse_misrouted(kind, unmapped, force=bool(cfg.get("force")))
+    seen: dict[str, Any] = {}
+    try:  # the run's own planner: the same walk, --exclude, routing, mapping check and misroute refusal
+        planned = plan_inputs(track, cfg["inputs"], text_mode=cfg.get("text_mode", "auto"), schemas=given,
+                              exclude=cfg.get("exclude") or (), force=bool(cfg.get("force")),
+                              skip_misrouted=bool(cfg.get("skip_misrouted")), on_files=lambda f: seen.update(files=f))
     except TokenmillError as exc:
-        problems.append(f"inputs: {exc}")
-    notes = [f"{f.rel}: {r.format}, {r.kind} ({r.confidence:.2f}), {schema_summary(r.schema)}"
-             for f, r in zip(files, routes)]
-    return problems, notes
+        if "files" not in seen:
+            return [f"inputs: {p}" for p in _problems_of(exc)], []
+        files = seen["files"]  # every problem at once: each mapping, then the router's verdicts
+        routes = [inspect_file(f, text_mode=cfg.get("text_mode", "auto")) for f in files]
+        problems = mapping_problems(track, files, routes, given)
+        unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
+        try:
+            refuse_misrouted(track, unmapped, force=bool(cfg.get("force")) or bool(cfg.get("skip_misrouted")))
+        except TokenmillError as refused:
+            problems.append(f"inputs: {refused}")
+        return problems or [f"inputs: {p}" for p in _problems_of(exc)], _route_notes(files, routes, schema_summary)
+    return [], _route_notes(planned.files, planned.routes, schema_summary)
+
+
+def _route_notes(files: list, routes: list, summary: Any) -> list[str]:
+    return [f"{f.rel}: {r.format}, {r.kind} ({r.confidence:.2f}), {summary(r.schema)}" for f, r in zip(files, routes)]

@@ -20,33 +20,34 @@ DEFAULT_TOKENIZER_WARNING = (
 )
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--out", help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix")
+def _add_run_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """The options of the two tracks: the shared job options, the tokenizer, object storage, shards, split."""
+    _add_job_options(p, out_help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix",
+                     skip=skip)
     p.add_argument("--work-dir", metavar="DIR",
                    help="with an s3:// --out: the local directory units are staged in (default under $TOKENMILL_CACHE)")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                    help="with an s3:// --out: an fsspec/s3fs option, e.g. endpoint_url=http://localhost:9000 (repeatable)")
     p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
-    _add_engine_options(p)
-    p.add_argument("--config", help="YAML pipeline file (flags override it)")
-    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
-    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
-    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--exclude", action="append", metavar="GLOB",
-                   help="leave out inputs whose path matches GLOB (repeatable), e.g. '*.warc.gz'")
-    p.add_argument("--skip-misrouted", action="store_true", default=None,
-                   help="leave out (and name in the manifest) inputs of the other kind instead of refusing the run")
-    p.add_argument("--limit", type=int, metavar="N", help="read only the first N records of every input (a trial run)")
-    p.add_argument("--dry-run", action="store_true", help="route and plan, print what would run; write nothing")
     p.add_argument("--val-fraction", type=float, metavar="F",
                    help="send this share of the records (whole, by a seeded hash of their content) to DIR/val/")
     p.add_argument("--val-count", type=int, metavar="N",
                    help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
     p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
+
+
+def _add_job_options(p: argparse.ArgumentParser, *, out_help: str, other: str = "other track",
+                     skip: tuple[str, ...] = ()) -> None:
+    """What every command that reads inputs and writes ``--out`` takes: the inputs, ``--out``, ``--config``,
+    the engine, and the flags of :class:`~tokenmill.job.options.JobOptions` (declared there once)."""
+    from tokenmill.job.options import JobOptions, add_flags
+
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
+    p.add_argument("--out", help=out_help)
+    p.add_argument("--config", help="YAML pipeline file (flags override it)")
+    _add_engine_options(p)
+    add_flags(p, JobOptions, skip=skip, other=other)
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -71,13 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pretrain", help="tokenize a document corpus into token shards (every token trained)")
     _add_run_options(p)
-    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"],
-                   help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
     p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, none")
     p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
-    _add_run_options(p)
+    _add_run_options(p, skip=("text_mode",))
     p.add_argument("--chat-template",
                    help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
     p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
@@ -96,19 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
+    _add_job_options(p, out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)",
+                     other="SFT track")
     p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, none")
     p.add_argument("--quality-model", metavar="PATH",
                    help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
-    p.add_argument("--config", help="YAML pipeline file with steps: (flags override it)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores, or every CPU of the Ray cluster)")
-    _add_engine_options(p)
-    p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
-    p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
-    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
-    p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--score-survivors-only", action="store_true",
                    help="later steps score only the documents earlier steps kept "
                         "(faster; funnel --set can then only tighten exactly)")
@@ -127,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
     p.add_argument("--out", required=True, help="output path (prefix for megatron)")
     p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export of the same format at --out")
 
     p = sub.add_parser("audit", help="verify a shard directory and show decoded examples with trained spans marked")
     p.add_argument("directory", metavar="DIR")
@@ -161,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenmill.sft import select_cli
 
     select_cli.add_parser(sub)
+    from tokenmill.loader import plan_cli
+
+    plan_cli.add_parser(sub)
     return parser
 
 
@@ -173,19 +168,18 @@ def _version() -> str:
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """Pipeline file first, then CLI flags on top."""
     from tokenmill.config import load_config, validate
+    from tokenmill.job.options import JobOptions, file_rules, flag_values
 
     cfg: dict[str, Any] = load_config(args.config) if args.config else {}  # a bad file: ConfigError, exit 1
     flags = {
         "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
-        "workers": args.workers, "force": args.force, "overwrite": args.overwrite,
-        "shard_tokens": getattr(args, "shard_tokens", None), "text_mode": getattr(args, "text_mode", None),
+        "shard_tokens": getattr(args, "shard_tokens", None),
         "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
-        "unit_bytes": args.unit_bytes,  # parsed (and reported when bad) by validate
-        "exclude": getattr(args, "exclude", None), "skip_misrouted": getattr(args, "skip_misrouted", None),
-        "limit": getattr(args, "limit", None),
         "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
         "val_seed": getattr(args, "val_seed", None), "eos": getattr(args, "eos", None),
     }
+    in_file = file_rules(JobOptions)  # the job options the file may hold; the others are flags only
+    flags.update({k: v for k, v in flag_values(args, JobOptions).items() if k in in_file})
     flags = {k: v for k, v in flags.items() if v is not None}
     try:
         flags = validate(flags, source="command line")
@@ -196,12 +190,16 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             cfg.pop(other, None)  # one way to split on the command line replaces the file's other one
     cfg.update(flags)
     problems = []
-    if cfg.get("track") not in (None, args.command):
+    documents = ("pretrain", "curate")  # a documents pipeline runs under either; its steps are checked where they run
+    if cfg.get("track") not in (None, args.command) and not {cfg.get("track"), args.command} <= set(documents):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
     if args.command == "sft" and cfg.get("preset"):
         problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
     if args.command == "curate" and (cfg.get("sft") or cfg.get("tokenizer")):
         problems.append("sft/tokenizer: `tokenmill curate` writes documents, not tokens; remove them")
+    if args.command == "curate" and (cfg.get("val_fraction") is not None or cfg.get("val_count") is not None):
+        problems.append("val_fraction/val_count: `tokenmill curate` writes documents, not shards; split them off when "
+                        "tokenizing (`tokenmill pretrain DIR/documents --val-fraction F`)")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
     if args.command != "pretrain" and cfg.get("eos"):
@@ -287,12 +285,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     manifest = run_curate(
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), **_executor(args, cfg),
-        quality_model=cfg.get("quality_model"),
-        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
-        schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
-        progress=False if args.no_progress else None,
+        quality_model=cfg.get("quality_model"), schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
+        **_job(args, cfg).run_kwargs(),
     )
+    if args.dry_run:
+        return _print_plan(manifest)
     out = Path(cfg["out"])
     c = manifest["counts"]
     print(f"curate: {c['kept']:,} kept of {c['input']:,} records in {len(manifest['documents'])} file(s) -> {out / 'documents'}")
@@ -327,12 +324,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     steps = build_steps(specs, source=args.config or "config")
     manifest = run_pretrain(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
-        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        text_mode=cfg.get("text_mode", "auto"), steps=steps,
-        progress=False if args.no_progress else None, schemas=cfg.get("schema"),
+        shard_tokens=cfg.get("shard_tokens", 1 << 28), steps=steps, schemas=cfg.get("schema"),
         config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
-        eos=cfg.get("eos"), **_selection(cfg, args),
+        eos=cfg.get("eos"), **_job(args, cfg).run_kwargs(), **_split(cfg),
     )
     if args.dry_run:
         return _print_plan(manifest)
@@ -344,11 +338,17 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _selection(cfg: dict, args: argparse.Namespace) -> dict[str, Any]:
-    """Which inputs and records the run takes (see ``tokenmill.selection``)."""
-    return {"exclude": tuple(cfg.get("exclude") or ()), "skip_misrouted": cfg.get("skip_misrouted", False),
-            "limit": cfg.get("limit"), "dry_run": args.dry_run, "val_fraction": cfg.get("val_fraction"),
-            "val_count": cfg.get("val_count"), "val_seed": cfg.get("val_seed", 0)}
+def _job(args: argparse.Namespace, cfg: dict) -> Any:
+    """The job options of the run: the checked settings (file, then flags), and the flag-only ones."""
+    from tokenmill.job.options import JobOptions, flag_values
+
+    return JobOptions.from_settings({**flag_values(args, JobOptions), **cfg})
+
+
+def _split(cfg: dict) -> dict[str, Any]:
+    """The validation split of a track run (see ``tokenmill.split``)."""
+    return {"val_fraction": cfg.get("val_fraction"), "val_count": cfg.get("val_count"),
+            "val_seed": cfg.get("val_seed", 0)}
 
 
 def _print_plan(plan: dict) -> int:
@@ -376,10 +376,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
-        force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
-        progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **_selection(cfg, args),
-        **sft,
+        shard_tokens=cfg.get("shard_tokens", 1 << 28), schemas=cfg.get("schema"), steps=steps,
+        **{k: v for k, v in _job(args, cfg).run_kwargs().items() if k != "text_mode"}, **_split(cfg), **sft,
     )
     if args.dry_run:
         return _print_plan(manifest)
@@ -407,7 +405,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from tokenmill.shards.export import export
 
-    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len)
+    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len, overwrite=args.overwrite)
     print(f"exported {args.directory} as {args.to}: {written['n_sequences']:,} sequences, "
           f"{written['n_tokens']:,} tokens -> {', '.join(written['paths'])}")
     if written.get("dtype_note"):
@@ -456,6 +454,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tokenmill.loader.plan_cli import cmd_plan as run
+
+    return run(args)
+
+
 def cmd_sft_select(args: argparse.Namespace) -> int:
     from tokenmill.sft.select import cmd_select
 
@@ -473,7 +477,7 @@ COMMANDS = {
     "inspect": cmd_inspect, "pretrain": cmd_pretrain, "curate": cmd_curate, "funnel": cmd_funnel, "sft": cmd_sft,
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
-    "sft-select": cmd_sft_select,
+    "sft-select": cmd_sft_select, "plan": cmd_plan,
 }
 
 

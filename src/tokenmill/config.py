@@ -42,7 +42,6 @@ CLI flags override the file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,23 +49,7 @@ from typing import Any
 import yaml
 
 from tokenmill.errors import ConfigError
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_FACTORS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
-            "KI": 1 << 10, "MI": 1 << 20, "GI": 1 << 30, "TI": 1 << 40}
-
-
-def parse_size(value: Any) -> int:
-    """``64MiB`` -> 67108864; plain integers pass through. Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError("expected a size")
-    if isinstance(value, int):
-        return value
-    m = _SIZE.match(str(value))
-    if not m:
-        raise ValueError(f"expected a size like 64MiB or 1000000, got {value!r}")
-    unit = (m.group(2) or "").upper().rstrip("B")
-    return int(float(m.group(1)) * _FACTORS[unit])
+from tokenmill.job.options import JobOptions, file_rules
 
 
 def _choice(*options: str) -> Callable[[Any], Any]:
@@ -97,13 +80,6 @@ def _paths(v: Any) -> list[str]:
     return v
 
 
-def _positive_size(v: Any) -> int:
-    n = parse_size(v)
-    if n <= 0:
-        raise ValueError(f"expected a positive size, got {v!r}")
-    return n
-
-
 def _fraction(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
         raise ValueError(f"expected a fraction between 0 and 1 (exclusive), e.g. 0.05, got {v!r}")
@@ -124,18 +100,11 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "out": _typed(str),
     "tokenizer": _typed(str),
     "eos": _typed(str),
-    "workers": _typed(int, positive=True),
-    "unit_bytes": _positive_size,
+    **file_rules(JobOptions),  # workers, force, overwrite, unit_bytes, text_mode, exclude, skip_misrouted, limit
     "shard_tokens": _typed(int, positive=True),
-    "text_mode": _choice("auto", "file", "line", "paragraph"),
-    "force": _typed(bool),
-    "overwrite": _typed(bool),
     "schema": _typed(dict),
     "steps": _typed(list),
     "sft": _typed(dict),
-    "exclude": _paths,
-    "skip_misrouted": _typed(bool),
-    "limit": _typed(int, positive=True),
     "val_fraction": lambda v: _fraction(v),
     "val_count": _typed(int, positive=True),
     "val_seed": lambda v: _seed(v),

@@ -16,7 +16,6 @@ import importlib
 import importlib.util
 import json
 import pydoc
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -92,14 +91,21 @@ def make_inputs(root: Path) -> None:
 
 
 def run_demo(out: Path, *, seq_len: int = 512) -> None:
+    from tokenmill.engine.outdir import written_by
+    from tokenmill.job import hold_job
+
+    again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces the demo's own files, nothing else
+    with hold_job(out, workflow="demo", overwrite=again):
+        _run(out, seq_len=seq_len, again=again)
+
+
+def _run(out: Path, *, seq_len: int, again: bool) -> None:
     from tokenmill.pretrain import run_pretrain
     from tokenmill.route import inspect, render_table
     from tokenmill.sft.report import render_report
     from tokenmill.sft.run import run_sft
     from tokenmill.track import print_summary
 
-    if out.exists():
-        shutil.rmtree(out)
     make_inputs(out / "input")
     print(f"== 1. mixed input written to {out / 'input'}\n")
     routes = inspect([str(out / "input")])
@@ -110,14 +116,14 @@ def run_demo(out: Path, *, seq_len: int = 512) -> None:
         if r.path not in docs + chats:
             print(f"   not taken: {Path(r.path).name} ({r.kind}{': ' + r.warnings[0] if r.warnings else ''})")
     print("\n== 3a. pretraining track")
-    pre = run_pretrain(docs, out=out / "pretrain", tokenizer="default", workers=1, progress=False)
+    pre = run_pretrain(docs, out=out / "pretrain", tokenizer="default", workers=1, progress=False, overwrite=again)
     print_summary(pre, out / "pretrain")
     print("\n== 3b. SFT track")
     verify = 64 if importlib.util.find_spec("transformers") else 0
     if not verify:
         print("   (transformers not installed: parity against apply_chat_template skipped; pip install 'tokenmill[hf]')")
     sft = run_sft(chats, out=out / "sft", tokenizer="default", workers=1, progress=False, seq_len=seq_len,
-                  verify=verify)
+                  verify=verify, overwrite=again)
     print_summary(sft, out / "sft")
     print(render_report(sft["report"]))
     print("\n== 4. blended 70/30 and loaded as packed batches")

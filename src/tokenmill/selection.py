@@ -141,9 +141,12 @@ def render_plan(plan: dict) -> str:
     for key, what in (("excluded", "excluded"), ("skipped_inputs", "skipped (other kind)")):
         for item in plan["config"].get(key) or []:
             lines.append(f"  {item['path'] if isinstance(item, dict) else item}: {what}")
-    tok = plan["tokenizer"]
-    lines.append(f"tokenizer: {tok.get('name')} (vocab {tok.get('vocab_size') or 0:,}, fingerprint "
-                 f"{str(tok.get('fingerprint'))[:12]})")
+    tok = plan.get("tokenizer")
+    if tok:
+        lines.append(f"tokenizer: {tok.get('name')} (vocab {tok.get('vocab_size') or 0:,}, fingerprint "
+                     f"{str(tok.get('fingerprint'))[:12]})")
+    if plan.get("steps"):
+        lines.append(f"steps: {', '.join(plan['steps'])}")
     if plan["config"].get("limit"):
         lines.append(f"limit: the first {plan['config']['limit']:,} records of every input")
     split = plan["config"].get("val_split")

@@ -8,25 +8,28 @@ caller; the task never knows which one runs it.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenmill.base.inputs import InputFile, WorkUnit
-from tokenmill.engine import LocalExecutor, Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
-from tokenmill.engine.outdir import check_output_path, hold_output
-from tokenmill.engine.progress import Progress
-from tokenmill.errors import ConfigError, RoutingError
-from tokenmill.io import plan_units
-from tokenmill.io.paths import expand_inputs_report
+from tokenmill.engine import Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.io.snapshot import guard_inputs
+from tokenmill.job import (  # noqa: F401 -- the tracks' names for them
+    Inputs,
+    hold_job,
+    holding,
+    job_fingerprint,
+    pick_executor,
+    plan_inputs,
+    refuse_misrouted,
+    resolve_out,
+    stage_progress,
+)
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -43,54 +46,37 @@ class TrackRun:
     track: str
     out: Path
     tokenizer: Any
-    files: list[InputFile]
-    routes: list[Any]
-    schemas: dict[str, dict]
-    units: list[WorkUnit]
+    inputs: Inputs
     config: dict
     started: float
     manifest: dict | None = None  # set by the finalize step
-    skipped: list[dict] = field(default_factory=list)  # what the input walks left out, and why
     store: Any = None  # object storage the outputs are published to (out is then the local work dir)
+
+    @property
+    def files(self) -> list[InputFile]:
+        return self.inputs.files
+
+    @property
+    def routes(self) -> list[Any]:
+        return self.inputs.routes
+
+    @property
+    def schemas(self) -> dict[str, dict]:
+        return self.inputs.schemas
+
+    @property
+    def units(self) -> list[WorkUnit]:
+        return self.inputs.units
+
+    @property
+    def skipped(self) -> list[dict]:
+        """What the input walks left out, and why."""
+        return self.inputs.walk_skipped
 
     @property
     def where(self) -> str:
         """Where the outputs go: the bucket URL, or the output directory."""
         return self.store.url if self.store is not None else str(self.out)
-
-
-def holding(executor: Any) -> Any:
-    """``with holding(executor):`` keeps one set of workers for the whole run (when the executor can)."""
-    return executor if hasattr(executor, "__enter__") else contextlib.nullcontext(executor)
-
-
-def pick_executor(executor: Any, workers: int | None) -> Any:
-    """The caller's executor, else a local pool of ``workers`` processes; never both."""
-    if executor is None:
-        return LocalExecutor(workers=workers)
-    if workers is not None:
-        raise ConfigError("give either workers= or executor= (set the number of workers on the executor)")
-    return executor
-
-
-def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
-    """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why."""
-    wrong = [r for r in routes if r.kind != track]
-    if not wrong:
-        return
-    if force and all(r.kind != "preference" for r in wrong):
-        return
-    lines = []
-    for r in wrong:
-        why = "; ".join(r.warnings) if getattr(r, "warnings", None) else ""
-        if r.kind == "preference":
-            cols = ", ".join(f"{k}={v!r}" for k, v in r.schema.items() if k in ("prompt", "chosen", "rejected") and v)
-            lines.append(f"{r.path}: preference pairs ({cols}); the SFT track takes conversations, "
-                         "not chosen/rejected pairs (map one side explicitly in a config schema to use it)")
-        else:
-            lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
-    hint = "" if any(r.kind == "preference" for r in wrong) else "\nPass --force to process it anyway."
-    raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
 
 
 def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode: str, per_file: int = 4,
@@ -112,15 +98,6 @@ def parity_texts(files: list[InputFile], schemas: dict[str, dict], *, text_mode:
         if budget <= 0:
             break
     return texts
-
-
-def run_fingerprint(track: str, files: list[InputFile], tokenizer: Any, config: dict) -> str:
-    h = hashlib.sha256(track.encode())
-    for f in files:
-        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode("utf-8", "surrogateescape"))  # any file name
-    h.update(tokenizer.fingerprint.encode())
-    h.update(json.dumps(config, sort_keys=True, default=str).encode())
-    return h.hexdigest()
 
 
 def prepare_run(
@@ -145,62 +122,32 @@ def prepare_run(
     encodes, and keeps the encoders it loads). The executor, when it can, starts its workers first, so
     that they start while this runs. ``exclude``, ``skip_misrouted`` and ``limit``: :mod:`tokenmill.selection`.
     """
-    from tokenmill import selection
-    from tokenmill.route.mapping import check_mappings
     from tokenmill.tokenize import prebuild
     from tokenmill.tokenize.isolated import load_tokenizer_isolated
     from tokenmill.tokenize.tokenizer import Tokenizer
 
     started = time.monotonic()
-    files, walk_skipped = expand_inputs_report(list(inputs), text_mode=text_mode)
-    out, store = resolve_out(out, [*map(str, inputs), *(f.path for f in files)])
-    files, excluded = selection.exclude_files(files, exclude)
     prepare = getattr(executor, "prepare", None)
-    if callable(prepare):
-        with prebuild.hint(tokenizer if track == "pretrain" else None):
-            prepare(estimate_units(files, unit_bytes=unit_bytes), preload=TASK_MODULES[track])
-    routes = selection.route_all(files, text_mode=text_mode)
-    check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
-    given = schemas or {}
-    skipped: list[dict] = []
-    if skip_misrouted:
-        files, routes, skipped = selection.split_misrouted(track, files, routes, given)
-    # an explicit mapping is the user's own routing decision; every other input is checked by the router
-    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
-    refuse_misrouted(track, unmapped, force=force)
-    picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    units = plan_units(files, unit_bytes=unit_bytes if limit is None else 1 << 62)  # limit: one unit per input
+
+    def start_workers(files: list[InputFile]) -> None:
+        if callable(prepare):
+            with prebuild.hint(tokenizer if track == "pretrain" else None):
+                prepare(estimate_units(files, unit_bytes=unit_bytes), preload=TASK_MODULES[track])
+
+    planned = plan_inputs(track, inputs, text_mode=text_mode, schemas=schemas, exclude=exclude, force=force,
+                          skip_misrouted=skip_misrouted, unit_bytes=unit_bytes, limit=limit, on_files=start_workers)
+    out, store = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
     if isinstance(tokenizer, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         tok = tokenizer
     else:
-        sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
-        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
+        sample = parity_texts(planned.files, planned.schemas, text_mode=text_mode) if track == "pretrain" else None
+        tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, planned.units) > 1)
     cfg = dict(config or {})
     cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
-    cfg.update({k: v for k, v in (("excluded", excluded), ("skipped_inputs", skipped), ("limit", limit)) if v})
-    return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=walk_skipped,
-                    store=store)
-
-
-def resolve_out(out: Any, inputs: list[str]) -> tuple[Path, Any]:
-    """The local directory a run writes in, and the object store it publishes to (None for a local ``--out``).
-
-    A local ``out`` is checked against the inputs (``engine/outdir.py``); a URL (``s3://bucket/prefix``, or a
-    :class:`~tokenmill.engine.store.RemoteOutput`) gets its work directory (``engine/store.py``).
-    """
-    from tokenmill.engine.store import is_remote, open_store, work_dir_for
-
-    if not is_remote(out):
-        check_output_path(out, inputs)
-        return Path(out), None
-    store = open_store(out)
-    for given in inputs:
-        if given.rstrip("/") == store.url or given.startswith(store.url + "/") or store.url.startswith(given.rstrip("/") + "/"):
-            raise ConfigError(f"--out {store.url} holds or lies inside the input {given}; write the output to a prefix "
-                              "of its own")
-    work = work_dir_for(out)
-    check_output_path(work, inputs)
-    return work, store
+    cfg.update(planned.selection())
+    if limit:
+        cfg["limit"] = limit
+    return TrackRun(track, Path(out), tok, planned, cfg, started, store=store)
 
 
 def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
@@ -288,7 +235,7 @@ def finish_run(
     wraps a task over the input units with the run's input snapshot check. ``bind(ctx, guard)``: the shards
     stage's task, made from the results of those stages.
     """
-    fingerprint = run_fingerprint(run.track, run.files, run.tokenizer, run.config)
+    fingerprint = job_fingerprint(run.track, run.files, run.config, tokenizer=run.tokenizer)
 
     def finalize(ctx: StageContext) -> None:
         run.manifest = write_track_manifest(run, ctx.results[SHARDS_STAGE], summarize=summarize,
@@ -296,7 +243,7 @@ def finish_run(
         if amend is not None:
             run.manifest = amend(run.out, run.manifest)
 
-    with holding_output(run, overwrite=overwrite):  # exclusive lock until the manifest is written
+    with hold_job(run.out, workflow=run.track, overwrite=overwrite, store=run.store):  # locked until the manifest
         state = run.out / "_state" / f"{SHARDS_STAGE}_v1"
         checked = guard_inputs(task, run.files, state_dir=state, fingerprint=fingerprint)  # io/snapshot.py
         run_workflow(track_stages(run, checked, before=before, bind=bind), out=run.out, fingerprint=fingerprint,
@@ -305,31 +252,12 @@ def finish_run(
     return run.manifest
 
 
-@contextlib.contextmanager
-def holding_output(run: TrackRun, *, overwrite: bool):
-    """Lock the output for the run. With object storage: lock the work directory and empty it, take the
-    bucket's lock object, clear the bucket on ``overwrite``, then download its ``_state/`` (``engine/store.py``)."""
-    if run.store is None:
-        with hold_output(run.out, overwrite=overwrite):
-            yield
-        return
-    from tokenmill.engine.store import clear_store, hold_store
-    from tokenmill.engine.store import pull as download
-
-    with hold_output(run.out, overwrite=True), hold_store(run.store):
-        if overwrite:
-            clear_store(run.store)
-        download(run.store, run.out)
-        yield
-
-
 def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize: Callable | None,
                          chat_template: str | None) -> dict:
     """Merge the units' rejects, then write ``manifest.json`` (once) and return it."""
     n_rejects = merge_rejects(run.out, [u.name for u in run.units])
-    inputs = [{**r.to_dict(), "schema_used": run.schemas[f.rel]} for f, r in zip(run.files, run.routes)]
     manifest = build_manifest(
-        track=run.track, inputs=inputs, tokenizer=run.tokenizer.info(chat_template=chat_template),
+        track=run.track, inputs=run.inputs.manifest_inputs(), tokenizer=run.tokenizer.info(chat_template=chat_template),
         config=run.config, results=results, shards=[s for r in results for s in r.data["shards"]],
         seconds=time.monotonic() - run.started, report=summarize(results, run.out) if summarize else None,
     )
@@ -338,6 +266,14 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
     from tokenmill.selection import per_source
 
     manifest["sources"] = per_source(run.units, results)  # records, kept and tokens of every input
+    origins: dict[str, dict[str, int]] = {}
+    for r in results:  # documents that carry their origin (curated ones): kept and tokens per original input
+        for source, row in (r.data.get("origins") or {}).items():
+            acc = origins.setdefault(source, {"kept": 0, "tokens": 0})
+            acc["kept"] += row["kept"]
+            acc["tokens"] += row["tokens"]
+    if origins:
+        manifest["origins"] = dict(sorted(origins.items()))
     if "val_split" in run.config:
         manifest["split"] = write_val_manifest(run.out, manifest, results)
     write_manifest(run.out, manifest)
@@ -364,16 +300,6 @@ def write_val_manifest(out: Path, manifest: dict, results: list[UnitResult]) -> 
         "of": "../manifest.json",
     })
     return section
-
-
-def stage_progress(enabled: bool | None) -> Callable[[str, list[Unit], dict[int, UnitResult]], Progress]:
-    """A progress bar per stage: its units, their sizes, and the units a resume found done."""
-    def start(key: str, units: list[Unit], done: dict[int, UnitResult]) -> Progress:
-        bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
-        bar.skip(len(done), list(done.values()))
-        return bar
-
-    return start
 
 
 def staged_files(staging: Path) -> list[str]:

@@ -54,13 +54,24 @@ def test_validate_a_sound_pipeline_exits_0(tmp_path, capsys):
     assert capsys.readouterr().out.rstrip().endswith(f"{path}: OK")
 
 
-def test_validate_names_missing_keys_and_bad_sft_options(tmp_path, capsys):
+def test_validate_notes_keys_left_to_the_command_line_and_names_bad_sft_options(tmp_path, capsys):
     sft = {"train_on": "everything", "chat_template": str(tmp_path / "x.jinja")}
     path = _write(tmp_path, {"track": "sft", "sft": sft})
     assert main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "inputs: missing" in out and "out: missing" in out
+    assert "inputs: not set; give it on the command line" in out and "out: not set" in out
+    assert "2 problem(s)" in out  # the keys the command line gives are notes, not problems
     assert "sft.train_on: expected one of assistant, last, all" in out and "sft.chat_template" in out
+
+
+def test_validate_accepts_a_steps_only_pipeline_file_that_curate_runs(tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(f'{{"text": "document number {i} with some words in it"}}\n' for i in range(5)))
+    path = _write(tmp_path, {"steps": [{"name": "length", "min_chars": 5}, {"name": "exact_dedup"}]})
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "OK" in out and "track: not named" in out and "missing" not in out
+    assert main(["curate", str(docs), "--out", str(tmp_path / "cur"), "--config", str(path), "--no-progress"]) == 0
 
 
 def test_validate_an_unreadable_file(tmp_path, capsys):

@@ -23,7 +23,8 @@ def blocks() -> list[tuple[str, str]]:
 def test_the_tutorial_covers_the_walk_through():
     text = "\n".join(body for _, body in blocks())
     for step in ("tokenmill inspect", "tokenmill pretrain", "tokenmill sft", "tokenmill audit", "tokenmill stats",
-                 "BlendedDataset", "python train.py", "tokenmill export"):
+                 "BlendedDataset", "python train.py", "tokenmill plan recipe.yaml --out", "PackedLoader.from_recipe",
+                 "tokenmill plan recipe.yaml --check", "tokenmill export"):
         assert step in text, step
 
 
@@ -52,4 +53,10 @@ def test_the_tutorial_runs(shared_data, tmp_path):
     assert "dry run:" in printed and "[[" in printed and "packing" in printed.lower()
     losses = [float(m) for m in re.findall(r"step \d+: loss ([\d.]+)", printed)]
     assert len(losses) == 8 and losses[-1] < losses[0]
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert [p["name"] for p in plan["phases"]] == ["stable", "decay", "long"] and plan["warnings"] == []
+    assert plan["phases"][1]["tokens"]["chat"] > 0 and plan["phases"][2]["seq_len"] == 512
+    recipe_losses = re.findall(r"step \d+ \((\w+), (\d+) tokens a row\): loss ([\d.]+)", printed)
+    assert [p for p, _, _ in recipe_losses] == ["stable"] * 6 + ["decay"] * 4 + ["long"] * 2
+    assert "OK: the run consumed what the plan says" in printed
     assert "token dtype: uint32" in printed and (tmp_path / "chat-hf" / "dataset_info.json").exists()

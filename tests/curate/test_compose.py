@@ -38,7 +38,8 @@ class _DropRepeats:
         reason = pa.array([ExactText.id + ":duplicate" if d else None for d in dup], pa.string())
         ledger = pa.table({"id": docs.column("id"), "source": docs.column("source"), "loc": docs.column("loc"),
                            "exact_text.duplicate": pa.array(dup), "kept": keep, "reason": reason})
-        rel_docs, rel_ledger = f"_work/{self.stage}/documents/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet"
+        rel_docs = f"_work/{self.stage}/documents/{unit.name}.parquet"
+        rel_ledger = f"steps/{self.stage}/ledger/{unit.name}.parquet"
         for rel, table in ((rel_docs, docs.filter(keep).cast(DOCS_SCHEMA)), (rel_ledger, ledger)):
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(table, staging / rel)

@@ -16,7 +16,7 @@ from raykit import STEPS, DieOnce, write_web_corpus  # noqa: E402
 from tokenmill.curate.run import run_curate  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 
-COMPARED = ("counts", "identity", "funnel", "documents", "ledger", "stages")
+COMPARED = ("counts", "identity", "funnel", "documents", "stage_ledgers", "decision_ledger", "stages")
 
 
 def _outputs(root: Path) -> dict[str, bytes]:
@@ -108,3 +108,6 @@ def test_the_dclm_preset_on_ray_gives_the_local_bytes(ray_cluster, tmp_path):
     assert {k: runs["ray"][k] for k in COMPARED} == {k: runs["local"][k] for k in COMPARED}
     assert runs["ray"]["run"]["engine"] == "ray"
     assert _outputs(tmp_path / "ray") == _outputs(tmp_path / "local")
+    from tokenmill.report.ledger import ledger_problems
+
+    assert ledger_problems(tmp_path / "ray", runs["ray"]) == []  # one row per input record, on Ray too

@@ -122,10 +122,10 @@ def test_dedup_then_top_fraction_in_one_curate_run(dclm_run):
     assert len(kept) == 12 and all(t.split()[0] in FORMAL for t in kept)
     # every corpus stage names its files after the input units and carries the input line to its ledger
     for stage in ("exact_dedup", "minhash_dedup", "quality_apply"):
-        files = m["ledger"][stage]
+        files = m["stage_ledgers"][stage]
         assert [Path(f).stem for f in files] == [Path(f).stem for f in m["documents"]]
         assert "loc" in pq.read_table(tmp / "out" / files[0]).column_names
-    assert m["ledger"]["quality_apply"][0].startswith("steps/quality/ledger/")
+    assert m["stage_ledgers"]["quality_apply"][0].startswith("steps/quality/ledger/")
     assert set(m["run"]["stage_seconds"]) == set(m["stages"])  # wall seconds of every stage
 
 

@@ -110,7 +110,7 @@ def test_c4_rewrites_lines_then_decides_on_what_is_left():
 
 
 def test_pretrain_length_filter_adapter():
-    from tokenmill.pretrain.steps import LengthFilter
+    from tokenmill.curate.callables import LengthFilter
 
     kept, counts = LengthFilter(min_chars=2, max_chars=3)(batch(["a", "ab", "abcd", "abc"]))
     assert kept.column("text").to_pylist() == ["ab", "abc"]

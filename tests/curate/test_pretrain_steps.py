@@ -21,7 +21,7 @@ def test_pretrain_steps_write_a_ledger_and_match_curate(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "funnel:" in printed and "language_v1" in printed
     m = json.loads((tmp_path / "shards" / "manifest.json").read_text())
-    ledger = pq.read_table(tmp_path / "shards" / m["ledger"]["pretrain"][0])
+    ledger = pq.read_table(tmp_path / "shards" / m["stage_ledgers"]["pretrain"][0])
     assert {"language.label", "pii.email", "source", "loc", "kept", "reason"} <= set(ledger.column_names)
     assert m["counts"]["balanced"] and m["counts"]["kept"] == sum(ledger.column("kept").to_pylist())
     curated = run_curate([str(src)], out=tmp_path / "cur", workers=1, report=False,

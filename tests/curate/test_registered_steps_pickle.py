@@ -61,7 +61,7 @@ def test_every_importable_registered_step_pickles(tmp_path):
 
 
 def test_the_pretrain_tracks_own_steps_pickle():
-    from tokenmill.pretrain.steps import STEPS
+    from tokenmill.curate.callables import STEPS
 
     for name, factory in STEPS.items():
         step = factory()

@@ -95,3 +95,16 @@ def test_mixture_caps_sources_and_repeats_others(write_shards):
     assert counts == [50, min(n_small, 50) * 2]
     with pytest.raises(ConfigError, match="unknown source"):
         mixture({"big": big}, caps={"nope": 3})
+
+
+def test_phases_may_differ_in_seq_len_but_not_inside_a_phase(write_shards):
+    rng = np.random.default_rng(2)
+    directory = write_shards(pretrain_docs(rng, 200), name="pre")
+    short, long = (PackedDataset(directory, seq_len=n, mode="concat") for n in (16, 64))
+    blend = ScheduledBlend({"short": short, "long": long},
+                           [{"until_step": 5, "weights": {"short": 1}}, {"weights": {"long": 1}}],
+                           num_samples=14, global_batch_size=2)
+    assert [blend[k]["input_ids"].size for k in (0, 9, 10, 13)] == [16, 16, 64, 64]
+    with pytest.raises(ConfigError, match="phase 0: its components have different seq_len"):
+        ScheduledBlend({"short": short, "long": long}, [{"weights": {"short": 1, "long": 1}}], num_samples=4,
+                       global_batch_size=2)

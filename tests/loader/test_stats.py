@@ -26,3 +26,31 @@ def test_pretrain_stats(write_shards):
     assert stats["supervised_share"] == 1.0 and stats["track"] == "pretrain"
     assert stats["packing"]["concat_samples"] == sum(d.size for d, _ in docs) // 16
     assert "boundary_efficiency" in render_stats(stats)
+
+
+def test_tokens_by_document_length_per_source(tmp_path):
+
+    from recipekit import write_web
+
+    from tokenmill.cli import main
+    from tokenmill.pretrain import run_pretrain
+    from tokenmill.shards import open_shards
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    short, long = write_web(raw / "short.jsonl", 40, hi=60), write_web(raw / "long.jsonl", 6, seed=1, lo=500, hi=3000)
+    run_pretrain([str(short), str(long)], out=tmp_path / "out", tokenizer="default", workers=1, progress=False)
+    shards = open_shards(tmp_path / "out")
+    docs = [shards[i] for i in range(len(shards))]
+    stats = shard_stats(tmp_path / "out", seq_len=512)
+    table = stats["by_length"]
+    assert set(table) == {"all", "short.jsonl", "long.jsonl"}
+    for source, rows in table.items():
+        mine = [int(n) for d, n in zip(docs, shards.lengths) if source in ("all", d["source"])]
+        for row in rows:
+            inside = [n for n in mine if n >= row["min_tokens"] and (row["max_tokens"] is None or n < row["max_tokens"])]
+            assert (row["documents"], row["tokens"]) == (len(inside), sum(inside))
+        assert sum(r["tokens"] for r in rows) == sum(mine)
+    assert stats["packing"]["long_doc_share"] == sum(n for n in shards.lengths if n > 512) / shards.n_tokens
+    assert "tokens by document length" in render_stats(stats)
+    assert main(["stats", str(tmp_path / "out"), "--json"]) == 0

@@ -147,3 +147,8 @@ def test_packing_stats_reports_padding_savings():
     assert stats["packing_efficiency"] == pytest.approx(280 / 300)
     assert stats["pad_share_fixed"] == pytest.approx(1 - 280 / 700)
     assert stats["pad_share_batch_max"] == pytest.approx(1 - 280 / (40 * 4 + 70 * 3))
+
+
+def test_bfd_with_every_example_over_length_gives_no_pack():
+    plan = best_fit_decreasing(np.array([10, 20], np.int64), 5)
+    assert (plan.n_packs, plan.dropped, plan.n_tokens) == (0, 2, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tokenmill.io.base import RawBatch
-from tokenmill.pretrain.documents import to_documents
+from tokenmill.io.documents import to_documents
 
 ROWS = [
     {"text": "first document", "id": "a", "url": "https://a"},
@@ -54,9 +54,8 @@ def _fineweb_rows(n: int) -> list[dict]:
 def test_fineweb_shaped_parquet_takes_the_columnar_path(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
-    from tokenmill.io import expand_inputs, read_unit
+    from tokenmill.io import documents, expand_inputs, read_unit
     from tokenmill.io.base import WorkUnit
-    from tokenmill.pretrain import documents
     from tokenmill.route import inspect_file
 
     rows = _fineweb_rows(12)

@@ -11,7 +11,8 @@ import pytest
 from tokenmill.errors import ConfigError, RoutingError
 from tokenmill.io.base import RawBatch
 from tokenmill.records import CONVERSATION
-from tokenmill.sft.normalize import normalize_batch, normalize_rows, parse_schema, to_arrow
+from tokenmill.route.spec import parse_schema
+from tokenmill.sft.normalize import normalize_batch, normalize_rows, to_arrow
 from tokenmill.sft.schemas_common import split_think
 
 

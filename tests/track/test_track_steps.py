@@ -15,10 +15,10 @@ import pyarrow.compute as pc
 import pytest
 import trackkit as tk
 
+from tokenmill.curate.callables import LengthFilter
 from tokenmill.curate.step import Scored, step_fingerprint
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
-from tokenmill.pretrain.steps import LengthFilter
 from tokenmill.shards import open_shards
 
 

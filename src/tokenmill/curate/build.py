@@ -15,8 +15,8 @@ from tokenmill.errors import ConfigError, TokenmillError
 
 
 def _legacy(name: str) -> Any:
-    """Steps that predate the registry (``pretrain.steps``), used when the registered module is absent."""
-    from tokenmill.pretrain.steps import STEPS
+    """Steps that predate the registry (``curate.callables``), used when the registered module is absent."""
+    from tokenmill.curate.callables import STEPS
 
     return STEPS.get(name)
 

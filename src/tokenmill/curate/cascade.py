@@ -32,13 +32,13 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.step import column, reason, step_id
 
-LEDGER_KEYS = ("id", "source", "loc")
+LEDGER_KEYS = ("id", "source", "loc", "url")
 
 
 @dataclass
 class CascadeResult:
     kept: pa.RecordBatch  # the documents no step removed, text as rewritten by the modifiers
-    ledger: pa.RecordBatch  # id, source, loc, <step>.<stat>..., kept, reason: one row per input document
+    ledger: pa.RecordBatch  # id, source, loc, url, <step>.<stat>..., kept, reason: one row per input document
     filtered: Counter  # reason -> documents it removed (first removing rule only)
     counts: Counter  # what modifiers did (Scored.counts, over every document they scored)
     seconds: Counter = field(default_factory=Counter)  # step id -> seconds
@@ -136,7 +136,7 @@ class Cascade:
 
 def ledger_batch(docs: pa.RecordBatch, locs: Sequence[int] | np.ndarray, columns: dict[str, pa.Array],
                  keep: np.ndarray, reasons: np.ndarray) -> pa.RecordBatch:
-    arrays = [docs.column("id"), docs.column("source"), pa.array(np.asarray(locs, dtype=np.int64))]
+    arrays = [docs.column("id"), docs.column("source"), pa.array(np.asarray(locs, dtype=np.int64)), docs.column("url")]
     names = list(LEDGER_KEYS)
     for name, arr in columns.items():
         names.append(name)

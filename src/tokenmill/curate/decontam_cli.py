@@ -98,6 +98,7 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     _check_usage(args)
     spec = step_spec(args)
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workers=args.workers, force=args.force,
+                          workflow="decontaminate",
                           overwrite=args.overwrite, text_mode=args.text_mode, progress=False if args.no_progress else None)
     report = benchmark_report(manifest, spec)
     out = Path(args.out)

@@ -61,7 +61,7 @@ def _cut(entry: dict) -> float | None:
 
 def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
     """``{step id: {"clusters": ..., "histogram": ...}}`` for the steps of a run that have either."""
-    from tokenmill.curate.funnel import read_stage_ledger
+    from tokenmill.report.ledger import read_stage_parts, stage_parts
 
     out: dict[str, dict] = {}
     for entry in manifest.get("steps", []):
@@ -70,7 +70,7 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
         hists = dict(getattr(cls, "histogram_stats", None) or {})
         if not size_stat and not hists:
             continue
-        table = read_stage_ledger(Path(directory), manifest.get("ledger", {}).get(entry["stage"], []))
+        table = read_stage_parts(Path(directory), stage_parts(manifest).get(entry["stage"], []))
         if table is None:
             continue
         detail: dict[str, Any] = {}

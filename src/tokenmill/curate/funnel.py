@@ -30,6 +30,7 @@ import yaml
 from tokenmill.curate.cascade import decisions
 from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
+from tokenmill.report.ledger import REJECTED, read_stage_parts, stage_parts
 
 
 def build_funnel(records: int, rejected: Counter, steps: list[dict], filtered: Counter) -> dict:
@@ -56,12 +57,29 @@ def _row(name: str, reached: int, removed: int, records: int, rules: dict) -> di
 
 
 def funnel_from_ledger(out: Path, manifest: dict) -> dict:
-    """The recorded funnel of a run (from its counts, which the ledger's ``reason`` column matches)."""
+    """The recorded funnel of a run, from its decision ledger's ``reason`` column (:mod:`tokenmill.report.ledger`;
+    from the manifest's counts for a run that wrote none)."""
     from tokenmill.curate.details import attach
 
-    c = manifest["counts"]
-    funnel = build_funnel(c["input"], Counter(c["rejected"]), manifest["steps"], Counter(c["filtered"]))
+    records, rejected, filtered = ledger_counts(Path(out), manifest)
+    funnel = build_funnel(records, rejected, manifest["steps"], filtered)
     return attach(funnel, Path(out), manifest)
+
+
+def ledger_counts(out: Path, manifest: dict) -> tuple[int, Counter, Counter]:
+    """(records, rejects by reason, removals by reason) read from the run's decision ledger."""
+    files = (manifest.get("decision_ledger") or {}).get("files")
+    if not files:
+        c = manifest["counts"]
+        return c["input"], Counter(c["rejected"]), Counter(c["filtered"])
+    reasons: Counter = Counter()
+    records = 0
+    for rel in files:
+        column = pq.read_table(out / rel, columns=["reason"]).column("reason")
+        records += len(column)
+        reasons.update(r for r in column.to_pylist() if r is not None)
+    rejected = Counter({k.split(":", 1)[1]: v for k, v in reasons.items() if k.startswith(REJECTED + ":")})
+    return records, rejected, Counter({k: v for k, v in reasons.items() if not k.startswith(REJECTED + ":")})
 
 
 def render_funnel(funnel: dict) -> str:
@@ -96,7 +114,7 @@ def read_manifest(directory: str | Path) -> dict:
                          "(or of `tokenmill pretrain` with steps)") from None
     except ValueError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if "steps" not in manifest or not isinstance(manifest.get("ledger"), dict):
+    if "steps" not in manifest or not stage_parts(manifest):
         raise InputError(f"{path}: this run recorded no decision ledger (it ran no curation steps)")
     return manifest
 
@@ -177,13 +195,6 @@ def _recut(table: pa.Table, entry: dict, fraction: float, alive: np.ndarray) -> 
     return reasons, cut
 
 
-def read_stage_ledger(directory: Path, files: list[str]) -> pa.Table | None:
-    tables = [pq.read_table(directory / f) for f in files if (directory / f).exists()]
-    if not tables:
-        return None
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
 def _keys(table: pa.Table) -> list[str]:
     """A document's identity across stages: its file and line (its id where a stage kept no line)."""
     src, ids = table.column("source").to_pylist(), table.column("id").to_pylist()
@@ -232,7 +243,7 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     cuts: dict[str, float] = {}
     alive_keys: set[str] | None = None
     for stage in dict.fromkeys(e["stage"] for e in entries):
-        table = read_stage_ledger(directory, manifest["ledger"].get(stage, []))
+        table = read_stage_parts(directory, stage_parts(manifest).get(stage, []))
         idx = [k for k, e in enumerate(entries) if e["stage"] == stage]
         if table is None:
             continue

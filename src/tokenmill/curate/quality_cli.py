@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import ConfigError
@@ -70,6 +71,7 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a fastText training parameter over the defaults (e.g. epoch=10); repeatable")
     t.add_argument("--out", required=True, help="model file to write (its card goes beside it)")
+    t.add_argument("--overwrite", action="store_true", help="replace a model an earlier `quality train` wrote at --out")
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -90,8 +92,11 @@ def _params(pairs: list[str]) -> dict[str, Any]:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from tokenmill.curate.quality import train_quality
+    from tokenmill.curate.quality import CARD_SUFFIX, train_quality
+    from tokenmill.job import check_file_target
 
+    check_file_target(args.out, overwrite=args.overwrite, what="quality model",
+                      ours=lambda p: Path(str(p) + CARD_SUFFIX).is_file())
     if args.labelled and (args.positive or args.negative):
         raise ConfigError("quality train: give --labelled, or --positive and --negative, not both")
     if args.labelled:

@@ -11,8 +11,9 @@ Two kinds of step share the namespace:
 
 A *documents stage* is any stage whose unit results carry ``data["docs"]`` (a Parquet file of the
 surviving ``Document`` rows, relative to the output directory) and ``data["ledger"]`` (the ledger part of
-that unit: ``id``, ``source``, its score columns, ``kept``, ``reason``); its units keep the names of the
-input units, so every stage's files line up with the input's work units.
+that unit, ``steps/<stage>/ledger/<unit>.parquet``: ``id``, ``source``, ``loc``, its score columns, ``kept``,
+``reason``); its units keep the names of the input units, so every stage's files line up with the input's
+work units, and the run's decision ledger (:mod:`tokenmill.report.ledger`) joins the parts unit by unit.
 """
 
 from __future__ import annotations

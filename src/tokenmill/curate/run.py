@@ -14,12 +14,8 @@ Output directory: ``documents/<unit>.parquet`` (id, text, source, url, license, 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,33 +26,18 @@ from tokenmill.curate.step import step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
+from tokenmill.job import Inputs, hold_job, holding, job_fingerprint, pick_executor, plan_inputs, resolve_out, stage_progress
 from tokenmill.report.accounting import Stats
 
 FIRST = "curate"
 
 
-@dataclass(frozen=True)
-class Inputs:
-    files: list
-    routes: list
-    schemas: dict[str, dict]
-    units: list  # io WorkUnits
-
-
-def route_inputs(inputs: Sequence[str], *, force: bool, unit_bytes: int, text_mode: str,
-                 schemas: dict[str, dict] | None) -> Inputs:
-    """Resolve, route and split the inputs like the pretraining track (refusing SFT data unless forced)."""
-    from tokenmill.io import expand_inputs, plan_units
-    from tokenmill.route import inspect_file
-    from tokenmill.track import refuse_misrouted
-
-    files = expand_inputs(list(inputs), text_mode=text_mode)
-    routes = [inspect_file(f, text_mode=text_mode) for f in files]
-    given = schemas or {}
-    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
-    refuse_misrouted("pretrain", unmapped, force=force)
-    picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    return Inputs(files, routes, picked, plan_units(files, unit_bytes=unit_bytes))
+def route_inputs(inputs: Sequence[str], *, force: bool = False, unit_bytes: int = 64 << 20, text_mode: str = "auto",
+                 schemas: dict[str, dict] | None = None, **selection: Any) -> Inputs:
+    """The inputs planned like the pretraining track's (:func:`tokenmill.job.plan_inputs`, refusing SFT data
+    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``."""
+    return plan_inputs("pretrain", inputs, text_mode=text_mode, schemas=schemas, force=force, unit_bytes=unit_bytes,
+                       **selection)
 
 
 def group_steps(steps: Sequence[Any]) -> list[list[Any] | Any]:
@@ -83,7 +64,7 @@ def _check_names(groups: list) -> None:
 
 
 def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inputs: Inputs, out: Path,
-               text_mode: str, score_removed: bool) -> Stage:
+               text_mode: str, score_removed: bool, limit: int | None = None) -> Stage:
     docs_dir = "documents" if final else f"_work/{name}/documents"
     cascade = Cascade(tuple(steps), score_removed=score_removed)
     params = {"steps": [{"id": step_id(s), "params": step_params(s)} for s in steps], "docs": docs_dir,
@@ -92,7 +73,7 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
     def plan(ctx: StageContext) -> StagePlan:
         if upstream is None:
             units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
-            return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode), params)
+            return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode, limit=limit), params)
         prior = ctx.results[upstream]
         units = [Unit(i, _unit_name(r, i), 0, payload=r.data["docs"]) for i, r in enumerate(prior)]
         return StagePlan(units, DocsTask(cascade, name, docs_dir, str(out)), params)
@@ -110,7 +91,7 @@ def _unit_size(u: Any) -> int:
 
 
 def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
-            score_removed: bool) -> tuple[list[Stage], list[dict]]:
+            score_removed: bool, limit: int | None = None) -> tuple[list[Stage], list[dict]]:
     """The workflow's stages and, per step, the stage it runs in (for the manifest and the funnel)."""
     groups = group_steps(steps)
     stages: list[Stage] = []
@@ -122,7 +103,7 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
                 continue
             name = FIRST if upstream is None else f"{FIRST}_{len(stages)}"
             stages.append(_map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs,
-                                     out=out, text_mode=text_mode, score_removed=score_removed))
+                                     out=out, text_mode=text_mode, score_removed=score_removed, limit=limit))
             placed += [_step_entry(s, name, "document") for s in group]
             upstream = name
         else:
@@ -136,14 +117,6 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
 def _step_entry(step: Any, stage: str, kind: str) -> dict:
     return {"name": step.name, "version": step.version, "id": step_id(step), "kind": kind, "stage": stage,
             "params": step_params(step)}
-
-
-def fingerprint(inputs: Inputs, config: dict) -> str:
-    h = hashlib.sha256(b"curate")
-    for f in inputs.files:
-        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode())
-    h.update(json.dumps(config, sort_keys=True, default=str).encode())
-    return h.hexdigest()
 
 
 def total_stats(stages: list[Stage], results: dict[str, list[UnitResult]]) -> Stats:
@@ -179,64 +152,61 @@ def run_curate(
     score_removed: bool = True,
     report: bool = True,
     progress: bool | None = None,
+    exclude: Sequence[str] = (),
+    skip_misrouted: bool = False,
+    limit: int | None = None,
+    dry_run: bool = False,
+    workflow: str = "curate",
 ) -> dict:
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
     ``steps`` are specs (``{name: ..., param: ...}``), run after the ``preset``'s; ``quality_model`` is the
     model of the preset's quality step (``dclm``). ``executor`` is any
     :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
-    :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two.
+    :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two. ``exclude``, ``skip_misrouted``,
+    ``limit`` and ``dry_run``: :mod:`tokenmill.selection` (a dry run returns the plan and writes nothing).
+    ``workflow``: the command recorded as the output's owner (``decontaminate`` runs through here too).
     """
     from tokenmill.engine.workflow import run_workflow
     from tokenmill.report.rejects import merge_rejects
-    from tokenmill.track import holding, pick_executor
 
     started = time.monotonic()
     specs = step_specs(preset, steps, quality_model=quality_model)
     built = build_steps(specs, source="steps")
-    out = Path(out)
-    if overwrite and out.exists():
-        shutil.rmtree(out)
-    routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas)
-    stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
+    routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas,
+                          exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
+    out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in routed.files)])
+    stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed,
+                             limit=limit)
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
-              "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas}
+              "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas,
+              **routed.selection(), **({"limit": limit} if limit else {})}
+    if dry_run:
+        return curate_plan(workflow, routed, out, placed, config)
     stage_seconds: dict[str, float] = {}
     executor = pick_executor(executor, workers)
-    with holding(executor):
-        results = run_workflow(stages, out=out, fingerprint=fingerprint(routed, config), executor=executor,
-                               progress=_bar(progress, stage_seconds))
-    n_rejects = merge_rejects(out, [u.name for u in routed.units])
-    manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
-    manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
-    manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
-    manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
-    _finish(out, manifest, results, report=report)
+    with holding(executor), hold_job(out, workflow=workflow, overwrite=overwrite):
+        results = run_workflow(stages, out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
+                               executor=executor, progress=stage_progress(progress, stage_seconds), locked=True)
+        n_rejects = merge_rejects(out, [u.name for u in routed.units])
+        manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+        manifest["track"] = workflow
+        manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
+        manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
+        manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+        _finish(out, manifest, results, [u.name for u in routed.units], report=report)
     return manifest
 
 
-class _StageBar:
-    """The engine's progress line for one stage, fed with unit results; it also times the stage (wall
-    seconds from its plan to its last unit, into ``seconds[key]``)."""
-
-    def __init__(self, key: str, units: list[Unit], done: dict[int, UnitResult], enabled: bool | None,
-                 seconds: dict[str, float]):
-        from tokenmill.engine.progress import Progress
-
-        self.key, self.seconds, self.started = key, seconds, time.monotonic()
-        self.bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
-        self.bar.skip(len(done), list(done.values()))
-
-    def update(self, result: UnitResult) -> None:
-        self.bar.update(result)
-
-    def close(self) -> None:
-        self.bar.close()
-        self.seconds[self.key] = round(time.monotonic() - self.started, 3)
-
-
-def _bar(enabled: bool | None, seconds: dict[str, float]):
-    return lambda key, units, done: _StageBar(key, units, done, enabled, seconds)
+def curate_plan(workflow: str, routed: Inputs, out: Path, placed: list[dict], config: dict) -> dict:
+    """What ``--dry-run`` prints: the inputs with their routes and sizes, the units and the steps."""
+    units_per_file: dict[str, int] = {}
+    for u in routed.units:
+        units_per_file[u.file.rel] = units_per_file.get(u.file.rel, 0) + 1
+    return {"dry_run": True, "track": workflow, "out": str(out), "units": len(routed.units),
+            "bytes": sum(f.size for f in routed.files), "config": config, "steps": [p["id"] for p in placed],
+            "inputs": [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
+                        "units": units_per_file.get(f.rel, 0)} for f, r in zip(routed.files, routed.routes)]}
 
 
 def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,
@@ -258,28 +228,30 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
     return {
         "tokenmill": __version__,
         "track": "curate",
-        "inputs": [{**r.to_dict(), "schema_used": routed.schemas[f.rel]} for f, r in zip(routed.files, routed.routes)],
+        "inputs": routed.manifest_inputs(),
         "config": config,
         "steps": placed,
         "stages": [s.key for s in stages],
         "counts": stats.to_dict(),
         "identity": stats.identity_line(),
         "documents": [r.data["docs"] for r in last],
-        "ledger": {s.name: [r.data["ledger"] for r in results[s.name] if r.data.get("ledger")] for s in stages},
+        "stage_ledgers": {s.name: [r.data["ledger"] for r in results[s.name] if r.data.get("ledger")] for s in stages},
         "run": {"seconds": round(seconds, 3), "step_seconds": step_seconds, "units": len(routed.units),
                 "peak_rss": {"main_mb": process_peak_rss_mb(),
                              "largest_worker_mb": max((r.peak_rss_mb for r in every), default=0.0)}},
     }
 
 
-def _finish(out: Path, manifest: dict, results: dict, *, report: bool) -> None:
+def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, report: bool) -> None:
     from tokenmill.curate.funnel import funnel_from_ledger
+    from tokenmill.report.ledger import write_ledger
     from tokenmill.report.manifest import write_manifest
 
+    manifest["decision_ledger"] = write_ledger(out, manifest["stage_ledgers"], units)
     manifest["funnel"] = funnel_from_ledger(out, manifest)
     write_manifest(out, manifest)
     if report:
-        from tokenmill.report.html import write_report
+        from tokenmill.curate.html import write_report
 
         samples: dict[str, list] = {}
         for rs in results.values():

@@ -111,19 +111,21 @@ class ReadTask:
     docs_dir: str  # relative to the output directory: "documents" for the last stage
     text_mode: str = "auto"
     batch_rows: int = 1024
+    limit: int | None = None  # the first records of every input only (a trial run)
 
     def setup(self) -> None:
         self.cascade.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.io import read_unit
-        from tokenmill.pretrain.documents import to_documents
+        from tokenmill.io.documents import to_documents
         from tokenmill.report.rejects import RejectSink
+        from tokenmill.selection import take_records
 
         work, stats, seconds = unit.payload, Stats(), Counter()
-        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet")
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
         sink = RejectSink(staging, work)
-        for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode):
+        for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
@@ -159,7 +161,7 @@ class DocsTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         stats, seconds = Stats(), Counter()
-        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"ledger/{self.stage}-{unit.name}.parquet")
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
         source = Path(self.out) / unit.payload
         for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
             docs = _as_docs(batch)

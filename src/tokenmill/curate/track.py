@@ -2,8 +2,10 @@
 
 The pretraining task calls :meth:`UnitLedger.apply` on every ``Document`` batch before tokenizing: the
 cascade runs, filtered documents are counted by reason in the unit's stats, and the unit's ledger part is
-written beside the shards (``ledger/<unit>.parquet``). :func:`add_funnel` then records the steps, the
-ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads a pretraining run too.
+written beside the shards (``steps/pretrain/ledger/<unit>.parquet``). :func:`add_funnel` then writes the
+run's decision ledger (``ledger/<unit>.parquet``, one row per input record: :mod:`tokenmill.report.ledger`) and
+records the steps, the ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads a
+pretraining run too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ STAGE = "pretrain"
 
 class UnitLedger:
     def __init__(self, cascade: Cascade, staging: Path, unit_name: str):
-        self.cascade, self.staging, self.rel = cascade, staging, f"ledger/{unit_name}.parquet"
+        self.cascade, self.staging, self.rel = cascade, staging, f"steps/{STAGE}/ledger/{unit_name}.parquet"
         self.parts: list[pa.RecordBatch] = []  # the task's setup() set the steps up, once per worker
         self.seconds: Counter = Counter()  # time per step, for the unit's result
 
@@ -52,14 +54,18 @@ def is_doc_steps(steps: Sequence[Any]) -> bool:
                                for s in steps)
 
 
-def add_funnel(out: Path, manifest: dict, steps: Sequence[Any]) -> dict:
-    """Record steps, ledger files and funnel in a pretraining manifest (and rewrite it)."""
+def add_funnel(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[str]) -> dict:
+    """Write the decision ledger of ``units``; record steps, ledger files and funnel in a pretraining manifest
+    (and rewrite it)."""
     from tokenmill.curate.funnel import funnel_from_ledger
     from tokenmill.curate.run import _step_entry
+    from tokenmill.report.ledger import write_ledger
     from tokenmill.report.manifest import write_manifest
 
     manifest["steps"] = [_step_entry(s, STAGE, "document") for s in steps]
-    manifest["ledger"] = {STAGE: sorted(str(p.relative_to(out)) for p in (Path(out) / "ledger").glob("*.parquet"))}
+    parts = Path(out) / "steps" / STAGE / "ledger"
+    manifest["stage_ledgers"] = {STAGE: sorted(str(p.relative_to(out)) for p in parts.glob("*.parquet"))}
+    manifest["decision_ledger"] = write_ledger(Path(out), manifest["stage_ledgers"], list(units))
     manifest["config"].setdefault("score_removed", True)
     manifest["funnel"] = funnel_from_ledger(Path(out), manifest)
     write_manifest(Path(out), manifest)

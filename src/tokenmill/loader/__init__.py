@@ -1,4 +1,4 @@
-"""Serve token shards to a training loop: packed datasets, blending, collation, resumable order.
+"""Serve token shards to a training loop: packed datasets, blending, recipes, collation, resumable order.
 
 ``PackedDataset`` and ``BlendedDataset`` are plain map-style datasets (numpy samples); ``PackedCollator``
 and ``PackedLoader`` need the ``torch`` extra, imported when they are first used.
@@ -11,6 +11,9 @@ from tokenmill.loader.collate import PackedCollator
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.loader import PackedLoader
 from tokenmill.loader.order import epoch_seed, partition, permute
+from tokenmill.loader.recipe import Recipe, load_recipe
+from tokenmill.loader.recipe_data import RecipeDataset
+from tokenmill.loader.runlog import RunLog, check_run
 from tokenmill.loader.schedule import ScheduledBlend, mixture
 from tokenmill.loader.stats import render_stats, shard_stats
 
@@ -19,10 +22,15 @@ __all__ = [
     "PackedCollator",
     "PackedDataset",
     "PackedLoader",
+    "Recipe",
+    "RecipeDataset",
+    "RunLog",
     "ScheduledBlend",
     "epoch_seed",
     "partition",
     "permute",
+    "check_run",
+    "load_recipe",
     "mixture",
     "render_stats",
     "shard_stats",

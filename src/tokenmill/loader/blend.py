@@ -54,6 +54,7 @@ class BlendedDataset:
     tokenizer = property(lambda self: self.datasets[0].tokenizer)
     vocab_size = property(lambda self: self.datasets[0].vocab_size)
     pad_id = property(lambda self: self.datasets[0].pad_id)
+    eos_id = property(lambda self: self.datasets[0].eos_id)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)

@@ -101,3 +101,39 @@ def _data_fingerprint(tokenizer_fp: str, lengths: np.ndarray, *, chunk: int = 1 
     for lo in range(0, lengths.size, chunk):
         digest.update(np.ascontiguousarray(lengths[lo:lo + chunk], dtype="<i8").tobytes())
     return f"{tokenizer_fp}:{lengths.size}:{digest.hexdigest()}"
+
+
+class DocView:
+    """A :class:`Corpus` seen through a document map: virtual document ``i`` is document ``doc_map[i]``.
+
+    Made by :func:`select_docs`: a token cap keeps a prefix of the documents, length-aware upsampling
+    appends extra copies of the long ones (after the originals, so a shuffled order spreads them).
+    Same interface as ``Corpus`` (``lengths``, ``read``, fingerprints); one int64 per virtual document.
+    """
+
+    def __init__(self, corpus: Corpus, doc_map: np.ndarray, tag: str, n_unique: int):
+        self.base, self.doc_map, self.n_unique = corpus, doc_map, n_unique  # documents 0..n_unique-1 are used
+        self.sets, self.has_mask, self.has_weights = corpus.sets, corpus.has_mask, corpus.has_weights
+        self.lengths = corpus.lengths[doc_map]
+        self.tokenizer_fingerprint = corpus.tokenizer_fingerprint
+        self.fingerprint = f"{corpus.fingerprint}|{tag}"
+
+    def read(self, docs, starts, lens):
+        return self.base.read(self.doc_map[np.asarray(docs, np.int64)], starts, lens)
+
+
+def select_docs(corpus: Corpus, *, cap_tokens: int | None = None, upsample_long: tuple[int, int] | None = None):
+    """``corpus`` itself, or a :class:`DocView` keeping the documents within the first ``cap_tokens`` tokens
+    and repeating those of ``min_tokens`` or more ``factor`` times (``upsample_long=(min_tokens, factor)``)."""
+    if cap_tokens is None and (upsample_long is None or upsample_long[1] <= 1):
+        return corpus
+    lengths = corpus.lengths.astype(np.int64)
+    keep = lengths.size if cap_tokens is None else max(1, int(np.searchsorted(np.cumsum(lengths), cap_tokens, "right")))
+    doc_map = np.arange(keep, dtype=np.int64)
+    tags = [] if cap_tokens is None else [f"cap={cap_tokens}"]
+    if upsample_long is not None and upsample_long[1] > 1:
+        min_tokens, factor = upsample_long
+        long = doc_map[lengths[:keep] >= min_tokens]
+        doc_map = np.concatenate([doc_map, np.tile(long, factor - 1)])
+        tags.append(f"long>={min_tokens}x{factor}")
+    return DocView(corpus, doc_map, ",".join(tags), keep)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenmill.errors import ConfigError, RoutingError
-from tokenmill.loader.corpus import Corpus, open_sets
+from tokenmill.loader.corpus import Corpus, open_sets, select_docs
 from tokenmill.loader.order import epoch_seed, permute
 from tokenmill.pack import best_fit_decreasing, boundary_aware, window_pieces
 
@@ -28,15 +28,20 @@ class PackedDataset:
     ``loss_weights`` (float32 per token) when the shards carry per-message loss weights.
 
     ``seq_lens`` holds the length of every document piece in the sample, in order; rows are not padded.
+    ``cap_tokens`` keeps only the documents within the first that many tokens; ``upsample_long=(min_tokens,
+    factor)`` serves documents of ``min_tokens`` or more ``factor`` times per epoch (length-aware sampling for
+    long-context training, Fu et al. 2024); both change the fingerprint.
     """
 
     def __init__(self, sources, *, seq_len: int, mode: str = "bfd", seed: int = 0, epoch: int = 0,
-                 shuffle: bool = True, tokenizer=None):
+                 shuffle: bool = True, tokenizer=None, cap_tokens: int | None = None,
+                 upsample_long: tuple[int, int] | None = None):
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if int(seq_len) < 1:
             raise ConfigError(f"seq_len must be >= 1, got {seq_len}")
-        self.corpus = Corpus(open_sets(sources, tokenizer=tokenizer))
+        self.corpus = select_docs(Corpus(open_sets(sources, tokenizer=tokenizer)), cap_tokens=cap_tokens,
+                                  upsample_long=upsample_long)
         if self.corpus.has_mask and mode != "bfd":
             raise RoutingError(
                 f"these shards carry a loss mask (SFT data); mode={mode!r} would cut examples and let them "
@@ -69,6 +74,12 @@ class PackedDataset:
     def vocab_size(self) -> int:
         """Ids are below this: the size a model's embedding needs at least."""
         return int(self.corpus.sets[0].vocab_size)
+
+    @property
+    def eos_id(self) -> int | None:
+        """The tokenizer's end-of-sequence id (None when it has none)."""
+        eos = self.corpus.sets[0].eos_id
+        return None if eos is None else int(eos)
 
     @property
     def pad_id(self) -> int:

@@ -25,6 +25,33 @@ class PackedLoader:
         self.dataset, self.batch_size, self.collate_fn = dataset, batch_size, collate_fn
         self.rank, self.world_size, self.num_workers, self.pin_memory = rank, world_size, num_workers, pin_memory
         self.epoch, self.cursor = dataset.epoch, 0
+        self.run_log = None  # a RunLog (from_recipe with log_dir=): one line per batch handed out
+
+    @classmethod
+    def from_recipe(cls, recipe, *, batch_size: int | None = None, rank: int = 0, world_size: int | None = None,
+                    collate_fn=None, log_dir=None, tokenizer=None, num_workers: int = 0, pin_memory: bool = False):
+        """A loader drawing exactly what ``tokenmill plan RECIPE`` says (a path or a parsed ``Recipe``).
+
+        ``batch_size`` and ``world_size`` default to the recipe's; other values resume the same global order
+        (phase boundaries stay at the recipe's steps when ``batch_size x world_size`` divides its global
+        batch). ``collate_fn`` defaults to ``PackedCollator(pad_id=dataset.pad_id)``; ``log_dir`` writes the
+        consumed-token log that ``tokenmill plan RECIPE --check LOG_DIR`` compares with the plan.
+        """
+        from tokenmill.loader.collate import PackedCollator
+        from tokenmill.loader.recipe_data import RecipeDataset
+        from tokenmill.loader.runlog import RunLog
+
+        dataset = RecipeDataset(recipe, tokenizer=tokenizer)
+        loader = cls(dataset, batch_size=batch_size or dataset.recipe.batch, rank=rank,
+                     world_size=world_size or dataset.recipe.world_size, num_workers=num_workers, pin_memory=pin_memory,
+                     collate_fn=collate_fn or PackedCollator(pad_id=dataset.pad_id))
+        loader.run_log = RunLog(log_dir, rank=rank, dataset=dataset) if log_dir is not None else None
+        return loader
+
+    vocab_size = property(lambda self: self.dataset.vocab_size)
+    pad_id = property(lambda self: self.dataset.pad_id)
+    eos_id = property(lambda self: self.dataset.eos_id)
+    tokenizer_fingerprint = property(lambda self: self.dataset.tokenizer_fingerprint)
 
     def steps_left(self) -> int:
         """Steps (batches per rank) left in the current epoch."""
@@ -41,8 +68,14 @@ class PackedLoader:
         loader = torch.utils.data.DataLoader(
             self.dataset, batch_size=self.batch_size, sampler=positions, collate_fn=self.collate_fn,
             num_workers=self.num_workers, pin_memory=self.pin_memory, drop_last=True)
+        step = self.batch_size * self.world_size
+        if self.run_log is not None:
+            self.run_log.start(world_size=self.world_size, batch_size=self.batch_size, cursor=self.cursor)
         for batch in loader:
-            self.cursor += self.batch_size * self.world_size
+            if self.run_log is not None:
+                self.run_log.step(first=self.cursor + self.rank, stride=self.world_size, count=self.batch_size,
+                                  global_batch=step)
+            self.cursor += step
             yield batch
         self.set_epoch(self.epoch + 1)
 

@@ -11,7 +11,8 @@ Rule. Blended sample ``k`` lies in the phase whose sample range holds it; inside
 weight takes nothing). A component's index continues across phases: it is the number of samples the
 component gave in the earlier phases (closed form from the same rule) plus its count inside this phase,
 so no component restarts at a phase boundary and nothing is stored per sample. A component read past its
-end wraps around (another epoch of that source: Phi-4-style repeats of a small source).
+end wraps around (another epoch of that source: Phi-4-style repeats of a small source). The components
+active in one phase share one ``seq_len``; another phase may use another (a long-context phase).
 
 Cost: O(log components) integer steps per sample plus a binary search over the phases; the per-phase
 offsets are computed once (O(phases x components)).
@@ -79,17 +80,28 @@ class ScheduledBlend:
             raise ConfigError(f"need global_batch_size >= 1 and num_samples >= 1; got {global_batch_size}, {num_samples}")
         self.names = list(components)
         self.datasets = [_as_dataset(src, seq_len, seed, tokenizer) for src in components.values()]
-        if len({d.seq_len for d in self.datasets}) > 1:
-            raise ConfigError(f"components have different seq_len: {[d.seq_len for d in self.datasets]}")
         check_same_tokenizer([(d.tokenizer_fingerprint, f"component {n!r}") for n, d in zip(self.names, self.datasets)])
         self.phases = [dict(p) for p in phases]
         self.global_batch_size = int(global_batch_size)
         self.starts, self.weights = parse_phases(self.phases, self.names, global_batch_size=self.global_batch_size)
+        self.phase_seq_lens = self._phase_seq_lens()
         last_until = self.phases[-1].get("until_step")
         self._len = min(num_samples, last_until * self.global_batch_size) if last_until else int(num_samples)
         self.offsets = self._offsets()
-        self.seq_len, self.seed = self.datasets[0].seq_len, int(seed)
+        self.seq_len, self.seed = self.phase_seq_lens[0], int(seed)
         self.set_epoch(epoch)
+
+    def _phase_seq_lens(self) -> list[int]:
+        """The sample length of each phase: its components may differ from other phases' (a long-context
+        phase), never from each other's."""
+        out = []
+        for i, w in enumerate(self.weights):
+            lengths = {self.datasets[c].seq_len for c, x in enumerate(w) if x > 0}
+            if len(lengths) > 1:
+                raise ConfigError(f"phase {i}: its components have different seq_len {sorted(lengths)}; "
+                                  "one phase serves samples of one length")
+            out.append(lengths.pop())
+        return out
 
     def _offsets(self) -> list[list[int]]:
         """Samples each component gave before each phase."""
@@ -107,6 +119,10 @@ class ScheduledBlend:
         return "schedule(" + json.dumps(doc, sort_keys=True) + ")"
 
     tokenizer_fingerprint = property(lambda self: self.datasets[0].tokenizer_fingerprint)
+    tokenizer = property(lambda self: self.datasets[0].tokenizer)
+    vocab_size = property(lambda self: self.datasets[0].vocab_size)
+    pad_id = property(lambda self: self.datasets[0].pad_id)
+    eos_id = property(lambda self: self.datasets[0].eos_id)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)

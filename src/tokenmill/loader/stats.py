@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from tokenmill.pack import boundary_aware, packing_stats
 from tokenmill.shards.inventory import val_directory
 
@@ -34,8 +36,11 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
         "doc_tokens_mean": float(lengths.mean()) if lengths.size else 0.0,
         "doc_tokens_max": int(lengths.max()) if lengths.size else 0,
     }
+    stats["by_length"] = length_table(lengths, _doc_sources(shards))
     if seq_len is not None:
         stats["packing"] = packing_stats(lengths, seq_len, batch_size=batch_size)
+        long = lengths[lengths > seq_len].astype(np.int64).sum()
+        stats["packing"]["long_doc_share"] = float(long / shards.n_tokens) if shards.n_tokens else 0.0
         if not shards.has_mask:
             stats["packing"]["concat_samples"] = shards.n_tokens // seq_len
             stats["packing"]["boundary_efficiency"] = boundary_aware(lengths, seq_len).efficiency
@@ -43,6 +48,51 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
     if val is not None:  # a run with a validation split: the numbers of val/ beside the training shards'
         stats["val"] = _val_stats(val, seq_len=seq_len, batch_size=batch_size)
     return stats
+
+
+BUCKETS = (0, 512, 2048, 8192, 32768, 131072)
+
+
+def _bucket_name(lo: int, hi: int | None) -> str:
+    short = {0: "0", 512: "512", 2048: "2k", 8192: "8k", 32768: "32k", 131072: "128k"}
+    return f">={short[lo]}" if hi is None else f"{short[lo]}-{short[hi]}"
+
+
+def _doc_sources(shards) -> np.ndarray:
+    """The ``source`` (input file) of every document, from the shards' doc records."""
+    parts = [s.docs.column("source").to_numpy(zero_copy_only=False) for s in shards.shards if s.docs is not None]
+    return np.concatenate(parts) if parts else np.zeros(0, object)
+
+
+def length_table(lengths: np.ndarray, sources: np.ndarray) -> dict[str, list[dict]]:
+    """Documents and tokens by document-length bucket (``[lo, hi)`` tokens), per source and for ``all``."""
+    lengths = lengths.astype(np.int64)
+    out = {"all": _buckets(lengths)}
+    if sources.size == lengths.size:
+        for name in sorted(set(sources.tolist())):
+            out[str(name)] = _buckets(lengths[sources == name])
+    return out
+
+
+def _buckets(lengths: np.ndarray) -> list[dict]:
+    total = int(lengths.sum())
+    edges = list(BUCKETS) + [None]
+    rows = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = lengths[(lengths >= lo) & ((lengths < hi) if hi is not None else True)]
+        rows.append({"bucket": _bucket_name(lo, hi), "min_tokens": lo, "max_tokens": hi, "documents": int(inside.size),
+                     "tokens": int(inside.sum()), "share": int(inside.sum()) / total if total else 0.0})
+    return rows
+
+
+def render_length_table(table: dict[str, list[dict]], indent: str = "") -> list[str]:
+    """One line per source: its share of tokens in each length bucket."""
+    names = [r["bucket"] for r in table["all"]]
+    width = max(len(n) for n in table)
+    lines = [f"{indent}tokens by document length:", f"{indent}  {'source'.ljust(width)}  " + "  ".join(f"{n:>9}" for n in names)]
+    for source, rows in table.items():
+        lines.append(f"{indent}  {source.ljust(width)}  " + "  ".join(f"{100 * r['share']:>8.1f}%" for r in rows))
+    return lines
 
 
 def _val_stats(val: Path, *, seq_len: int | None, batch_size: int) -> dict:
@@ -65,8 +115,10 @@ def render_stats(stats: dict) -> str:
 
 
 def _body(stats: dict, indent: str = "") -> list[str]:
-    lines = _lines({k: v for k, v in stats.items() if k not in ("directory", "track", "tokenizer", "packing", "val")},
-                   indent)
+    lines = _lines({k: v for k, v in stats.items()
+                    if k not in ("directory", "track", "tokenizer", "packing", "val", "by_length")}, indent)
+    if "by_length" in stats:
+        lines += render_length_table(stats["by_length"], indent)
     if "packing" in stats:
         lines.append(f"{indent}packing at seq_len {stats['packing']['seq_len']}:")
         lines += _lines({k: v for k, v in stats["packing"].items() if k != "seq_len"}, indent=indent + "  ")

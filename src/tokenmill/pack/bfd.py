@@ -50,6 +50,8 @@ def _sorted_examples(lengths: np.ndarray, seq_len: int, seed: int) -> np.ndarray
 def _assign(sorted_lengths: np.ndarray, seq_len: int) -> tuple[np.ndarray, int]:
     """Bin id of every example, for lengths sorted decreasingly."""
     bins = np.empty(sorted_lengths.size, index_dtype(sorted_lengths.size))
+    if sorted_lengths.size == 0:  # nothing fits (every example longer than seq_len): no pack
+        return bins, 0
     count = np.zeros(seq_len + 1, np.int64)  # open packs per remaining room
     rooms: list[list[int]] = [[] for _ in range(seq_len + 1)]  # pack ids per remaining room
     n_bins = 0

@@ -30,12 +30,13 @@ from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
-from tokenmill.pretrain.documents import to_documents
+from tokenmill.io.documents import to_documents
+from tokenmill.job import holding, pick_executor
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
-from tokenmill.track import TrackRun, finish_run, holding, pick_executor, prepare_run, staged_files
+from tokenmill.track import TrackRun, finish_run, prepare_run, staged_files
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
 
@@ -79,7 +80,7 @@ class PretrainTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work, tok = unit.payload, self.tokenizer
-        stats, seconds = Stats(), Counter()
+        stats, seconds, origins = Stats(), Counter(), {}
         info = tok.info(chat_template="")  # pretraining shards name no chat template (shard spec)
         out = SplitWriters(self.split, staging, lambda where: ShardWriter(
             where, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=info, max_tokens=self.shard_tokens))
@@ -111,23 +112,37 @@ class PretrainTask:
                 out.rank(docs)  # the first pass of a --val-count split: keys only, nothing encoded
                 continue
             for target, part in out.route(docs):
-                tokens = self._encode_into(target, part, bos, seconds)
+                tokens = self._encode_into(target, part, bos, seconds, origins if self._origins(work) else None)
                 stats.tokens += tokens
                 out.count(target, part.num_rows, tokens)
         sink.close()
         ledger_file = ledger.close() if ledger else None
         seconds.update(ledger.seconds if ledger else {})
         data = {**out.close(), "ledger": ledger_file}  # closed first: the outputs are the final file names
+        if origins:
+            data["origins"] = origins
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
-    def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter) -> int:
-        """Encode a Document batch and append it to ``writer``; the number of tokens written."""
+    def _origins(self, work: Any) -> bool:
+        """Whether the unit's documents carry their own origin (a tokenmill documents file: ``source`` mapped)."""
+        return bool(self.schemas.get(work.file.rel, {}).get("source"))
+
+    def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter,
+                     origins: dict[str, dict[str, int]] | None = None) -> int:
+        """Encode a Document batch and append it to ``writer``; the number of tokens written. ``origins``, when
+        given, gets each document's origin's kept documents and tokens."""
         tok = self.tokenizer
         started = time.perf_counter()
         flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
         flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
         seconds["tokenize"] += time.perf_counter() - started
-        writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(), sources=docs.column("source").to_pylist())
+        sources = docs.column("source").to_pylist()
+        writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(), sources=sources)
+        if origins is not None:
+            for source, n in zip(sources, np.diff(offsets).tolist()):
+                row = origins.setdefault(source, {"kept": 0, "tokens": 0})
+                row["kept"] += 1
+                row["tokens"] += n
         return int(offsets[-1])
 
 
@@ -185,9 +200,10 @@ def run_pretrain(
             return dry_run_plan(run)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
                             text_mode=text_mode, steps=tuple(steps), limit=limit, split=split)
-        funnel = (lambda out, manifest: add_funnel(out, manifest, steps)) if is_doc_steps(steps) else None
+        names = [u.name for u in run.units]
+        funnel = (lambda out, manifest: add_funnel(out, manifest, steps, names)) if is_doc_steps(steps) else None
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
-                          chat_template="", amend=funnel, pull=("ledger/",) if funnel else ())
+                          chat_template="", amend=funnel, pull=("steps/",) if funnel else ())
 
 
 def _check_steps(steps: Sequence[Step]) -> None:

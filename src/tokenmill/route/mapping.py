@@ -15,7 +15,7 @@ from typing import Any
 
 from tokenmill.errors import ConfigError, RoutingError
 
-DOCUMENT_KEYS = ("record", "text", "id", "url", "license", "meta")
+DOCUMENT_KEYS = ("record", "text", "id", "url", "license", "source", "meta", "meta_json")
 # keys the router writes for information (a copied `inspect --json` schema carries them)
 INFO_KEYS = ("roles", "content_parts", "markers", "columns", "style")
 MAX_SUBKEYS = 64
@@ -67,7 +67,7 @@ def _shape_problems(track: str, mapping: Any) -> list[str]:
         return [f"expected a field mapping (a dict), got {type(mapping).__name__}"]
     if track == "pretrain":
         return _document_problems(mapping)
-    from tokenmill.sft.normalize import parse_schema
+    from tokenmill.route.spec import parse_schema
 
     problems = _unknown_keys(mapping, _conversation_keys())
     try:
@@ -86,7 +86,7 @@ def _document_problems(mapping: dict) -> list[str]:
                         "records (conversations go to `tokenmill sft`)")
     if "text" in mapping and not isinstance(mapping["text"], str):
         problems.append(f"'text' must name a column (a string), got {mapping['text']!r}")
-    for key in ("id", "url", "license"):
+    for key in ("id", "url", "license", "source", "meta_json"):
         if mapping.get(key) is not None and not isinstance(mapping[key], str):
             problems.append(f"{key!r} must name a column (a string) or be null, got {mapping[key]!r}")
     meta = mapping.get("meta")
@@ -96,7 +96,7 @@ def _document_problems(mapping: dict) -> list[str]:
 
 
 def _conversation_keys() -> tuple[str, ...]:
-    from tokenmill.sft.normalize import COLUMN_KEYS, EXTRA_KEYS
+    from tokenmill.route.spec import COLUMN_KEYS, EXTRA_KEYS
 
     spellings = {name for keys in COLUMN_KEYS.values() for _, names, _ in keys for name in names}
     turn = ("role_key", "content_key", "reasoning_key", "weight_key")
@@ -129,7 +129,7 @@ def _named_fields(track: str, mapping: dict) -> list[tuple[str, str]]:
     """(mapping key, field path) of every field the mapping names."""
     if track == "pretrain":
         named = [("text", mapping.get("text") or "text")]
-        named += [(k, mapping[k]) for k in ("id", "url", "license") if mapping.get(k)]
+        named += [(k, mapping[k]) for k in ("id", "url", "license", "source", "meta_json") if mapping.get(k)]
     else:
         skip = {"record", "style", "meta", "role_key", "content_key", "reasoning_key", "weight_key", *INFO_KEYS}
         named = [(k, v) for k, v in mapping.items() if k not in skip and isinstance(v, str)]
@@ -150,7 +150,7 @@ def _missing(key: str, path: str, fields: dict[str, list[str]]) -> str | None:
 
 
 def _turn_key_problems(mapping: dict, fields: dict[str, list[str]]) -> list[str]:
-    from tokenmill.sft.normalize import TURN_KEYS
+    from tokenmill.route.spec import TURN_KEYS
 
     turns = fields.get(mapping.get("messages") or "", [])
     if not turns:

@@ -177,7 +177,13 @@ def document_schema(cols: dict[str, Column], n_rows: int) -> tuple[dict | None, 
     return document_mapping(text.name, cols), bool(named)
 
 
+# the columns of tokenmill's own documents files (`tokenmill curate`'s documents/, `synth rephrase`'s output)
+CURATED_COLUMNS = ("id", "text", "source", "url", "license", "meta", "loc")
+
+
 def document_mapping(text: str, cols: dict[str, Column]) -> dict:
+    if tuple(cols) == CURATED_COLUMNS and text == "text":
+        return curated_mapping()
     rest = {k: v for k, v in cols.items() if k != text}
     schema = {
         "record": "Document",
@@ -186,6 +192,13 @@ def document_mapping(text: str, cols: dict[str, Column]) -> dict:
         "license": first_named(rest, LICENSE_NAMES) or nested_field(rest, LICENSE_NAMES),
     }
     return _finish(schema, cols)
+
+
+def curated_mapping() -> dict:
+    """A documents file tokenmill wrote: each document keeps the ``source`` it came from (provenance through
+    curation into the shards) and its ``meta`` JSON as it is."""
+    return {"record": "Document", "text": "text", "url": "url", "license": "license", "id": "id", "source": "source",
+            "meta_json": "meta", "meta": []}
 
 
 def rendered_text_schema(text: str, markers: list[str], cols: dict[str, Column]) -> dict:

@@ -20,54 +20,19 @@ Preference pairs and documents are refused with :class:`RoutingError`; a bad map
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from tokenmill.base.accounting import Reject
-from tokenmill.errors import ConfigError, InputError, RoutingError
+from tokenmill.errors import InputError
 from tokenmill.io.base import RawBatch
 from tokenmill.records import CONVERSATION, record_id
+from tokenmill.route.spec import Spec, parse_schema
 from tokenmill.sft.schemas_chat import chat_messages
 from tokenmill.sft.schemas_common import cell, message, optional_text, tools_json
 from tokenmill.sft.schemas_pairs import alpaca_messages, pair_messages
 from tokenmill.sft.validate import RecordProblem, explain_conversation, type_name
-
-STYLE_ALIASES = {"question_answer": "prompt_response", "problem_solution": "prompt_response"}
-
-# style -> (key, accepted spellings of the key in the mapping, required)
-COLUMN_KEYS: dict[str, tuple[tuple[str, tuple[str, ...], bool], ...]] = {
-    "prompt_response": (
-        ("prompt", ("prompt", "question", "problem"), True),
-        ("response", ("response", "completion", "answer", "solution"), True),
-    ),
-    "alpaca": (
-        ("instruction", ("instruction",), True),
-        ("output", ("output",), True),
-        ("query", ("input", "query"), False),
-        ("history", ("history",), False),
-    ),
-    "sharegpt": (("messages", ("messages",), True), ("response", ("response",), False)),
-    "messages": (("messages", ("messages",), True), ("response", ("response",), False)),
-}
-TURN_KEYS = {"sharegpt": ("from", "value"), "messages": ("role", "content")}
-EXTRA_KEYS = ("system", "tools", "reasoning", "id")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A checked mapping: the style, its columns, and the per-turn keys of chat styles."""
-
-    style: str
-    columns: dict[str, str | None]
-    extras: dict[str, str | None]  # system, tools, reasoning, id
-    turn_keys: dict[str, str | None] = field(default_factory=dict)  # role/content/reasoning/weight keys
-    meta: tuple[str, ...] | None = None
-
-    @property
-    def used(self) -> set[str]:
-        return {c for c in (*self.columns.values(), *self.extras.values()) if c is not None}
 
 
 def normalize_rows(
@@ -122,52 +87,6 @@ def normalize_record(row: Any, loc: int, *, source: str, spec: Spec) -> dict:
     }
 
 
-def parse_schema(schema: Any) -> Spec:
-    """Check a mapping once; raise :class:`RoutingError` for non-conversation data, :class:`ConfigError` if bad."""
-    if not isinstance(schema, dict):
-        raise ConfigError(f"a schema mapping must be a dict, got {type_name(schema)}")
-    if schema.get("record") != "Conversation" or schema.get("style") == "rendered_text":
-        raise RoutingError(_refusal(schema))
-    style = STYLE_ALIASES.get(schema.get("style"), schema.get("style"))
-    if style not in COLUMN_KEYS:
-        styles = ", ".join([*COLUMN_KEYS, *STYLE_ALIASES])
-        raise ConfigError(f"unknown conversation style {schema.get('style')!r}; expected one of {styles}")
-    problems: list[str] = []
-    columns = {key: _column(schema, names, required, style, problems) for key, names, required in COLUMN_KEYS[style]}
-    extras = {key: _column(schema, (key,), False, style, problems) for key in EXTRA_KEYS}
-    turn_keys = _turn_keys(schema, style, problems)
-    meta = schema.get("meta")
-    if meta is not None and not (isinstance(meta, (list, tuple)) and all(isinstance(m, str) for m in meta)):
-        problems.append(f"'meta' must be a list of column names, got {meta!r}")
-    if problems:
-        raise ConfigError(problems)
-    return Spec(style, columns, extras, turn_keys, None if meta is None else tuple(meta))
-
-
-def _column(schema: dict, names: tuple[str, ...], required: bool, style: str, problems: list[str]) -> str | None:
-    col = next((schema[n] for n in names if schema.get(n) is not None), None)
-    if col is None and required:
-        problems.append(f"style {style!r} needs {names[0]!r}: the name of the column that holds it")
-    elif col is not None and not isinstance(col, str):
-        problems.append(f"{names[0]!r} must name a column (a string), got {col!r}")
-    return col
-
-
-def _turn_keys(schema: dict, style: str, problems: list[str]) -> dict[str, str | None]:
-    if style not in TURN_KEYS:
-        return {}
-    role, content = TURN_KEYS[style]
-    keys = {
-        "role_key": schema.get("role_key") or role,
-        "content_key": schema.get("content_key") or content,
-        "reasoning_key": schema.get("reasoning_key"),
-        "weight_key": schema.get("weight_key"),
-    }
-    bad = {k: v for k, v in keys.items() if v is not None and not isinstance(v, str)}
-    problems.extend(f"{k!r} must be a string, got {v!r}" for k, v in bad.items())
-    return keys
-
-
 def _style_messages(row: dict, spec: Spec) -> list[dict]:
     cols = spec.columns
     if spec.style == "prompt_response":
@@ -217,31 +136,3 @@ def _normalize_one(
     return conv, explain_conversation(conv, allow_consecutive=allow_consecutive)
 
 
-def _refusal(schema: dict) -> str:
-    record, style = schema.get("record"), schema.get("style")
-    if schema.get("chosen") is not None or schema.get("rejected") is not None or style == "preference":
-        chosen, rejected = schema.get("chosen"), schema.get("rejected")
-        prompt = schema.get("prompt") or "<prompt column>"
-        return (
-            f"this data holds preference pairs (columns {chosen!r} and {rejected!r}); the SFT track takes "
-            f"conversations. To train on the chosen side only, give an explicit mapping: "
-            f'{{"record": "Conversation", "style": "messages", "messages": "{chosen}"}} when {chosen!r} holds whole '
-            f'conversations, or {{"record": "Conversation", "style": "sharegpt", "messages": "{prompt}", '
-            f'"response": "{chosen}"}} when it holds only the reply'
-        )
-    if record == "Document":
-        return (
-            f"this data holds documents (text column {schema.get('text')!r}), not conversations; it belongs to "
-            "the pretrain track (`tokenmill pretrain`), or give an explicit conversation mapping"
-        )
-    if style == "rendered_text":
-        return (
-            f"column {schema.get('text')!r} holds chat text that is already rendered (markers: "
-            f"{', '.join(schema.get('markers') or []) or 'unknown'}); the SFT track needs structured turns: convert "
-            "them to messages, or train the text on the pretrain track"
-        )
-    fields = ", ".join(map(str, schema.get("columns") or [])) or "unknown"
-    return (
-        f"no conversation layout recognised (fields: {fields}); give an explicit mapping such as "
-        '{"record": "Conversation", "style": "prompt_response", "prompt": "<column>", "response": "<column>"}'
-    )

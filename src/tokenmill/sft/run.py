@@ -30,6 +30,7 @@ from tokenmill.curate.inline import setup_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.io import read_unit
+from tokenmill.job import holding, pick_executor
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
@@ -43,7 +44,7 @@ from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
-from tokenmill.track import finish_run, holding, pick_executor, prepare_run, staged_files
+from tokenmill.track import finish_run, prepare_run, staged_files
 
 
 @dataclass(frozen=True)

@@ -64,19 +64,17 @@ class Selection:
             raise ConfigError(problems)
 
 
-def read_conversations(inputs: Sequence[str]) -> tuple[list[dict], list[tuple[str, int]], Stats, list]:
-    """Canonical conversations of the inputs, their (source, loc), the counts, and the rejects."""
-    from tokenmill.io import expand_inputs, plan_units, read_unit
-    from tokenmill.route import inspect_file
+def read_conversations(inputs: Sequence[str] | Any) -> tuple[list[dict], list[tuple[str, int]], Stats, list]:
+    """Canonical conversations of the inputs (paths, or planned :class:`~tokenmill.job.Inputs`), their
+    (source, loc), the counts, and the rejects."""
+    from tokenmill.io import read_unit
+    from tokenmill.job import Inputs, plan_inputs
     from tokenmill.sft.normalize import normalize_rows
-    from tokenmill.track import refuse_misrouted
 
-    files = expand_inputs(list(inputs))
-    routes = [inspect_file(f) for f in files]
-    refuse_misrouted("sft", routes, force=False)
-    schemas = {f.rel: r.schema for f, r in zip(files, routes)}
+    planned = inputs if isinstance(inputs, Inputs) else plan_inputs("sft", inputs, unit_bytes=1 << 40)
+    schemas = planned.schemas
     convs, where, stats, rejects = [], [], Stats(), []
-    for unit in plan_units(files, unit_bytes=1 << 40):
+    for unit in planned.units:
         for raw in read_unit(unit):
             stats.input += len(raw) + len(raw.rejects)
             rejects += raw.rejects
@@ -170,14 +168,22 @@ def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int) 
     return selected, reason
 
 
-def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_rules: Any = None) -> dict:
-    """Run the selection; write the outputs; return the manifest."""
+def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_rules: Any = None,
+           overwrite: bool = False) -> dict:
+    """Run the selection; write the outputs (``out`` guarded and locked by the job driver); return the manifest."""
+    from tokenmill.job import hold_job, plan_inputs, resolve_out
+
+    planned = plan_inputs("sft", inputs, unit_bytes=1 << 40)
+    out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
+    with hold_job(out, workflow="sft select", overwrite=overwrite):
+        return _select(planned, out, how, quality_rules)
+
+
+def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict:
     from tokenmill.base.files import atomic_write
     from tokenmill.curate.sft_quality import SftQuality
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    convs, where, stats, rejects = read_conversations(inputs)
+    convs, where, stats, rejects = read_conversations(planned)
     rules = quality_rules if quality_rules is not None else SftQuality(check_language=False)
     if convs:
         rules.setup()
@@ -258,7 +264,8 @@ def cmd_select(args: Any) -> int:
     from tokenmill.curate.sft_quality import SftQuality
 
     how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model)
-    m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language))
+    m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
+               overwrite=args.overwrite)
     r = m["report"]
     print(f"sft select: {m['counts']['kept']:,} kept of {m['counts']['input']:,} records "
           f"({r['scored']:,} scored in {r['clusters']:,} prompt clusters, largest {r['largest_cluster']}) -> {args.out}")

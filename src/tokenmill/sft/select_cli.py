@@ -17,3 +17,5 @@ def add_parser(sub: Any) -> None:
                    help="length (assistant words, log-scaled) or quality (classifier probability; needs --model)")
     p.add_argument("--model", help="quality model for --score quality")
     p.add_argument("--check-language", action="store_true", help="also drop prompt/response language mismatches")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again: remove what an earlier tokenmill run wrote in --out (nothing else)")

@@ -40,8 +40,13 @@ class Batch:
     sources: pa.Array | None = None
 
 
-def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq_len: int | None = None) -> dict:
-    """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary."""
+def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq_len: int | None = None,
+           overwrite: bool = False) -> dict:
+    """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary.
+
+    Nothing is written over what the export did not write: an existing target is refused unless
+    ``overwrite``, and even then only a target of the same format (:func:`check_target`).
+    """
     writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
     if to not in writers:
         raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
@@ -53,8 +58,14 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
     out = Path(out)
+    check_target(to, out, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = writers[to](ds, out, seq_len)
+    if to == "hf":
+        from tokenmill.base.files import atomic_write
+
+        (out / "_state").mkdir(exist_ok=True)
+        atomic_write(out / "_state" / "job.json", json.dumps({"workflow": "export"}).encode())
     return {"format": to, "seq_len": seq_len, **summary}
 
 
@@ -98,6 +109,59 @@ def _gather(read, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if np.array_equal(starts[1:], stops[:-1]):
         return read(int(starts[0]), int(stops[-1]))
     return np.concatenate([read(int(a), int(b)) for a, b in zip(starts, stops)])
+
+
+def targets(to: str, out: Path) -> list[Path]:
+    """The paths an export to ``to`` at ``out`` writes (a directory for hf)."""
+    if to == "megatron":
+        return [Path(f"{out}.bin"), Path(f"{out}.idx")]
+    if to == "bin":
+        return [out, Path(f"{out}.json"), Path(f"{out}.mask")]
+    return [out]
+
+
+def check_target(to: str, out: Path, *, overwrite: bool) -> None:
+    """Refuse to write over anything the export did not write.
+
+    ``bin`` and ``megatron`` write files: an existing directory at one of their paths is refused; an existing
+    file is replaced only with ``overwrite`` and when it is of that format (a ``tokenmill-bin`` sidecar, a
+    Megatron index header). ``hf`` writes a directory: a non-empty one is replaced only with ``overwrite`` and
+    when a tokenmill export wrote it (``_state/job.json``).
+    """
+    from tokenmill.engine.outdir import written_by
+
+    if to == "hf":
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out} is a file; export --to hf writes a directory: give a new directory path")
+        if out.is_dir() and any(out.iterdir()):
+            if not overwrite or written_by(out) != "export":
+                why = "pass --overwrite to replace it" if written_by(out) == "export" else \
+                    "it was not written by `tokenmill export --to hf`"
+                raise ConfigError(f"--out {out} is not empty; export --to hf writes a directory of its own ({why}): "
+                                  "choose a new directory")
+            shutil.rmtree(out)
+        return
+    for path in targets(to, out):
+        if path.is_dir():
+            raise ConfigError(f"--out {out}: {path} is a directory; export --to {to} writes files "
+                              f"({', '.join(p.name for p in targets(to, out))}): give a file path, e.g. {path / 'tokens'}")
+    existing = [p for p in targets(to, out) if p.exists()]
+    if existing and not overwrite:
+        raise ConfigError(f"--out {out}: {existing[0]} exists; pass --overwrite to replace an earlier export, or choose "
+                          "another path")
+    if existing and not _own_export(to, out):
+        raise ConfigError(f"--out {out}: {existing[0]} exists and is not a {to} export; --overwrite replaces only an "
+                          "earlier export of the same format: choose another path")
+
+
+def _own_export(to: str, out: Path) -> bool:
+    try:
+        if to == "bin":
+            return json.loads(Path(f"{out}.json").read_text()).get("format") == "tokenmill-bin"
+        with open(f"{out}.idx", "rb") as fh:
+            return fh.read(len(MEGATRON_HEADER)) == MEGATRON_HEADER
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:

@@ -39,8 +39,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from tokenmill.config import parse_size
     from tokenmill.errors import ConfigError
+    from tokenmill.job.options import parse_size
     from tokenmill.synth.client import Client, Generation
     from tokenmill.synth.run import print_synth_summary
 

@@ -109,7 +109,7 @@ class RephraseTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.io import read_unit
-        from tokenmill.pretrain.documents import to_documents
+        from tokenmill.io.documents import to_documents
         from tokenmill.report.rejects import RejectSink
 
         stats, rows = Stats(), {name: [] for name in DOCUMENT.names}
@@ -171,24 +171,19 @@ def rephrase(
 ) -> dict:
     """Rewrite every document of the inputs in ``style``; return the manifest."""
     from tokenmill.errors import ConfigError
-    from tokenmill.io import expand_inputs
-    from tokenmill.route import inspect_file
-    from tokenmill.track import refuse_misrouted
+    from tokenmill.job import plan_inputs
 
     if prompt_file is None and style not in STYLES:
         raise ConfigError(f"--style {style!r}: expected one of {', '.join(STYLES)} (or give --prompt-file)")
     if chunk_chars < 200:
         raise ConfigError(f"--chunk-chars {chunk_chars}: expected at least 200")
     prompt = load_prompt(prompt_file, default=style, placeholder="text")
-    files = expand_inputs(list(inputs))
-    routes = [inspect_file(f) for f in files]
-    refuse_misrouted("pretrain", routes, force=False)
-    schemas = {f.rel: r.schema for f, r in zip(files, routes)}
-    task = RephraseTask(client, prompt, style, schemas, chunk_chars)
+    planned = plan_inputs("pretrain", inputs, unit_bytes=unit_bytes)
+    task = RephraseTask(client, prompt, style, planned.schemas, chunk_chars)
     params = {"style": style, "prompt_sha256": prompt.sha256, "model": client.model,
               "generation": client.generation.body(), "chunk_chars": chunk_chars}
     return run_synth("rephrase", inputs, out=out, client=client, task=task, params=params, unit_bytes=unit_bytes,
-                     overwrite=overwrite, progress=progress)
+                     overwrite=overwrite, progress=progress, planned=planned)
 
 
 def summarize(manifest: dict, out: Path) -> None:

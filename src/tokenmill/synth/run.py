@@ -96,21 +96,36 @@ def run_synth(
     unit_bytes: int,
     overwrite: bool,
     progress: bool | None,
+    planned: Any = None,
 ) -> dict:
-    """Run the generation ``task`` over the inputs' units; write and return the manifest."""
+    """Run the generation ``task`` over the inputs' units (of ``planned``, :class:`~tokenmill.job.Inputs`, when
+    the command routed them); write and return the manifest. ``out`` is guarded and locked by the job driver."""
+    from tokenmill.job import check_job, hold_job, resolve_out
+
+    started = time.monotonic()
+    if planned is not None:
+        units = [Unit(u.index, u.name, size=max(u.stop - u.start, 0) if u.stop >= 0 else u.file.size, payload=u)
+                 for u in planned.units]
+    else:
+        units = input_units(inputs, unit_bytes=unit_bytes)
+    out, _ = resolve_out(out, [*map(str, inputs), *(u.payload.file.path for u in units)])
+    check_job(out, workflow=f"synth {kind}", overwrite=overwrite)  # refused before the server is asked
+    client.check()
+    with hold_job(out, workflow=f"synth {kind}", overwrite=overwrite):
+        return _run(kind, out, client, task, params, units, progress, started)
+
+
+def _run(kind: str, out: Path, client: Client, task: Callable, params: dict, units: list[Unit], progress: bool | None,
+         started: float) -> dict:
     from tokenmill.base.files import atomic_write
     from tokenmill.report.rejects import merge_rejects
 
-    out = Path(out)
-    client.check()
-    started = time.monotonic()
-    units = input_units(inputs, unit_bytes=unit_bytes)
     fingerprint = json.dumps({"kind": kind, "inputs": [u.payload.file.path for u in units],
                               "sizes": [u.payload.file.size for u in units], **params}, sort_keys=True, default=str)
     stage = Stage(f"synth_{kind}", 1, lambda ctx: StagePlan(units, task, params))
     bar = UnitProgress(client, len(units), sys.stderr.isatty() if progress is None else progress)
     results = run_workflow([stage], out=out, fingerprint=fingerprint, executor=LocalExecutor(workers=1),
-                           progress=lambda key, units_, done: bar, overwrite=overwrite)[stage.name]
+                           progress=lambda key, units_, done: bar, locked=True)[stage.name]
     n_rejects = merge_rejects(out, [u.name for u in units])
     summed = total(results)
     usage = client.usage.to_dict()

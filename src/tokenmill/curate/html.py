@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.base.files import atomic_write
+from tokenmill.report.ledger import read_stage_parts, stage_parts
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -130,11 +131,10 @@ def _fmt(x: float) -> str:
 
 def histograms(directory: Path, manifest: dict) -> str:
     from tokenmill.curate.details import step_class_of
-    from tokenmill.curate.funnel import read_stage_ledger
 
     figs = []
-    for stage, files in manifest.get("ledger", {}).items():
-        table = read_stage_ledger(directory, files)
+    for stage, files in stage_parts(manifest).items():
+        table = read_stage_parts(directory, files)
         if table is None:
             continue
         for entry in [e for e in manifest["steps"] if e["stage"] == stage]:

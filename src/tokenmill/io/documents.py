@@ -63,10 +63,11 @@ def to_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reje
             continue
         cols["id"].append(record_id(_dig(row, schema.get("id")), raw.source, loc))
         cols["text"].append(text)
-        cols["source"].append(raw.source)
+        cols["source"].append(_str_or_none(_dig(row, schema.get("source"))) or raw.source)
         cols["url"].append(_str_or_none(_dig(row, schema.get("url"))))
         cols["license"].append(_str_or_none(_dig(row, schema.get("license"))))
-        cols["meta"].append(_meta(row, meta_keys))
+        cols["meta"].append(_str_or_none(_dig(row, schema["meta_json"])) if schema.get("meta_json")
+                            else _meta(row, meta_keys))
     return pa.RecordBatch.from_pydict(cols, schema=DOCUMENT), rejects
 
 
@@ -79,7 +80,7 @@ def _columnar_rows(raw: RawBatch, schema: dict) -> list[dict]:
     table = raw.table
     if table is None:
         return []
-    wanted = {schema.get(k) for k in ("text", "id", "url", "license")} | set(schema.get("meta") or [])
+    wanted = {schema.get(k) for k in ("text", "id", "url", "license", "source", "meta_json")} | set(schema.get("meta") or [])
     roots = {w.split(".")[0] for w in wanted if w}
     keep = [name for name in table.schema.names if name in roots]
     return table.select(keep).to_pylist() if keep else [{} for _ in range(table.num_rows)]
@@ -98,7 +99,7 @@ def _plain_columns(table: pa.RecordBatch, schema: dict) -> bool:
     field = schema.get("text") or "text"
     if field not in names or not _is_string(table.schema.field(field).type):
         return False
-    for key in ("id", "url", "license"):
+    for key in ("id", "url", "license", "source", "meta_json"):
         name = schema.get(key)
         if name is None or (name not in names and "." not in name):
             continue  # absent: null in both paths
@@ -155,8 +156,12 @@ def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, li
     own = _column_strings(table, schema.get("id"), keep).to_pylist()
     ids = [record_id(o, raw.source, loc) for o, loc in zip(own, locs)]
     n = len(ids)
-    columns = [pa.array(ids, pa.string()), pc.cast(text.filter(keep), pa.large_string()),
-               pa.array([raw.source] * n, pa.string()), _column_strings(table, schema.get("url"), keep),
-               _column_strings(table, schema.get("license"), keep),
-               _meta_strings(table, list(schema.get("meta") or []), keep, n)]
+    source = pa.array([raw.source] * n, pa.string())
+    if schema.get("source"):  # the origin a tokenmill documents file carries, else this file
+        source = pc.coalesce(_column_strings(table, schema["source"], keep), source)
+    meta = (_column_strings(table, schema["meta_json"], keep) if schema.get("meta_json")
+            else _meta_strings(table, list(schema.get("meta") or []), keep, n))
+    columns = [pa.array(ids, pa.string()), pc.cast(text.filter(keep), pa.large_string()), source,
+               _column_strings(table, schema.get("url"), keep), _column_strings(table, schema.get("license"), keep),
+               meta]
     return pa.RecordBatch.from_arrays(columns, schema=DOCUMENT), rejects

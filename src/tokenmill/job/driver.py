@@ -1,0 +1,143 @@
+"""Around every workflow's stages: the output guard and lock, ``--overwrite``, object storage, the
+fingerprint, progress, and the executor.
+
+``hold_job(out, workflow=..., inputs=..., overwrite=...)`` is the only way a command takes its ``--out``:
+
+1. ``--out`` is checked against the inputs (never an input, never holding one, never inside an input
+   directory) before anything is written (:func:`tokenmill.engine.outdir.check_output_path`);
+2. a non-empty directory that tokenmill did not write is refused, with or without ``--overwrite``, and so
+   is another workflow's output unless ``--overwrite`` (``_state/job.json`` names the workflow);
+3. the directory is locked (``flock``) until the block ends; ``--overwrite`` then removes only the files
+   tokenmill writes;
+4. with an ``s3://`` output the local work directory is locked and emptied, the bucket's lock object
+   taken, the bucket cleared on ``--overwrite``, and its ``_state/`` downloaded (``engine/store.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenmill.engine import LocalExecutor, Unit, UnitResult
+from tokenmill.engine.outdir import check_output_path, hold_output
+from tokenmill.engine.progress import Progress
+from tokenmill.errors import ConfigError
+
+
+def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Any]:
+    """The local directory a run writes in, and the object store it publishes to (None for a local ``--out``).
+
+    A local ``out`` is checked against the inputs (``engine/outdir.py``); a URL (``s3://bucket/prefix``, or a
+    :class:`~tokenmill.engine.store.RemoteOutput`) gets its work directory (``engine/store.py``).
+    """
+    from tokenmill.engine.store import is_remote, open_store, work_dir_for
+
+    inputs = [str(i) for i in inputs]
+    if not is_remote(out):
+        check_output_path(out, inputs)
+        return Path(out), None
+    store = open_store(out)
+    for given in inputs:
+        if given.rstrip("/") == store.url or given.startswith(store.url + "/") or store.url.startswith(given.rstrip("/") + "/"):
+            raise ConfigError(f"--out {store.url} holds or lies inside the input {given}; write the output to a prefix "
+                              "of its own")
+    work = work_dir_for(out)
+    check_output_path(work, inputs)
+    return work, store
+
+
+def check_job(out: Path, *, workflow: str, overwrite: bool) -> None:
+    """The refusals of :func:`hold_job`, made without writing anything (before a slow start, e.g. a server check)."""
+    from tokenmill.engine.outdir import refuse_foreign, refuse_other_workflow
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; give a directory path")
+    refuse_foreign(out, overwrite=overwrite)
+    refuse_other_workflow(out, workflow, overwrite=overwrite)
+
+
+def check_file_target(path: str | Path, *, overwrite: bool, ours: Callable[[Path], bool], what: str) -> Path:
+    """A command that writes one file (a model): never over a directory, never over a file tokenmill did not
+    write (``ours(path)`` says whether it did), and over its own earlier file only with ``overwrite``."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a directory; give the path of the {what} file to write, e.g. {path / 'model.bin'}")
+    if path.exists() and not ours(path):
+        raise ConfigError(f"--out {path} exists and was not written by tokenmill; choose another path for the {what}")
+    if path.exists() and not overwrite:
+        raise ConfigError(f"--out {path} holds an earlier {what}; pass --overwrite to replace it, or choose another path")
+    return path
+
+
+@contextlib.contextmanager
+def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None) -> Iterator[Path]:
+    """Guard and lock ``out`` for one run of ``workflow`` (module docstring); yields the local directory."""
+    if store is None:
+        with hold_output(out, overwrite=overwrite, workflow=workflow):
+            yield out
+        return
+    from tokenmill.engine.store import clear_store, hold_store
+    from tokenmill.engine.store import pull as download
+
+    with hold_output(out, overwrite=True, workflow=workflow), hold_store(store):
+        if overwrite:
+            clear_store(store)
+        download(store, out)
+        yield out
+
+
+def job_fingerprint(workflow: str, files: Sequence[Any], config: dict, *, tokenizer: Any = None) -> str:
+    """What a resume must match: the workflow, every input's path, size and format, the tokenizer, the options."""
+    h = hashlib.sha256(workflow.encode())
+    for f in files:
+        h.update(f"{f.path}\0{f.size}\0{f.format}\0".encode("utf-8", "surrogateescape"))  # any file name
+    if tokenizer is not None:
+        h.update(tokenizer.fingerprint.encode())
+    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def holding(executor: Any) -> Any:
+    """``with holding(executor):`` keeps one set of workers for the whole run (when the executor can)."""
+    return executor if hasattr(executor, "__enter__") else contextlib.nullcontext(executor)
+
+
+def pick_executor(executor: Any, workers: int | None) -> Any:
+    """The caller's executor, else a local pool of ``workers`` processes; never both."""
+    if executor is None:
+        return LocalExecutor(workers=workers)
+    if workers is not None:
+        raise ConfigError("give either workers= or executor= (set the number of workers on the executor)")
+    return executor
+
+
+def stage_progress(enabled: bool | None,
+                   seconds: dict[str, float] | None = None) -> Callable[[str, list[Unit], dict[int, UnitResult]], Any]:
+    """A progress bar per stage: its units, their sizes, and the units a resume found done; with ``seconds``,
+    each stage's wall time (from its plan to its last unit) is recorded there under the stage's key."""
+    def start(key: str, units: list[Unit], done: dict[int, UnitResult]) -> Any:
+        bar = Progress(total_units=len(units), total_bytes=sum(u.size for u in units), enabled=enabled)
+        bar.skip(len(done), list(done.values()))
+        return bar if seconds is None else _Timed(bar, key, seconds)
+
+    return start
+
+
+class _Timed:
+    """A stage's progress bar that also records the stage's wall seconds when it closes."""
+
+    def __init__(self, bar: Progress, key: str, seconds: dict[str, float]):
+        self.bar, self.key, self.seconds, self.started = bar, key, seconds, time.monotonic()
+
+    def update(self, result: UnitResult) -> None:
+        self.bar.update(result)
+
+    def close(self) -> None:
+        self.bar.close()
+        self.seconds[self.key] = round(time.monotonic() - self.started, 3)

@@ -1,0 +1,151 @@
+"""The plan of a recipe: what the loader will draw, phase by phase and source by source, before a run.
+
+Every number comes from the :class:`~tokenmill.loader.recipe_data.RecipeDataset` the loader itself serves
+(the schedule's closed-form counts and the packing plans), so the plan is what ``PackedLoader.from_recipe``
+draws, not an estimate: tokens are the real (non-pad) tokens of the samples each source gives.
+
+Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
+are worth much less than fresh ones), a source that runs out of fresh samples before its phase ends, SFT
+data (loss masks) in a phase that trains every token, a source no phase draws. A recipe that cannot run
+(mismatched tokenizers, a ``max_epochs`` exceeded, a missing directory) raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenmill.errors import ConfigError
+from tokenmill.loader.recipe import Recipe
+from tokenmill.loader.recipe_data import RecipeDataset
+
+REPEAT_LIMIT = 4.0
+
+
+def build_plan(recipe: Recipe, *, tokenizer=None) -> dict:
+    """``{"phases", "sources", "warnings", "curve", ...}`` (see ``docs/recipes.md`` for every key)."""
+    data = RecipeDataset(recipe, tokenizer=tokenizer)
+    phases = [_phase(data, i) for i in range(len(recipe.phases))]
+    run_tokens = sum(sum(p["tokens"].values()) for p in phases)
+    for p in phases:
+        p["run_share"] = sum(p["tokens"].values()) / run_tokens if run_tokens else 0.0
+    sources = _sources(data, phases)
+    warnings = _warnings(data, phases, sources)
+    _refuse_over_max_epochs(recipe, sources)
+    return {"recipe": str(recipe.path) if recipe.path else None, "fingerprint": data.fingerprint,
+            "seq_len": recipe.seq_len, "global_batch": recipe.global_batch, "batch": recipe.batch,
+            "world_size": recipe.world_size, "grad_accum": recipe.grad_accum, "total_steps": recipe.total_steps,
+            "total_samples": len(data), "tokens_drawn": sum(s["tokens_drawn"] for s in sources.values()),
+            "phases": phases, "sources": sources, "warnings": warnings, "curve": _curve(recipe, phases)}
+
+
+def _bounds(data: RecipeDataset, i: int) -> tuple[int, int]:
+    starts = data.blend.starts + [len(data)]
+    return starts[i], starts[i + 1]
+
+
+def _phase(data: RecipeDataset, i: int) -> dict:
+    p, (lo, hi) = data.recipe.phases[i], _bounds(data, i)
+    before, after = data.blend.counts(lo), data.blend.counts(hi)
+    tokens, samples = {}, {}
+    for c, key in enumerate(data.names):
+        src = data.source_of_component[key]
+        n = data.component_tokens(c, before[key], after[key])
+        if after[key] > before[key]:
+            tokens[src] = tokens.get(src, 0) + n
+            samples[src] = samples.get(src, 0) + after[key] - before[key]
+    total = sum(tokens.values())
+    return {"name": p.name, "start_step": lo // data.recipe.global_batch, "end_step": hi // data.recipe.global_batch,
+            "steps": p.steps, "seq_len": p.seq_len, "samples": hi - lo, "ignore_loss_mask": p.ignore_loss_mask,
+            "tokens": tokens, "samples_by_source": samples,
+            "share": {s: n / total for s, n in tokens.items()} if total else {},
+            "packing_efficiency": total / ((hi - lo) * p.seq_len) if hi > lo else 0.0,
+            "long_doc_share": {s: _long_share(data, s, p.seq_len) for s in tokens}}
+
+
+def _long_share(data: RecipeDataset, source: str, window: int) -> float:
+    """Share of a source's tokens (as served, after upsampling) in documents longer than ``window``."""
+    key = data.keys[(source, window)]
+    lengths = data.datasets[data.names.index(key)].corpus.lengths.astype(np.int64)
+    total = int(lengths.sum())
+    return int(lengths[lengths > window].sum()) / total if total else 0.0
+
+
+def _sources(data: RecipeDataset, phases: list[dict]) -> dict:
+    out = {}
+    for s in data.recipe.sources:
+        comps = [c for c, key in enumerate(data.names) if data.source_of_component[key] == s.name]
+        drawn = sum(p["tokens"].get(s.name, 0) for p in phases)
+        entry = {"path": str(s.path), "tokens_drawn": drawn, "tokens_available": 0, "epochs": 0.0,
+                 "documents": 0, "track": None, "mode": None}
+        if comps:
+            d = data.datasets[comps[0]]
+            docs, available = _unique(d)
+            entry.update(tokens_available=available, epochs=drawn / available if available else 0.0,
+                         documents=docs, track="sft" if d.corpus.has_mask else "pretrain", mode=d.mode,
+                         tokens_per_pass=int(d.corpus.lengths.astype(np.int64).sum()))
+        out[s.name] = entry
+    return out
+
+
+def _unique(d) -> tuple[int, int]:
+    """(documents, tokens) of a source's own data: after its cap, before upsampling."""
+    n = getattr(d.corpus, "n_unique", len(d.corpus.lengths))
+    base = getattr(d.corpus, "base", d.corpus)
+    return n, int(base.lengths[:n].astype(np.int64).sum())
+
+
+def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[str]:
+    out = []
+    for name, s in sources.items():
+        if s["epochs"] > REPEAT_LIMIT:
+            out.append(f"source {name!r} is repeated {s['epochs']:.1f} epochs, more than {REPEAT_LIMIT:g}: past about 4 "
+                       "epochs repeated tokens are worth much less than fresh ones (Muennighoff et al. 2023)")
+        if s["track"] is None:
+            out.append(f"source {name!r} is drawn by no phase")
+    out += _exhausted(data)
+    for p in data.recipe.phases:
+        masked = [n for n, w in p.weights if w > 0 and sources[n]["track"] == "sft"]
+        if p.ignore_loss_mask and masked:
+            out.append(f"phase {p.name!r} trains every token (ignore_loss_mask) but {masked} carry loss masks "
+                       "(SFT data): their prompts will be trained; drop ignore_loss_mask or those sources")
+    return out
+
+
+def _exhausted(data: RecipeDataset) -> list[str]:
+    """A warning for each component that runs out of fresh samples before the end of the phase it is in."""
+    out, g = [], data.recipe.global_batch
+    for c, key in enumerate(data.names):
+        size = len(data.datasets[c])
+        if data.blend.counts(len(data))[key] <= size:
+            continue
+        k = _first_over(data, key, size)
+        i = data.blend.phase_of(k)
+        lo, hi = _bounds(data, i)
+        if k < hi - 1:
+            p = data.recipe.phases[i]
+            out.append(f"source {data.source_of_component[key]!r} (seq_len {p.seq_len}) runs out of fresh samples at "
+                       f"step {k // g}, {100 * (k - lo) / (hi - lo):.0f}% into phase {p.name!r}: the rest repeats it")
+    return out
+
+
+def _first_over(data: RecipeDataset, key: str, size: int) -> int:
+    """The first blended sample at which component ``key`` has given more than ``size`` samples."""
+    lo, hi = 0, len(data)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if data.blend.counts(mid + 1)[key] > size else (mid, hi)
+    return lo if data.blend.counts(lo + 1)[key] > size else hi
+
+
+def _refuse_over_max_epochs(recipe: Recipe, sources: dict) -> None:
+    over = [f"sources.{s.name}.max_epochs: the phases draw {sources[s.name]['epochs']:.2f} epochs of it, more "
+            f"than {s.max_epochs:g}: lower its weights or phase lengths, or raise max_epochs"
+            for s in recipe.sources if s.max_epochs is not None and sources[s.name]["epochs"] > s.max_epochs]
+    if over:
+        raise ConfigError(over)
+
+
+def _curve(recipe: Recipe, phases: list[dict]) -> dict:
+    """Tokens per source in each interval between phase starts (the chart of ``plan.html``)."""
+    steps = [p["start_step"] for p in phases] + [recipe.total_steps]
+    return {"steps": steps, "tokens": {s.name: [p["tokens"].get(s.name, 0) for p in phases] for s in recipe.sources}}

@@ -1,0 +1,82 @@
+"""``tokenmill plan RECIPE.yaml --out DIR`` and ``tokenmill plan RECIPE.yaml --check LOG_DIR``.
+
+Needs no torch: the plan reads shard headers and ``.idx`` offsets only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("plan", help="plan a training recipe: tokens per source and phase, epochs, warnings")
+    p.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML; docs/recipes.md)")
+    p.add_argument("--out", help="directory for plan.json and plan.html")
+    p.add_argument("--check", metavar="LOG_DIR", help="compare a run's consumed-token log with the plan")
+    p.add_argument("--tokenizer", help="the model's tokenizer: every source must have been written with it")
+    p.add_argument("--json", action="store_true", help="print the plan (or the check) as JSON")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tokenmill.errors import UsageError
+    from tokenmill.loader.plan import build_plan
+    from tokenmill.loader.recipe import load_recipe
+
+    if args.out is None and args.check is None:
+        raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
+    plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
+    if args.out is not None:
+        write_plan(plan, Path(args.out))
+    if args.check is not None:
+        return _check(plan, args)
+    print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
+    if args.out is not None:
+        print(f"wrote {Path(args.out) / 'plan.json'} and {Path(args.out) / 'plan.html'}")
+    return 0
+
+
+def _check(plan: dict, args: argparse.Namespace) -> int:
+    from tokenmill.loader.runlog import check_run
+
+    result = check_run(plan, args.check)
+    print(json.dumps(result, indent=2) if args.json else render_check(result))
+    return 1 if result["problems"] else 0
+
+
+def write_plan(plan: dict, out: Path) -> None:
+    from tokenmill.loader.plan_html import render_plan_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    (out / "plan.html").write_text(render_plan_html(plan), encoding="utf-8")
+
+
+def render_plan(plan: dict) -> str:
+    lines = [f"plan of {plan['recipe']}: {plan['total_steps']:,} steps x global batch {plan['global_batch']}, "
+             f"{plan['tokens_drawn']:,} tokens drawn"]
+    for p in plan["phases"]:
+        mix = ", ".join(f"{s} {n:,} ({100 * p['share'][s]:.1f}%)" for s, n in p["tokens"].items())
+        lines.append(f"  phase {p['name']}: steps {p['start_step']:,}-{p['end_step']:,} ({100 * p['run_share']:.0f}% of "
+                     f"the tokens), seq_len {p['seq_len']:,}: {mix}")
+    for name, s in plan["sources"].items():
+        lines.append(f"  source {name}: {s['tokens_drawn']:,} of {s['tokens_available']:,} tokens, "
+                     f"{s['epochs']:.2f} epochs ({s['track'] or 'unused'})")
+    lines += [f"warning: {w}" for w in plan["warnings"]]
+    return "\n".join(lines)
+
+
+def render_check(result: dict) -> str:
+    lines = [f"run log: {result['served_samples']:,} of {result['planned_samples']:,} planned samples served"
+             + (f", {result['replayed_samples']:,} replayed after a resume (counted once)" if result["replayed_samples"] else "")]
+    for p in result["phases"]:
+        for s in sorted(set(p["planned"]) | set(p["consumed"])):
+            lines.append(f"  {p['name']:<12} {s:<12} planned {p['planned'].get(s, 0):>14,}  consumed "
+                         f"{p['consumed'].get(s, 0):>14,}")
+    for phase, by_source in result["validation"].items():
+        for source, points in by_source.items():
+            lines.append(f"  validation {phase}/{source}: last loss {points[-1][1]:.4f} at step {points[-1][0]}")
+    lines += [f"problem: {p}" for p in result["problems"]] or ["OK: the run consumed what the plan says"]
+    return "\n".join(lines)

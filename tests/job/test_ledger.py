@@ -1,0 +1,106 @@
+"""The decision ledger tells the truth: one row per input record (rejects included, with their reason),
+the final ``kept``, the reason of the step that removed it (corpus stages included), every step's
+statistics; on every preset, with corpus steps, inside ``pretrain --preset``, and read back by the funnel."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "curate"))
+
+from curatekit import write_corpus  # noqa: E402
+from raykit import write_web_corpus  # noqa: E402
+
+from tokenmill.curate.funnel import recompute  # noqa: E402
+from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.pretrain import run_pretrain  # noqa: E402
+from tokenmill.report.ledger import ledger_problems, read_ledger  # noqa: E402
+
+
+def _documents(out: Path) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in (out / "documents").glob("*.parquet"))
+
+
+def _inputs(tmp_path: Path) -> list[str]:
+    web = write_web_corpus(tmp_path / "in" / "web.jsonl", 40)
+    mixed = write_corpus(tmp_path / "in" / "mixed.jsonl")
+    return [str(web), str(mixed)]
+
+
+@pytest.mark.parametrize("preset", ["none", "gopher", "c4", "fineweb", "refinedweb"])
+def test_every_preset_writes_one_truthful_row_per_input_record(preset, tmp_path):
+    out = tmp_path / "out"
+    manifest = run_curate(_inputs(tmp_path), out=out, preset=preset, workers=1, unit_bytes=4_000, progress=False,
+                          report=False)
+    assert ledger_problems(out, manifest, kept_documents=_documents(out)) == []
+    table = read_ledger(out, manifest)
+    assert set(manifest["decision_ledger"]["files"]) == {f"ledger/{p.name}" for p in (out / "ledger").glob("*")}
+    rejected = [r for r in table.column("reason").to_pylist() if r and r.startswith("rejected:")]
+    assert sorted(rejected) == sorted(f"rejected:{k}" for k, v in manifest["counts"]["rejected"].items() for _ in range(v))
+    assert len(rejected) >= 3  # the corpus's broken lines are rows too
+
+
+def test_corpus_steps_put_their_reason_and_statistics_in_the_one_table(tmp_path):
+    out = tmp_path / "out"
+    steps = [{"name": "url"}, {"name": "gopher_quality"}, {"name": "exact_dedup"},
+             {"name": "minhash_dedup", "partition_edges": 40}, {"name": "length", "min_chars": 10}]
+    manifest = run_curate(_inputs(tmp_path), out=out, steps=steps, workers=2, unit_bytes=4_000, progress=False,
+                          report=False)
+    assert ledger_problems(out, manifest, kept_documents=_documents(out)) == []
+    table = read_ledger(out, manifest)
+    reasons = set(table.column("reason").to_pylist())
+    assert {"exact_dedup_v1:duplicate", "minhash_dedup_v1:duplicate"} <= reasons
+    for column in ("exact_dedup.group_size", "minhash_dedup.cluster_size", "gopher_quality.stop_words", "url.host"):
+        assert column in table.column_names, column
+    dup = table.filter(pc.equal(table.column("reason"), "exact_dedup_v1:duplicate"))
+    assert min(dup.column("exact_dedup.group_size").to_pylist()) >= 2
+    # nothing but the one table is under ledger/ (the stages' own parts live under steps/)
+    assert all(p.parent.name == "ledger" and p.parent.parent.name in (s["stage"] for s in manifest["steps"])
+               for p in (out / "steps").rglob("ledger/*.parquet"))
+    funnel = recompute(out, {})
+    assert funnel["kept"] == manifest["counts"]["kept"] == _documents(out)
+
+
+def test_units_killed_and_resumed_give_the_same_ledger_bytes(tmp_path):
+    inputs = _inputs(tmp_path)
+    steps = [{"name": "gopher_quality"}, {"name": "exact_dedup"}]
+    a = run_curate(inputs, out=tmp_path / "a", steps=steps, workers=1, unit_bytes=4_000, progress=False, report=False)
+    run_curate(inputs, out=tmp_path / "b", steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
+    for rel in a["decision_ledger"]["files"]:  # the finalize step runs again on a resume of a finished run
+        (tmp_path / "b" / rel).unlink()
+    run_curate(inputs, out=tmp_path / "b", steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
+    for rel in a["decision_ledger"]["files"]:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_pretrain_with_a_preset_writes_the_same_kind_of_ledger(tmp_path):
+    out = tmp_path / "shards"
+    from tokenmill.curate.build import build_steps, step_specs
+
+    steps = build_steps(step_specs("gopher", None), source="test")
+    manifest = run_pretrain(_inputs(tmp_path), out=str(out), tokenizer="default", workers=1, progress=False,
+                            steps=steps, unit_bytes=4_000, config={"preset": "gopher"})
+    assert ledger_problems(out, manifest) == []
+    assert manifest["decision_ledger"]["rows"] == manifest["counts"]["input"]
+
+
+def test_a_ledger_row_names_its_input_file_and_line(tmp_path):
+    src = tmp_path / "in" / "d.jsonl"
+    src.parent.mkdir()
+    rng = random.Random(0)
+    rows = [{"text": " ".join(rng.choice(["alpha", "beta", "the", "and", "of"]) for _ in range(80)),
+             "url": f"https://e.org/{i}"} for i in range(5)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+    out = tmp_path / "out"
+    manifest = run_curate([str(src)], out=out, preset="none", workers=1, progress=False, report=False)
+    table = read_ledger(out, manifest).to_pylist()
+    assert [r["record"] for r in table] == [f"d.jsonl:{i}" for i in range(1, 7)]
+    assert [r["url"] for r in table[:5]] == [f"https://e.org/{i}" for i in range(5)]
+    assert table[5]["reason"] == "rejected:malformed_json" and table[5]["kept"] is False
