@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "consent, none (join with +: consent+fineweb)")
     p.add_argument("--robots-snapshot", metavar="PATH",
                    help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
+    p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p, skip=("text_mode",))
@@ -187,7 +188,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
         "robots_snapshot": getattr(args, "robots_snapshot", None),
         "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
-        "val_seed": getattr(args, "val_seed", None),
+        "val_seed": getattr(args, "val_seed", None), "eos": getattr(args, "eos", None),
     }
     in_file = file_rules(JobOptions)  # the job options the file may hold; the others are flags only
     flags.update({k: v for k, v in flag_values(args, JobOptions).items() if k in in_file})
@@ -213,6 +214,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                         "tokenizing (`tokenmill pretrain DIR/documents --val-fraction F`)")
     if args.command == "pretrain" and cfg.get("sft"):
         problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
+    if args.command != "pretrain" and cfg.get("eos"):
+        problems.append(f"eos: the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill "
+                        f"{args.command}` {'ends turns as the chat template says' if args.command == 'sft' else 'appends none'}")
     if problems:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     if args.command not in ("pretrain", "sft") and _is_url(cfg.get("out")):
@@ -335,7 +339,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         shard_tokens=cfg.get("shard_tokens", 1 << 28), steps=steps, schemas=cfg.get("schema"),
         config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
-        **_job(args, cfg).run_kwargs(), **_split(cfg),
+        eos=cfg.get("eos"), **_job(args, cfg).run_kwargs(), **_split(cfg),
     )
     if args.dry_run:
         return _print_plan(manifest)

@@ -6,6 +6,7 @@ Example::
     inputs: [data/web/, data/books.txt]
     out: shards/web
     tokenizer: default         # hub name, directory, tokenizer.json, .tiktoken, .model, or "default"
+    eos: "<|endoftext|>"       # pretrain: the token after every document (default: the tokenizer's EOS)
     workers: 2
     engine:                    # where the units run (the --engine and --ray-address flags override it)
       name: ray                # local (a process pool, default) | ray (needs tokenmill[ray])
@@ -100,6 +101,7 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "inputs": _paths,
     "out": _typed(str),
     "tokenizer": _typed(str),
+    "eos": _typed(str),
     **file_rules(JobOptions),  # workers, force, overwrite, unit_bytes, text_mode, exclude, skip_misrouted, limit
     "shard_tokens": _typed(int, positive=True),
     "schema": _typed(dict),

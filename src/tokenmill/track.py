@@ -320,10 +320,16 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     if manifest.get("split"):
         print(split_line(manifest["split"], out, noun="examples" if manifest["track"] == "sft" else "documents"),
               file=stream)
-    print(tokenizer_line(manifest.get("tokenizer") or {}), file=stream)
+    pretrain = manifest["track"] == "pretrain"
+    print(tokenizer_line(manifest.get("tokenizer") or {}, appended=pretrain), file=stream)
+    if pretrain and (manifest["config"].get("eos") or {}).get("warning"):
+        print(f"warning: {manifest['config']['eos']['warning']}", file=stream)
     sources = manifest.get("sources") or {}
     for rel, row in sources.items() if len(sources) > 1 else ():
         print(f"  {rel}: {row['kept']:,} kept of {row['records']:,} records, {row['tokens']:,} tokens", file=stream)
+    for item in manifest.get("inputs") or []:  # what the router noticed (a label column, split evidence ...)
+        for warning in item.get("warnings") or []:
+            print(f"warning: {item.get('path')}: {warning}", file=stream)
     for item in manifest["config"].get("skipped_inputs") or []:
         print(f"skipped {item['path']}: {item['kind']} data, not {manifest['track']}", file=stream)
     for rel in manifest["config"].get("excluded") or []:
@@ -348,8 +354,13 @@ def split_line(split: dict, out: Path, *, noun: str = "documents") -> str:
             f"({how}, seed {split['val_seed']})")
 
 
-def tokenizer_line(info: dict) -> str:
-    """``tokenizer: NAME (vocab N, fingerprint 0123456789ab, PATH)``: which ids the shards hold, in every summary."""
+def tokenizer_line(info: dict, *, appended: bool = False) -> str:
+    """``tokenizer: NAME (vocab N, fingerprint 0123456789ab, PATH)``: which ids the shards hold, in every summary;
+    with ``appended`` (pretraining), also the BOS put before and the EOS put after every document."""
     where = info.get("path") or info.get("origin") or ""
-    return (f"tokenizer: {info.get('name')} (vocab {info.get('vocab_size') or 0:,}, fingerprint "
+    line = (f"tokenizer: {info.get('name')} (vocab {info.get('vocab_size') or 0:,}, fingerprint "
             f"{str(info.get('fingerprint'))[:12]}{', ' + where if where else ''})")
+    if not appended:
+        return line
+    bos = f"prepends BOS {info.get('bos_token')!r} (id {info.get('bos_id')}), " if info.get("add_bos") else ""
+    return f"{line}; {bos}appends EOS {info.get('eos_token')!r} (id {info.get('eos_id')}) to every document"

@@ -70,7 +70,7 @@ def test_planted_items_removed_and_counted_per_benchmark(tmp_path, capsys):
     assert sorted(kept) == sorted(t for b, t in docs if b is None)  # every clean document kept, nothing else
     ledger = pq.read_table(out / "ledger")
     reasons = {r for r in ledger.column("reason").to_pylist() if r}
-    assert reasons == {"decontaminate_v1:gsm8k_test", "decontaminate_v1:math500_test", "decontaminate_v1:mmlu"}
+    assert reasons == {"decontaminate_v2:gsm8k_test", "decontaminate_v2:math500_test", "decontaminate_v2:mmlu"}
     assert "gsm8k_test" in printed and "11 of 51 documents removed" in printed
     assert (out / "report.html").is_file() and (out / "manifest.json").is_file()
     # the same command again resumes the finished run; --overwrite starts over

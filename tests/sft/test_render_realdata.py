@@ -11,6 +11,7 @@ from pathlib import Path
 import chatkit as ck
 import pytest
 
+from tokenmill.sft.maskref import mask_differences, reference_turns
 from tokenmill.sft.render import render_conversation
 from tokenmill.sft.template import load_template
 from tokenmill.tokenize import load_tokenizer
@@ -90,7 +91,7 @@ def test_real_templates_match_apply_chat_template(shared_data, conversations, qw
     d = _tokenizer_dir(shared_data, config_name, kind, tmp_path / "tok", qwen2_json)
     tok, hf = load_tokenizer(d), ck.hf_tokenizer(d)
     template = load_template(shared_data / "chat_templates" / config_name)
-    checked = 0
+    checked = masked = 0
     for c in conversations:
         if not takes_system:
             c = {**c, "messages": [m for m in c["messages"] if m["role"] != "system"]}
@@ -102,8 +103,37 @@ def test_real_templates_match_apply_chat_template(shared_data, conversations, qw
         for run, output in zip(runs, outputs):
             assert run.strip() in (output + stop, output.strip() + stop), (c["id"], run, output)
         assert r.stats["stop_token_trained"] and r.stats["trained_tokens"] < r.stats["tokens"]
+        assert mask_differences(hf, r, template.source, _controls(hf)) == [], c["id"]
         checked += 1
+        masked += len(reference_turns(hf, r.messages, r.tools, template.source, _controls(hf)))
     assert checked == len(conversations)
+    print(f"{config_name}: masks equal the reference on {masked} assistant turns")
+
+
+def _controls(hf):
+    return sorted({str(t) for t in hf.added_tokens_decoder.values() if t.special}, key=len, reverse=True)
+
+
+HERMES3 = Path(__file__).parent / "fixtures" / "hermes3_tool_use.jinja"
+
+
+def test_real_tool_templates_masks_match_the_reference(shared_data, qwen2_json, tmp_path):
+    """Real tool-call conversations (glaive) through every real template that renders tools, and Hermes-3's
+    tool-use template: masks equal the reference from apply_chat_template's own renders on every turn."""
+    name = "ortx_qwen2.5_tokenizer_config.json"
+    d = _tokenizer_dir(shared_data, name, "qwen2", tmp_path / "tok", qwen2_json)
+    tok, hf = load_tokenizer(d), ck.hf_tokenizer(d)
+    for template in (load_template(HERMES3), load_template(shared_data / "chat_templates" / name), load_template()):
+        turns = 0
+        for c in _glaive(shared_data):
+            if not json.loads(c["tools"]):
+                continue  # Hermes-3's tool-use template iterates `tools`: it renders no conversation without
+            r = render_conversation(c, tokenizer=tok, template=template)
+            assert r.ids.tolist() == ck.oracle_ids(hf, r, template.source), c["id"]
+            assert mask_differences(hf, r, template.source, _controls(hf)) == [], (template.origin, c["id"])
+            turns += len(reference_turns(hf, r.messages, r.tools, template.source, _controls(hf)))
+        assert turns >= 10, template.origin
+        print(f"{template.origin}: masks equal the reference on {turns} tool-conversation turns")
 
 
 def _glaive(shared: Path, n: int = 15) -> list[dict]:

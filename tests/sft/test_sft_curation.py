@@ -89,7 +89,7 @@ def test_near_duplicates_then_decontamination(inputs, tmp_path, tok_dir):
     m = _run(inputs, tmp_path / "out", tok_dir, specs)
     filtered = m["counts"]["filtered"]
     assert filtered.pop("minhash_dedup_conversation_v1:duplicate") == 2  # 2 (exact copy of 1) and 5 (near 4)
-    assert list(filtered) == ["decontaminate_v1:gsm8k_test"] and filtered["decontaminate_v1:gsm8k_test"] == 1
+    assert list(filtered) == ["decontaminate_v2:gsm8k_test"] and filtered["decontaminate_v2:gsm8k_test"] == 1
     assert m["counts"]["kept"] == 4
     assert m["config"]["steps"][0]["on"] == "conversation"
 

@@ -12,15 +12,19 @@ HumanEval       ``prompt``
 MBPP            ``text``
 ==============  =====================================================
 
-Every item contributes its word ``ngram``-grams (13 by default; normalisation in
-:mod:`tokenmill.curate.ngrams`); an item with fewer words contributes itself whole when it has at least
-``min_words`` words, so short questions are not missed. A document is contaminated when at least
-``min_matches`` of its n-grams (or whole short items) occur in a benchmark; the reason names the benchmark
-(``decontaminate_v1:gsm8k_test``) and the ledger holds ``decontaminate.matches`` and
-``decontaminate.benchmark`` (the benchmark with most matching n-grams).
+Every item contributes the hash of each run of ``ngram`` consecutive words (13 by default); an item with fewer
+words contributes itself whole when it has at least ``min_words`` pieces, so short questions are not missed.
+Words are the text's whitespace-separated words; each is hashed as its normalised pieces (lower case, runs of
+punctuation and symbols cut it: ``37.5°C`` is one word of pieces ``37 5 c``; see
+:func:`ngrams.word_pieces`). So an n-gram is 13 words of the text as written, however many pieces a formula
+breaks into, and a whole short item matches only as a run of whole words. (Version 1 counted pieces as words:
+an 8-word fragment of a formula-laden MATH or MMLU problem made a 13-"word" match, and clean documents sharing
+only such a fragment were removed.) A document is contaminated when at least ``min_matches`` of its runs
+occur in a benchmark; the reason names the benchmark (``decontaminate_v2:gsm8k_test``) and the ledger holds
+``decontaminate.matches`` and ``decontaminate.benchmark`` (the benchmark with most matches).
 
 Cost: the index is a sorted ``uint64`` array (8 bytes per distinct eval n-gram: all of GSM8K, MATH-500,
-MMLU and HumanEval make about 3 MB); each batch is hashed with :func:`ngrams.ngram_hashes` and looked up
+MMLU and HumanEval make about 3 MB); each batch is hashed with :func:`ngrams.span_hashes` and looked up
 with one ``searchsorted``.
 """
 
@@ -175,10 +179,10 @@ def build_index(paths: Sequence[str], *, fields: Sequence[str] | None, ngram: in
         records = read_items(path)
         texts = item_texts(records, fields=fields, where=str(path))
         items[name] = items.get(name, 0) + len(records)
-        w = ngrams.words(texts)
-        h, _ = ngrams.ngram_hashes(w, ngram)
-        whole, lengths = ngrams.whole_hashes(w)
-        small = (lengths < ngram) & (lengths >= min_words)
+        w = ngrams.word_pieces(texts)
+        h, _ = ngrams.span_hashes(w, ngram)
+        whole, lengths, pieces = ngrams.whole_spans(w)
+        small = (lengths < ngram) & (pieces >= min_words)
         short.update(int(n) for n in np.unique(lengths[small]))
         all_h += [h, whole[small]]
         all_b += [np.full(len(h) + int(small.sum()), b, dtype=np.int32)]
@@ -206,7 +210,7 @@ class Decontaminate:
     min_matches: int = 1
     column: str = "text"  # the document column checked (``prompt``/``response`` on SFT batches)
     name: str = "decontaminate"
-    version: int = 1
+    version: int = 2
     eval_digest: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
@@ -236,11 +240,11 @@ class Decontaminate:
 
     def score(self, batch: pa.RecordBatch) -> Scored:
         idx = self.index()
-        w = ngrams.words(batch.column(self.column))
+        w = ngrams.word_pieces(batch.column(self.column))
         n_docs = len(w.offsets) - 1
         doc_parts, bench_parts = [], []
         for n in (self.ngram, *idx.short_lengths):
-            h, doc = ngrams.ngram_hashes(w, n)
+            h, doc = ngrams.span_hashes(w, n)
             hit = idx.lookup(h)
             doc_parts.append(doc[hit >= 0])
             bench_parts.append(hit[hit >= 0])

@@ -12,7 +12,7 @@ Python per word or per document.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -98,3 +98,81 @@ def whole_hashes(w: Words) -> tuple[np.ndarray, np.ndarray]:
             powers = np.cumprod(np.concatenate([[np.uint64(1)], np.full(b - a - 1, P, dtype=np.uint64)]))[: b - a]
             out[i] = np.sum(w.hashes[a:b] * powers, dtype=np.uint64)
     return out, lengths
+
+
+@dataclass(frozen=True)
+class WordPieces:
+    """Texts as whitespace-separated words, each word the normalised pieces its punctuation splits it into
+    (``37.5°C`` is one word of pieces ``37``, ``5``, ``c``); words with no piece (a lone ``+``) are left out."""
+
+    hashes: np.ndarray  # uint64, one per piece, all texts concatenated
+    word_starts: np.ndarray  # int64, n_words + 1: word w has pieces word_starts[w]:word_starts[w + 1]
+    offsets: np.ndarray  # int64, len(texts) + 1: text i has words offsets[i]:offsets[i + 1]
+    prefix: np.ndarray = field(init=False, repr=False)  # uint64, n_pieces + 1: sum of hashes[j] * P**j, j < i
+    inverse: np.ndarray = field(init=False, repr=False)  # uint64, n_pieces + 1: P**-i
+
+    def __post_init__(self) -> None:
+        with np.errstate(over="ignore"):
+            n = len(self.hashes)
+            pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, P, dtype=np.uint64)]))
+            inv = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _INV_P, dtype=np.uint64)]))
+            prefix = np.concatenate([[np.uint64(0)], np.cumsum(self.hashes * pw[:-1], dtype=np.uint64)])
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "inverse", inv)
+
+
+def word_pieces(texts: pa.Array | list) -> WordPieces:
+    """:class:`WordPieces` of ``texts``: the normalisation of :func:`words`, grouped by whitespace word."""
+    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, type=pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    # one regex pass over whole texts marks the cuts (\x01 is no whitespace), then two literal splits
+    marked = pc.replace_substring_regex(pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), "")),
+                                        r"[\p{P}\p{S}]+", "\x01")
+    spaced = pc.utf8_split_whitespace(marked)
+    text_words = np.asarray(spaced.offsets, dtype=np.int64)
+    pieces = pc.split_pattern(spaced.flatten(), "\x01")
+    flat = pieces.flatten()
+    nonempty = np.asarray(pc.greater(pc.utf8_length(flat), 0), dtype=bool)  # "" and "+" split to [""]
+    bounds = np.asarray(pieces.offsets, dtype=np.int64)
+    counted = np.concatenate([[0], np.cumsum(nonempty)])
+    per_word = counted[bounds[1:] - bounds[0]] - counted[bounds[:-1] - bounds[0]]
+    flat = flat.filter(pa.array(nonempty))
+    keep = per_word > 0
+    kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept words before each (original) word index
+    offsets = kept_before[text_words - text_words[0]]
+    word_starts = np.concatenate([[0], np.cumsum(per_word[keep])]).astype(np.int64)
+    if len(flat) == 0:
+        return WordPieces(np.zeros(0, dtype=np.uint64), word_starts, offsets)
+    enc = pc.dictionary_encode(flat)
+    return WordPieces(hash_strings(enc.dictionary)[np.asarray(enc.indices, dtype=np.int64)], word_starts, offsets)
+
+
+def span_hashes(w: WordPieces, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hash of the pieces of every ``k`` consecutive words inside one text (the n-gram hash of those pieces,
+    as :func:`ngram_hashes` computes it), and the index of the text each belongs to.
+
+    Cost: one prefix sum over the pieces (``S[i] = sum h[j] P**j``); a span ``[a, b)`` is then
+    ``(S[b] - S[a]) * P**-a``, two gathers per span, whatever its length.
+    """
+    n_words = len(w.word_starts) - 1
+    if n_words < k or k < 1:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    text = np.repeat(np.arange(len(w.offsets) - 1, dtype=np.int64), np.diff(w.offsets))
+    first = np.arange(n_words - k + 1, dtype=np.int64)
+    inside = first + k <= w.offsets[text[first] + 1]
+    first = first[inside]
+    a, b = w.word_starts[first], w.word_starts[first + k]
+    return _range_hashes(w, a, b), text[first]
+
+
+def whole_spans(w: WordPieces) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One hash per text over all its pieces (:func:`span_hashes` with ``k`` = its word count), its word count
+    and its piece count."""
+    a, b = w.word_starts[w.offsets[:-1]], w.word_starts[w.offsets[1:]]
+    return _range_hashes(w, a, b), np.diff(w.offsets), b - a
+
+
+def _range_hashes(w: WordPieces, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return (w.prefix[b] - w.prefix[a]) * w.inverse[a]

@@ -169,8 +169,12 @@ def run_pretrain(
     val_fraction: float | None = None,
     val_count: int | None = None,
     val_seed: int = 0,
+    eos: str | None = None,
 ) -> dict:
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
+
+    ``eos``: the token appended after every document (default: the tokenizer's own EOS), checked against the
+    vocabulary before any work; the summary names it, and warns when it is a chat end-of-turn token.
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
@@ -188,7 +192,10 @@ def run_pretrain(
             config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
                     **({"val_split": split.describe()} if split else {})},
         )
+        if eos is not None:
+            run.tokenizer = run.tokenizer.with_eos(eos)
         _check_eos(run.tokenizer)
+        run.config["eos"] = eos_note(run.tokenizer, given=eos is not None)
         if dry_run:
             return dry_run_plan(run)
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
@@ -212,6 +219,24 @@ def _check_steps(steps: Sequence[Step]) -> None:
                  for i, s in enumerate(steps) if is_corpus_step(s)]
     if problems:
         raise ConfigError(problems)
+
+
+CHAT_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eom_id|>", "<|END_OF_TURN_TOKEN|>")
+DOCUMENT_EOS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
+
+
+def eos_note(tokenizer: Any, *, given: bool) -> dict:
+    """What is appended to every document (``config.eos`` of the manifest), with a warning when the EOS is a
+    chat end-of-turn token the user did not choose (an instruct tokenizer's ``<|im_end|>``): a base model then
+    learns to end documents with the chat stop token."""
+    note = {"token": tokenizer.eos_token, "id": tokenizer.eos_id, "given": given}
+    if not given and tokenizer.eos_token in CHAT_END_OF_TURN:
+        better = next((t for t in DOCUMENT_EOS if tokenizer.token_to_id(t) is not None), None)
+        note["warning"] = (
+            f"the tokenizer's EOS {tokenizer.eos_token!r} is a chat end-of-turn token, appended after every document; "
+            + (f"pass --eos {better!r} (pipeline file: eos) to end documents with the document token"
+               if better else "pass --eos TOKEN (pipeline file: eos) if documents should end with another token"))
+    return note
 
 
 def _check_eos(tokenizer: Any) -> None:

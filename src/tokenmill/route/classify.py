@@ -22,6 +22,12 @@ Then the content is checked against the schema, record by record:
 - A document column whose records hold 2+ chat turn markers (ChatML, ``[INST]``, Llama-3 headers,
   ``### Instruction:``/``### Response:``, alternating ``Human:``/``Assistant:`` lines) in at least
   30 % of the records is ``sft`` (style ``rendered_text``): SFT data in a pretraining costume.
+  Turns marked only by ``Q:``/``A:`` or ``Question:``/``Answer:`` lines are a transcript only when nothing says
+  document: prose before the first question (an FAQ page, an interview), or one question whose answer holds
+  code, runs long, or sits beside corpus metadata columns (``meta``, ``stats``, ``url``...: a StackExchange dump
+  as RedPajama ships it). Such records are counted apart (``qa_documents``), lower the confidence (each agrees
+  by ``signs / (signs + 1)``) and are named in a warning.
+- A ``label`` column beside long documents is named in a warning (the labels go to each document's ``meta``).
 - Conversation records whose prompt side is empty in at least half the records while the response is a
   web page or a long document are web text in an SFT costume: ``pretrain`` (text = the response field)
   for pair and Alpaca layouts, ``unknown`` for turn lists.
@@ -37,10 +43,11 @@ from collections import Counter
 from typing import Any
 
 from tokenmill.route import schema as sch
-from tokenmill.route.content import looks_like_web_page, transcript_markers, turn_count
+from tokenmill.route.content import looks_like_web_page, qa_layout, transcript_markers, turn_count
 from tokenmill.route.messages import find_messages
 from tokenmill.route.profile import CONTENT_KEYS, ROLE_KEYS, Column, profile
-from tokenmill.route.shapes import classification_warning, kto_schema, pairwise_schema
+from tokenmill.route.qa import QaCount, corpus_metadata
+from tokenmill.route.shapes import classification_warning, kto_schema, label_warning, pairwise_schema
 
 TRANSCRIPT_SHARE = 0.3  # share of records with >= MIN_TURNS markers that makes a text column SFT
 MIN_TURNS = 2
@@ -103,20 +110,30 @@ def _kto(rows: list[dict], schema: dict, evidence: dict) -> Result:
 
 def _documents(rows: list[dict], schema: dict, cols: dict[str, Column], evidence: dict, *, named: bool) -> Result:
     text = schema["text"]
-    fit, transcripts, markers = 0, 0, Counter()
+    meta = corpus_metadata(cols, text)
+    fit, transcripts, markers, qa = 0, 0, Counter(), QaCount()
     for row in rows:
         value = row.get(text)
         if not isinstance(value, str) or not value.strip():
             continue
         fit += 1
         found = transcript_markers(value)
-        if turn_count(found) >= MIN_TURNS:
-            transcripts += 1
-            markers.update(found.keys())
+        if turn_count(found) < MIN_TURNS:
+            continue
+        layout = qa_layout(value)
+        signs = layout.signs(corpus_meta=bool(meta)) if layout else []
+        if signs:
+            qa.add(signs)
+            continue
+        transcripts += 1
+        markers.update(found.keys())
     evidence.update(
-        schema_from="names" if named else "content", fit=fit, transcripts=transcripts, markers=dict(markers)
+        schema_from="names" if named else "content", fit=fit, transcripts=transcripts, markers=dict(markers),
     )
+    if qa.records:
+        evidence.update(qa_documents=qa.records, qa_document_signs=dict(qa.signs))
     n = len(rows)
+    notes = ([qa.warning(n, meta)] if qa.records else []) + [w for w in (label_warning(rows, cols, text),) if w]
     if transcripts >= TRANSCRIPT_SHARE * n:
         found = sorted(markers, key=lambda m: (-markers[m], m))
         warning = (
@@ -124,10 +141,12 @@ def _documents(rows: list[dict], schema: dict, cols: dict[str, Column], evidence
             f"{', '.join(found)}): SFT data in a pretraining costume; parse it into conversations for the "
             "SFT track instead of training on the rendered text"
         )
-        return "sft", _share(transcripts, rows), evidence, sch.rendered_text_schema(text, found, cols), [warning]
-    warnings = _document_warnings(text, fit, transcripts, n)
+        schema = sch.rendered_text_schema(text, found, cols)
+        return "sft", _share(transcripts, rows), evidence, schema, [warning, *notes]
+    warnings = _document_warnings(text, fit, transcripts, n) + notes
     factor = 1.0 if named else CONTENT_ONLY
-    return "pretrain", round(_share(fit - transcripts, rows) * factor, 3), evidence, schema, warnings
+    agree = fit - transcripts - qa.records + qa.agreement
+    return "pretrain", round(agree / n * factor, 3), evidence, schema, warnings
 
 
 def _document_warnings(text: str, fit: int, transcripts: int, n: int) -> list[str]:

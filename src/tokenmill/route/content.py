@@ -17,6 +17,7 @@ Two detectors, both per record so the router can decide by the share of records 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # Each pattern matches one turn; the count of matches is the number of turns it marks.
 TAG_MARKERS = {
@@ -102,16 +103,60 @@ def speaker_turns(text: str) -> int:
     0 unless both sides of one convention speak and the speaker lines lead the text (it starts with one,
     or the turns they open cover half its characters): a news article quoting a two-line exchange is prose.
     """
-    text = text[:SCAN_CHARS]
-    best = _turns(text, list(SPEAKER_LINE.finditer(text)), USER_SPEAKERS, ASSISTANT_SPEAKERS)
+    return _best_speakers(text[:SCAN_CHARS])[0]
+
+
+def _best_speakers(text: str) -> tuple[int, str, list[re.Match]]:
+    """(turns, convention, its speaker-line matches) of the convention that marks the most turns."""
+    found = list(SPEAKER_LINE.finditer(text))
+    best = (_turns(text, found, USER_SPEAKERS, ASSISTANT_SPEAKERS), "chat", found)
     lines = list(_ANY_PAIR_LINE.finditer(text))
     for name, (users, assistants) in SPEAKER_PAIRS.items() if lines else ():
         word = _PAIR_WORD[name].fullmatch
-        best = max(best, _turns(text, [m for m in lines if word(m.group(1))], users, assistants))
+        mine = [m for m in lines if word(m.group(1))]
+        turns = _turns(text, mine, users, assistants)
+        if turns > best[0]:
+            best = (turns, name, mine)
     tags = [m.group(1).lower() for m in XML_TURNS.finditer(text)] if "</" in text else []
     if any(t in ("user", "human") for t in tags) and any(t in ("assistant", "bot", "ai") for t in tags):
-        best = max(best, len(tags))
+        best = max(best, (len(tags), "xml", []), key=lambda b: b[0])
     return best
+
+
+# Conventions that documents use as well as chats: an FAQ page, an interview, a Q&A site's question and answers.
+QA_CONVENTIONS = ("qa", "question_answer")
+CODE = re.compile(r"^```|^(?: {4}|\t)[ \t]*\S.*\n(?: {4}|\t)[ \t]*\S|[;{][ \t]*$", re.M)
+LONG_QA = 1_500  # characters of one question and its answers that read as an article, not a chat turn
+
+
+@dataclass(frozen=True)
+class QaLayout:
+    """How a text laid out only in question/answer lines reads (see :func:`qa_layout`)."""
+
+    lead: bool  # prose (a title, an introduction) before the first question
+    single: bool  # one question, then its answer(s): not an exchange of turns
+    code: bool  # code blocks, indented code or lines ending in ``;`` / ``{``
+    long: bool  # the text is at least LONG_QA characters
+
+    def signs(self, *, corpus_meta: bool) -> list[str]:
+        """The document signs it shows: a prose lead; or one question with code, length or corpus metadata."""
+        signs = ["prose before the first question"] if self.lead else []
+        if self.single:
+            signs += [s for s, on in (("one question with code", self.code), ("one long question and answer",
+                      self.long), ("corpus metadata columns", corpus_meta)) if on]
+        return signs
+
+
+def qa_layout(text: str) -> QaLayout | None:
+    """The layout of ``text`` when its turns are marked only by ``Q:``/``A:`` or ``Question:``/``Answer:``
+    lines (None when another convention or a chat-template tag marks them, or none does)."""
+    text = text[:SCAN_CHARS]
+    turns, name, found = _best_speakers(text)
+    if name not in QA_CONVENTIONS or turns < 2 or any(p.search(text) for p in TAG_MARKERS.values()):
+        return None
+    questions = sum(m.group(1).lower() in SPEAKER_PAIRS[name][0] for m in found)
+    return QaLayout(lead=bool(text[: found[0].start()].strip()), single=questions == 1,
+                    code=bool(CODE.search(text)), long=len(text) >= LONG_QA)
 
 
 def _turns(text: str, found: list[re.Match], users: tuple[str, ...], assistants: tuple[str, ...]) -> int:

@@ -52,3 +52,14 @@ def classification_warning(rows: list[dict[str, Any]], cols: dict[str, Column], 
     return (f"{text!r} holds short texts (mean {cols[text].mean_len:.0f} characters) labelled by {label!r} "
             f"({len(distinct)} distinct values): a classification data set, not a pretraining corpus or "
             "conversations; pass --force to train on the texts anyway")
+
+
+def label_warning(rows: list[dict[str, Any]], cols: dict[str, Column], text: str) -> str:
+    """A note when a label-like column sits beside (long) documents: its values go to each document's meta."""
+    label = next((c for c in LABEL_NAMES if c in cols and c != text), None)
+    if label is None:
+        return ""
+    distinct = {repr(r.get(label)) for r in rows if r.get(label) is not None}
+    return (f"a label column {label!r} ({len(distinct)} distinct values) sits beside the documents of {text!r}: "
+            "a labelled set (classification or quality labels?); the labels are kept in each document's meta, "
+            "not trained on. Check that this is a corpus to pretrain on")

@@ -208,10 +208,14 @@ def _last_control(stop: str, pattern: re.Pattern | None) -> str:
 
 
 def _learn_open(gap: str, pattern: re.Pattern | None) -> str:
-    """The assistant header: the gap after the user's closing control token (or from the only one)."""
+    """The assistant header: the gap after the user's closing control token (or from the only one).
+
+    Whitespace right after the closing token belongs to the turn it closes, not to the header: the Hermes-3
+    tool-use template writes ``<|im_end|>\n<|im_start|>assistant\n`` after a user but
+    ``<|im_end|><|im_start|>assistant\n`` after a tool result, and both headers end with the same ``\n``."""
     found = list(pattern.finditer(gap)) if pattern else []
     if len(found) >= 2:
-        return gap[found[0].end() :]
+        return gap[found[0].end() :].lstrip()
     if len(found) == 1:
         return gap[found[0].start() :]
     return gap

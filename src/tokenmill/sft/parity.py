@@ -14,6 +14,9 @@ Deliberate differences from ``apply_chat_template`` are counted apart from real 
 - ``tool_arguments_decoded``: tool-call ``arguments`` given as a JSON string are decoded to an object before
   rendering (templates expect an object; both sides then render the same messages).
 - assistant turns the template does not render are rejected (``assistant_not_rendered``), never written.
+
+The loss mask is checked too (:func:`check_mask`): on every assistant turn for which transformers' own renders
+give a reference (:mod:`tokenmill.sft.maskref`), the trained tokens must be exactly the reference's.
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ def check_parity(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: Ch
         f"(ours {len(got)} ids, reference {len(want)}): ours {ours!r} vs reference {theirs!r}; "
         f"check that the tokenizer and chat template ({template.origin}) are the ones the model uses"
     )
+
+
+def check_mask(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: ChatTemplate, policy: Any) -> int:
+    """Compare ``rendered.mask`` with the reference mask; the number of assistant turns compared (0 when the
+    policy trains other than every assistant turn in full, or no turn has a reference). Raises
+    :class:`ParityError` naming the record and the first differing token."""
+    from tokenmill.sft.maskref import mask_differences, reference_turns
+
+    weights = [m.get("weight") for m in conv.get("messages") or []]
+    if (policy.train_on != "assistant" or not policy.train_reasoning or policy.supervise_empty_think
+            or any(w is not None and float(w) == 0 for w in weights) or not callable(hf_tokenizer)):
+        return 0
+    controls = _special_strings(hf_tokenizer)
+    differences = mask_differences(hf_tokenizer, rendered, template.source, controls)
+    if differences:
+        raise ParityError(
+            f"record {conv.get('id', rendered.id)}: loss mask differs from the reference built from "
+            f"apply_chat_template's renders (chat template {template.origin}): {differences[0]}"
+        )
+    return len(reference_turns(hf_tokenizer, rendered.messages, rendered.tools, template.source, controls))
 
 
 def _reference(hf_tokenizer: Any, messages: list[dict], tools: list | None, template: ChatTemplate) -> list[int]:
@@ -150,6 +173,6 @@ def empty_report() -> dict:
     """The parity counters of one unit (summable): ``checked`` examples equal apply_chat_template's ids,
     ``exempt`` ones differ only by their literal control strings, ``real_differences`` were rejected
     (``on_mismatch="reject"``; by default the first stops the run)."""
-    return {"checked": 0, "exempt": 0, "real_differences": 0,
+    return {"checked": 0, "exempt": 0, "real_differences": 0, "mask_turns_checked": 0,
             "deliberate": {"literal_control_strings": 0, "tool_arguments_decoded": 0},
             "shapes_checked": {k: 0 for k in SHAPES}}

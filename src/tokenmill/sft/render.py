@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.sft.lacks import lacks_sentence, missing_tool_support
 from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.tokenize.pieces import Encoded
@@ -229,8 +230,11 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
-    cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
-                     track_generation=template.has_generation_blocks)
+    try:
+        cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
+                         track_generation=template.has_generation_blocks)
+    except TemplateError as exc:
+        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
@@ -244,6 +248,23 @@ def prepare_conversation(
     )
     return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), control, neutralised,
                     spans, owners, counts)
+
+
+def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str, *, needs_tools: bool
+               ) -> TemplateError:
+    """``exc`` with its cause said first: the record uses tools the template never names, or the template
+    renders only with a tool list and the record has none."""
+    if exc.reason != "template_error":
+        return exc
+    lack = missing_tool_support(template.source, conv)
+    if lack:
+        why = lacks_sentence(lack)
+    elif needs_tools:
+        why = ("this chat template renders only with a tool list (it iterates `tools`) and this record has none; "
+               "give such records a template that renders plain conversations too")
+    else:
+        return exc
+    return TemplateError(f"record {rid}: {why} ({str(exc).removeprefix(f'record {rid}: ')})", reason=exc.reason)
 
 
 def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenmill.sft.lacks import lacks_sentence
+
 
 def length_bin(n: int) -> str:
     """Power-of-two bins: ``"<=128"``, ``"<=256"``, ..."""
@@ -68,6 +70,28 @@ def summarize(reports: list[dict]) -> dict[str, Any]:
 
 
 def render_report(report: dict[str, Any]) -> str:
+    return "\n".join([_report_lines(report), *_lacks_lines(report)])
+
+
+def _dropped(packing: dict[str, Any]) -> str:
+    """What the packer leaves out, said where the user looks (``tokenmill stats`` counts the same)."""
+    over, empty = packing.get("dropped_over_length", 0), packing.get("empty", 0)
+    parts = []
+    if over:
+        parts.append(f"{over:,} example{'s' if over != 1 else ''} longer than {packing['seq_len']:,} tokens dropped "
+                     "(dropped_over_length; --max-length, sft.max_length, truncates them instead)")
+    if empty:
+        parts.append(f"{empty:,} empty example{'s' if empty != 1 else ''} dropped")
+    return "; " + "; ".join(parts) if parts else ""
+
+
+def _lacks_lines(report: dict[str, Any]) -> list[str]:
+    """One line per tool feature the chat template never renders, with the records rejected for it."""
+    return [f"rejected {n:,} records using tools: {lacks_sentence(lack)}"
+            for lack, n in (report.get("template_lacks") or {}).items()]
+
+
+def _report_lines(report: dict[str, Any]) -> str:
     if not report.get("examples"):
         return "SFT report: no examples written"
     r = report
@@ -88,7 +112,9 @@ def render_report(report: dict[str, Any]) -> str:
         p = r["parity"]
         lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
                      f"only deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
-                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else ""))
+                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else "")
+                     + (f"; loss masks equal the reference on {p['mask_turns_checked']} assistant turns"
+                        if p.get("mask_turns_checked") else ""))
         present = {k: v for k, v in (p.get("shapes_present") or {}).items() if v}
         if present:
             checked = p.get("shapes_checked") or {}
@@ -96,5 +122,6 @@ def render_report(report: dict[str, Any]) -> str:
                                                                   for k, v in present.items()))
     if "packing" in r:
         k = r["packing"]
-        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}")
+        lines.append(f"  packing at seq_len {k['seq_len']}: {k['n_packs']:,} sequences, efficiency {k['efficiency']:.2%}"
+                     + _dropped(k))
     return "\n".join(lines)

@@ -34,7 +34,9 @@ from tokenmill.job import holding, pick_executor
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
+from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
@@ -110,6 +112,7 @@ class SftTask:
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
+                    report = merge(report, _lacks(self.template, conv, reason))
                     continue
                 if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
@@ -157,11 +160,13 @@ class SftTask:
     def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> bool:
         """Check one example; False (its reason in ``report["mismatch"]``) when it differs and is to be rejected."""
         from tokenmill.errors import ParityError
-        from tokenmill.sft.parity import check_parity, example_shape, tool_arguments_decoded
+        from tokenmill.sft.parity import check_mask, check_parity, example_shape, tool_arguments_decoded
 
         parity = report["parity"]
         try:
             note = check_parity(conv, rendered, oracle, self.template)
+            if not note:
+                parity["mask_turns_checked"] += check_mask(conv, rendered, oracle, self.template, self.options.policy)
         except ParityError as exc:
             if self.options.on_mismatch != "reject":
                 raise
@@ -174,6 +179,12 @@ class SftTask:
         for shape in example_shape(conv, rendered):
             parity["shapes_checked"][shape] += 1
         return True
+
+
+def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
+    """``{"template_lacks": {what: 1}}`` for a record rejected because the template never names its tools."""
+    lack = missing_tool_support(template.source, conv) if reason == "template_error" else ""
+    return {"template_lacks": {lack: 1}} if lack else {}
 
 
 def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats
@@ -311,6 +322,7 @@ def run_sft(
                           text_mode="auto", config=None, schemas=schemas, executor=executor,
                           workers=workers, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
         template = resolve_template(chat_template, run.tokenizer)
+        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive)  # sft/preflight.py
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
@@ -371,4 +383,4 @@ def _packing(out: Path, seq_len: int) -> dict:
 
     plan = best_fit_decreasing(open_shards(out, allow_partial=True).lengths, seq_len)  # before the manifest
     return {"seq_len": seq_len, "n_packs": int(plan.n_packs), "efficiency": round(float(plan.efficiency), 6),
-            "dropped": int(plan.dropped)}
+            "dropped_over_length": int(plan.dropped), "empty": int(plan.empty)}

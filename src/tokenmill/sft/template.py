@@ -237,8 +237,16 @@ def render_template(
         raise TemplateError(f"record {record_id}: chat template ({template.origin}): {exc}", reason=exc.reason) from exc
     except Exception as exc:  # a template is user code: any failure is a per-record template error
         raise TemplateError(
-            f"record {record_id}: chat template ({template.origin}) failed to render: {type(exc).__name__}: {exc}"
+            f"record {record_id}: chat template ({template.origin}) failed to render: {_describe(exc)}"
         ) from exc
+
+
+def _describe(exc: Exception) -> str:
+    """``Type: message``; a message-less error says so and what it most often means."""
+    if str(exc).strip():
+        return f"{type(exc).__name__}: {exc}"
+    return (f"{type(exc).__name__} raised without a message (most often the template reads a field or a value "
+            "this record lacks, or raise_exception('') fired)")
 
 
 def _compile_or_raise(template: ChatTemplate) -> jinja2.Template:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import re
@@ -344,12 +345,25 @@ class Tokenizer:
             return self.special_tokens[token]
         return self.reference.token_to_id(token)
 
+    def with_eos(self, token: str) -> Tokenizer:
+        """This tokenizer with ``token`` as its end-of-sequence token; :class:`TokenizerError` when ``token`` is
+        not one token of the vocabulary."""
+        eos_id = self.token_to_id(token)
+        if eos_id is None:
+            named = ", ".join(repr(t) for t in sorted(self.special_tokens)[:12])
+            raise TokenizerError(f"eos {token!r} is not a token of tokenizer {self.name!r}; give one of its tokens "
+                                 f"(its special tokens: {named or 'none'})")
+        other = copy.copy(self)
+        other.eos_token, other.eos_id = token, int(eos_id)
+        return other
+
     def info(self, *, chat_template: str | None = None) -> dict[str, Any]:
         """Header fields for token shards."""
         template = chat_template if chat_template is not None else self.chat_template
         return {
             "name": self.name, "fingerprint": self.fingerprint, "vocab_size": self.vocab_size,
             "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id, "add_bos": self.add_bos,
+            "bos_token": self.bos_token, "eos_token": self.eos_token,
             "backend": self.backend, "path": self._source.path, "origin": self._source.origin,
             "chat_template_hash": hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "",
         }
