@@ -39,6 +39,7 @@ from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
+from tokenmill.sft.verdicts import run_key
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import finish_run, holding, pick_executor, prepare_run, staged_files
@@ -82,24 +83,28 @@ class SftTask:
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
     survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
+    verdict_key: str | None = None  # sft/verdicts.py run_key: cached parity verdicts (None: none read or written)
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
         setup_steps(self.steps)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        from tokenmill.sft import verdicts
+        from tokenmill.sft.oracle import unavailable as no_oracle
         from tokenmill.sft.parity import VerifyPlan, empty_report
 
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work = unit.payload
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
-        plan = VerifyPlan(self.options.verify)
+        unavailable = no_oracle(self.tokenizer) if self.options.verify else ""
+        checking = bool(self.options.verify) and not unavailable
+        plan = VerifyPlan(self.options.verify, trusted=verdicts.Trusted(self.verdict_key, self.options.verify))
         info = self.tokenizer.info(chat_template=self.template.source)
         out = SplitWriters(self.split, staging, lambda where: ShardWriter(
             where, stem_prefix=f"shard-{work.index:06d}", with_mask=True, tokenizer_info=info,
             max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
-        oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         curated = self.survivors.of_unit(work.index) if self.survivors is not None else None
         for source, convs, locs in self.conversations(work, stats=stats, seconds=seconds, sink=sink):
             if curated is not None:
@@ -110,7 +115,7 @@ class SftTask:
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
                     continue
-                if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
+                if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
                 stats.kept += 1
@@ -124,6 +129,9 @@ class SftTask:
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
+        report["parity"]["skipped_cached"] = plan.skipped
+        if self.verdict_key and not report["parity"]["real_differences"]:
+            verdicts.record(self.verdict_key, plan.passed.items())
         sink.close()
         data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
@@ -153,12 +161,16 @@ class SftTask:
             template=self.template, policy=self.options.policy,
         )
 
-    def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> bool:
-        """Check one example; False (its reason in ``report["mismatch"]``) when it differs and is to be rejected."""
+    def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
+        """Check one example (the reference is built on the first check of the process); False (its reason in
+        ``report["mismatch"]``) when it differs and is to be rejected."""
         from tokenmill.errors import ParityError
         from tokenmill.sft.parity import check_parity, example_shape, tool_arguments_decoded
 
         parity = report["parity"]
+        oracle, _ = _oracle(self.tokenizer)
+        if oracle is None:
+            return True
         try:
             note = check_parity(conv, rendered, oracle, self.template)
         except ParityError as exc:
@@ -170,8 +182,10 @@ class SftTask:
         parity["exempt" if note else "checked"] += 1
         parity["deliberate"]["literal_control_strings"] += int(bool(note))
         parity["deliberate"]["tool_arguments_decoded"] += int(tool_arguments_decoded(conv))
-        for shape in example_shape(conv, rendered):
-            parity["shapes_checked"][shape] += 1
+        shape = example_shape(conv, rendered)
+        for flag in shape:
+            parity["shapes_checked"][flag] += 1
+        plan.passed[shape] += 1
         return True
 
 
@@ -323,7 +337,7 @@ def run_sft(
         if opts.verify:
             _check_oracle(run.tokenizer)
         task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
-                       limit=limit, split=split)
+                       limit=limit, split=split, verdict_key=run_key(run.tokenizer, template, opts) if opts.verify else None)
         curation: dict = {}
 
         def summarize_run(results: list[UnitResult], out: Path) -> dict:
