@@ -157,8 +157,8 @@ def prepare_run(
     files, excluded = selection.exclude_files(files, exclude)
     prepare = getattr(executor, "prepare", None)
     if callable(prepare):
-        with prebuild.hint(tokenizer if track == "pretrain" else None):
-            prepare(estimate_units(files, unit_bytes=unit_bytes), preload=TASK_MODULES[track])
+        with prebuild.hint(tokenizer):  # both tracks' workers encode with the fast encoder the fork server builds
+            prepare(estimate_units(files, unit_bytes=unit_bytes), preload=prebuild.with_server(TASK_MODULES[track]))
     routes = selection.route_all(files, text_mode=text_mode)
     check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}
