@@ -155,8 +155,8 @@ class VerifyPlan:
 def empty_report() -> dict:
     """The parity counters of one unit (summable): ``checked`` examples equal apply_chat_template's ids,
     ``exempt`` ones differ only by their literal control strings, ``real_differences`` were rejected
-    (``on_mismatch="reject"``; by default the first stops the run), ``skipped_cached`` were not checked because a
-    cached verdict covers their shape (sft/verdicts.py)."""
-    return {"checked": 0, "exempt": 0, "real_differences": 0, "skipped_cached": 0,
+    (``on_mismatch="reject"``; by default the first stops the run). A unit that checks adds ``skipped_cached``:
+    examples not checked because a cached verdict covers their shape (sft/verdicts.py)."""
+    return {"checked": 0, "exempt": 0, "real_differences": 0,
             "deliberate": {"literal_control_strings": 0, "tool_arguments_decoded": 0},
             "shapes_checked": {k: 0 for k in SHAPES}}

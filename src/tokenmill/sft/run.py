@@ -99,7 +99,7 @@ class SftTask:
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
         unavailable = no_oracle(self.tokenizer) if self.options.verify else ""
         checking = bool(self.options.verify) and not unavailable
-        plan = VerifyPlan(self.options.verify, trusted=verdicts.Trusted(self.verdict_key, self.options.verify))
+        plan = VerifyPlan(self.options.verify, trusted=verdicts.Trusted(self.verdict_key))
         info = self.tokenizer.info(chat_template=self.template.source)
         out = SplitWriters(self.split, staging, lambda where: ShardWriter(
             where, stem_prefix=f"shard-{work.index:06d}", with_mask=True, tokenizer_info=info,
@@ -129,8 +129,9 @@ class SftTask:
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
-        report["parity"]["skipped_cached"] = plan.skipped
-        if self.verdict_key and not report["parity"]["real_differences"]:
+        if checking:
+            report["parity"]["skipped_cached"] = plan.skipped
+        if checking and self.verdict_key and not report["parity"]["real_differences"]:
             verdicts.record(self.verdict_key, plan.passed.items())
         sink.close()
         data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names

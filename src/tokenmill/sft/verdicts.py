@@ -6,9 +6,9 @@ conversations and 2 workers is a third of a run. Like the pretraining track's pa
 (:mod:`tokenmill.tokenize.parity`), the outcome is cached under ``$TOKENMILL_CACHE/parity-sft/``, one small
 file per *shape* (see :mod:`tokenmill.sft.parity`), keyed by everything that decides the written ids: the
 tokenizer's fingerprint, the chat template's digest, the rendering options, a digest of tokenmill's own
-rendering and tokenizing code, and the transformers, gigatoken and Jinja versions. A shape whose cached
-verdict counts at least ``verify`` passing examples is trusted: its examples are not checked again, and a
-unit whose every shape is trusted never builds the reference. A new shape, or any change of tokenizer,
+rendering and tokenizing code, and the transformers, gigatoken and Jinja versions. A shape with at least one
+cached passing example is trusted (as the pretraining verdict is trusted once computed): its examples are
+not checked again, and a unit whose every shape is trusted never builds the reference. A new shape, or any change of tokenizer,
 template, options, code or versions, is checked as before.
 
 Only units without a real difference write verdicts, so a run that found one never vouches for its shapes.
@@ -89,12 +89,12 @@ def record(key: str, counts: Iterable[tuple[frozenset[str], int]]) -> None:
 class Trusted:
     """The shapes of one run already vouched for by cached verdicts (read once per shape and process)."""
 
-    def __init__(self, key: str | None, needed: int):
-        self.key, self.needed, self._known = key, needed, {}
+    def __init__(self, key: str | None):
+        self.key, self._known = key, {}
 
     def __contains__(self, shape: frozenset[str]) -> bool:
-        if self.key is None or self.needed <= 0:
+        if self.key is None:
             return False
         if shape not in self._known:
-            self._known[shape] = passed(self.key, shape) >= self.needed
+            self._known[shape] = passed(self.key, shape) > 0
         return self._known[shape]
