@@ -100,3 +100,13 @@ def test_a_run_with_a_real_difference_caches_nothing(tok_dir, tmp_path, monkeypa
     monkeypatch.delitem(run_module._ORACLES, fingerprint)
     again = _run(src, tmp_path / "b", tok_dir, verify=8)["report"]["parity"]
     assert again["checked"] == 6 and again["skipped_cached"] == 0
+
+
+def test_a_first_run_checks_what_it_checked_without_a_cache(tok_dir, tmp_path):
+    """Verdicts a run records are trusted from the next run on: its own later units still check, so what a run
+    checks does not depend on the order its units finish in."""
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(_plain(i) for i in range(40)))
+    m = _run(src, tmp_path / "a", tok_dir, verify=2, unit_bytes=1024)
+    assert m["run"]["units"] >= 2
+    assert m["report"]["parity"]["checked"] == 2 * m["run"]["units"] and m["report"]["parity"]["skipped_cached"] == 0

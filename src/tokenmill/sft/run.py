@@ -39,7 +39,7 @@ from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
-from tokenmill.sft.verdicts import run_key
+from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import finish_run, holding, pick_executor, prepare_run, staged_files
@@ -83,7 +83,8 @@ class SftTask:
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
     survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
-    verdict_key: str | None = None  # sft/verdicts.py run_key: cached parity verdicts (None: none read or written)
+    verdict_key: str | None = None  # sft/verdicts.py run_key: where this run's checks are cached (None: nowhere)
+    trusted: frozenset = frozenset()  # the shapes cached verdicts vouched for when the run started
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
@@ -99,7 +100,7 @@ class SftTask:
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
         unavailable = no_oracle(self.tokenizer) if self.options.verify else ""
         checking = bool(self.options.verify) and not unavailable
-        plan = VerifyPlan(self.options.verify, trusted=verdicts.Trusted(self.verdict_key))
+        plan = VerifyPlan(self.options.verify, trusted=self.trusted)
         info = self.tokenizer.info(chat_template=self.template.source)
         out = SplitWriters(self.split, staging, lambda where: ShardWriter(
             where, stem_prefix=f"shard-{work.index:06d}", with_mask=True, tokenizer_info=info,
@@ -337,8 +338,9 @@ def run_sft(
             return {**dry_run_plan(run), "chat_template": template.origin}
         if opts.verify:
             _check_oracle(run.tokenizer)
+        key = run_key(run.tokenizer, template, opts) if opts.verify else None
         task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
-                       limit=limit, split=split, verdict_key=run_key(run.tokenizer, template, opts) if opts.verify else None)
+                       limit=limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
         curation: dict = {}
 
         def summarize_run(results: list[UnitResult], out: Path) -> dict:

@@ -7,9 +7,10 @@ conversations and 2 workers is a third of a run. Like the pretraining track's pa
 file per *shape* (see :mod:`tokenmill.sft.parity`), keyed by everything that decides the written ids: the
 tokenizer's fingerprint, the chat template's digest, the rendering options, a digest of tokenmill's own
 rendering and tokenizing code, and the transformers, gigatoken and Jinja versions. A shape with at least one
-cached passing example is trusted (as the pretraining verdict is trusted once computed): its examples are
-not checked again, and a unit whose every shape is trusted never builds the reference. A new shape, or any change of tokenizer,
-template, options, code or versions, is checked as before.
+cached passing example when a run starts is trusted (as the pretraining verdict is trusted once computed):
+its examples are not checked again, and a worker none of whose examples needs a check never builds the
+reference. A new shape, or any change of tokenizer, template, options, code or versions, is checked as
+before; a first run checks exactly what it checked before verdicts were cached.
 
 Only units without a real difference write verdicts, so a run that found one never vouches for its shapes.
 """
@@ -54,20 +55,38 @@ def _version(package: str) -> str:
         return "none"
 
 
-def _path(key: str, shape: frozenset[str]) -> Path:
+def _dir(key: str) -> Path:
     from tokenmill.tokenize.sources import cache_dir
 
-    name = hashlib.sha256(f"{key}\0{','.join(sorted(shape))}".encode()).hexdigest()
-    return cache_dir() / "parity-sft" / f"{name}.json"
+    return cache_dir() / "parity-sft" / key
 
 
-def passed(key: str, shape: frozenset[str]) -> int:
-    """How many examples of ``shape`` the cached verdicts count as equal to the reference (0 when none)."""
+def _path(key: str, shape: frozenset[str]) -> Path:
+    return _dir(key) / (hashlib.sha256(",".join(sorted(shape)).encode()).hexdigest()[:32] + ".json")
+
+
+def _read(path: Path) -> dict:
     try:
-        verdict = json.loads(_path(key, shape).read_bytes())
+        verdict = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return 0
-    return int(verdict.get("passed", 0)) if isinstance(verdict, dict) else 0
+        return {}
+    return verdict if isinstance(verdict, dict) else {}
+
+
+def trusted(key: str) -> frozenset[frozenset[str]]:
+    """The shapes with at least one cached passing example under ``key``, read once, when a run starts: what
+    the run's own units record is trusted from the next run on, so which examples a run checks never depends
+    on the order its units finish in."""
+    try:
+        paths = list(_dir(key).glob("*.json"))
+    except OSError:
+        return frozenset()
+    shapes = set()
+    for path in paths:
+        verdict = _read(path)
+        if int(verdict.get("passed") or 0) > 0 and isinstance(verdict.get("shape"), list):
+            shapes.add(frozenset(str(flag) for flag in verdict["shape"]))
+    return frozenset(shapes)
 
 
 def record(key: str, counts: Iterable[tuple[frozenset[str], int]]) -> None:
@@ -76,7 +95,7 @@ def record(key: str, counts: Iterable[tuple[frozenset[str], int]]) -> None:
         if n <= 0:
             continue
         path = _path(key, shape)
-        total = passed(key, shape) + n
+        total = int(_read(path).get("passed") or 0) + n
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -84,17 +103,3 @@ def record(key: str, counts: Iterable[tuple[frozenset[str], int]]) -> None:
             os.replace(tmp, path)
         except OSError:
             return
-
-
-class Trusted:
-    """The shapes of one run already vouched for by cached verdicts (read once per shape and process)."""
-
-    def __init__(self, key: str | None):
-        self.key, self._known = key, {}
-
-    def __contains__(self, shape: frozenset[str]) -> bool:
-        if self.key is None:
-            return False
-        if shape not in self._known:
-            self._known[shape] = passed(self.key, shape) > 0
-        return self._known[shape]
