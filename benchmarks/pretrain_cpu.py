@@ -31,6 +31,7 @@ from common import REPO, machine, update_section
 from pretrain_throughput import build_corpus, tokenizer_dir
 
 HEADING = "Pretraining track: CPU by process"
+STARTUP_HEADING = "Pretraining track: start-up of a small run"
 
 
 def role(proc: psutil.Process, root: psutil.Process, server: set[int]) -> str:
@@ -102,30 +103,40 @@ def main(argv: list[str]) -> int:
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--only", choices=("all", "startup"), default="all",
+                   help="startup: only the 0.1 MB run (the start-up figure), each source in turn, --runs times")
     args = p.parse_args(argv)
     shared, work = Path(args.shared).resolve(), Path(args.work).resolve()
     tok = tokenizer_dir(shared, work)
-    corpora = {mb: build_corpus(shared, work, mb=mb, seed=0) for mb in (44, 0.1)}
+    kinds = ((0.1, False),) if args.only == "startup" else ((44, True), (44, False), (0.1, False))
+    corpora = {mb: build_corpus(shared, work, mb=mb, seed=0) for mb, _ in kinds}
     srcs = [s.split("=", 1) for s in (args.src or [f"this checkout={REPO / 'src'}"])]
-    rows = ["| code | run | wall s | CPU s (all processes) | CPU s by process |", "|---|---|---:|---:|---|"]
+    rows = ["| code | run | wall s | CPU s (all processes) | CPU s by process | 1-min load |",
+            "|---|---|---:|---:|---|---:|"]
     load_before = os.getloadavg()[0]
-    for label, path in srcs:
-        env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-        for mb, cold in ((44, True), (44, False), (0.1, False)):
-            corpus = corpora[mb]
-            cmd = [str(Path(sys.executable).with_name("tokenmill")), "pretrain", corpus["dir"] + "/*.parquet",
-                   "--out", str(work / f"cpu-{mb:g}"), "--tokenizer", str(tok), "--workers", str(args.workers),
-                   "--no-progress", "--overwrite"]
-            r = best_of(cmd, env, runs=args.runs, cold=cold)
-            what = f"{corpus['mb']:.1f} MB, parity verdict {'not cached' if cold else 'cached'}"
-            rows.append(f"| {label} | {what} | {r['wall_s']:.1f} | {sum(c for _, c in r['procs']):.2f} "
-                        f"| {by_role(r['procs'])} |")
-            print(rows[-1], flush=True)
+    best: dict = {}
+    for _ in range(args.runs):  # the sources take turns, so a change of load falls on all of them
+        for label, path in srcs:
+            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
+            for mb, cold in kinds:
+                cmd = [str(Path(sys.executable).with_name("tokenmill")), "pretrain", corpora[mb]["dir"] + "/*.parquet",
+                       "--out", str(work / f"cpu-{mb:g}"), "--tokenizer", str(tok), "--workers", str(args.workers),
+                       "--no-progress", "--overwrite"]
+                r = {**best_of(cmd, env, runs=1, cold=cold), "load": os.getloadavg()[0]}
+                key = (label, mb, cold)
+                if key not in best or r["wall_s"] < best[key]["wall_s"]:
+                    best[key] = r
+    for (label, mb, cold), r in best.items():
+        what = f"{corpora[mb]['mb']:.1f} MB, parity verdict {'not cached' if cold else 'cached'}"
+        rows.append(f"| {label} | {what} | {r['wall_s']:.2f} | {sum(c for _, c in r['procs']):.2f} "
+                    f"| {by_role(r['procs'])} | {r['load']:.1f} |")
+        print(rows[-1], flush=True)
     section = "\n".join([
         f"Machine: {machine()}; 1-minute load average {load_before:.1f} when the run began, "
         f"{os.getloadavg()[0]:.1f} when it ended. `tokenmill pretrain --workers {args.workers}` on the corpora "
         "and Qwen2 tokenizer of the throughput section; fastest wall time of "
-        f"{args.runs} runs, with that run's CPU seconds (user + system) per process, polled every 30 ms. "
+        f"{args.runs} runs (the sources taking turns), with that run's CPU seconds (user + system) per process, "
+        "polled every 30 ms, and the 1-minute load average when that run ended. "
         "`forked`: the processes the fork server forks (pool workers, the tokenizer loader when one runs). What "
         "each does: `main` imports the CLI, routes every input (samples its records), loads the tokenizer's "
         "metadata and commits units; the tokenizer loader (a child, when the parity verdict must be computed) "
@@ -137,7 +148,7 @@ def main(argv: list[str]) -> int:
     ])
     print("\n" + section)
     if not args.no_write:
-        update_section(HEADING, section)
+        update_section(STARTUP_HEADING if args.only == "startup" else HEADING, section)
     return 0
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -73,7 +75,9 @@ def instrument() -> None:
     timed(render, "render_template", "  of which the Jinja render")
     timed(Tokenizer, "encode_rendered_batch", "tokenize (with offsets; encoder built on first call)")
     timed(render, "finish_conversation", "mask, weights, stats")
-    timed(run.SftTask, "_verify", "parity checks (apply_chat_template)")
+    import tokenmill.sft.parity as parity
+
+    timed(parity, "check_parity", "parity checks (apply_chat_template)")  # the reference's build is apart
     timed(writer.ShardWriter, "add_many", "write shards (add)")
     timed(writer.ShardWriter, "close", "write shards (close)")
     timed(run, "merge", "per-example report")
@@ -84,6 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shared", default=str(HERE.parent.parent / "shared" / "data"))
     ap.add_argument("--examples", type=int, default=4000)
+    ap.add_argument("--cold", action="store_true", help="empty the cached SFT parity verdicts first")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     import sft_throughput as bench
@@ -91,6 +96,9 @@ def main() -> None:
     shared, work = Path(args.shared).resolve(), HERE / "_work"
     tok = bench.tokenizer_dir(shared, work)
     corpus, _ = bench.build_corpus(shared, work, examples=args.examples, seed=0)
+    if args.cold:
+        cache = os.environ.get("TOKENMILL_CACHE") or Path.home() / ".cache" / "tokenmill"  # tokenmill not imported yet
+        shutil.rmtree(Path(cache) / "parity-sft", ignore_errors=True)
     started = time.process_time()
     from tokenmill.sft import run
 
@@ -102,7 +110,8 @@ def main() -> None:
                                chat_template=str(shared / "chat_templates" / bench.TEMPLATE), progress=False)
     SECONDS["whole run (CPU of this process)"] = time.process_time() - started
     print(f"{manifest['counts']['kept']:,} examples, {manifest['counts']['tokens']:,} tokens, "
-          f"{manifest['report']['parity']['checked']} parity checks\n")
+          f"{manifest['report']['parity']['checked']} parity checks, "
+          f"{manifest['report']['parity'].get('skipped_cached', 0)} skipped (verdicts cached)\n")
     print("| phase | CPU s |\n|---|---:|")
     for label, seconds in SECONDS.items():
         print(f"| {label} | {seconds:.2f} |")

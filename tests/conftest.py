@@ -38,6 +38,17 @@ def pytest_configure(config):
     os.environ.setdefault("TOKENMILL_CACHE", tempfile.mkdtemp(prefix="tokenmill-cache-"))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_sft_verdicts():
+    """Every test starts without cached SFT parity verdicts (sft/verdicts.py), so a run checks what it would
+    check the first time; a test of the cache makes its second run itself."""
+    import shutil
+
+    from tokenmill.tokenize.sources import cache_dir
+
+    shutil.rmtree(cache_dir() / "parity-sft", ignore_errors=True)
+
+
 def pytest_report_header(config):
     where = SHARED_DATA or "absent: real-data tests will be skipped"
     return f"tokenmill real-data tier: {where}"

@@ -5,7 +5,8 @@ pandas object: 0.4 s of a worker's start-up on an idle 2-core machine (1.7 s und
 of RSS, for a library tokenmill's workers never use. :func:`skip_pandas_probe` answers that first
 question with pandas unavailable. pyarrow asks again, and imports pandas for real, when a caller
 converts to pandas (``to_pandas``); only its "is this a pandas object?" checks keep answering no, so it is
-called in pool workers only, never in a user's own process.
+called in pool workers and in the ``tokenmill`` command's own process, never in a user's process that imports
+tokenmill as a library.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ class _NoPandas:
         return None
 
 
-def skip_pandas_probe() -> None:
-    """In a pool worker whose pandas is not imported yet, let pyarrow's first probe find no pandas."""
-    if "pandas" in sys.modules or multiprocessing.parent_process() is None:
+def skip_pandas_probe(*, command: bool = False) -> None:
+    """In a pool worker whose pandas is not imported yet, let pyarrow's first probe find no pandas.
+    ``command``: this is the ``tokenmill`` command's process (no user code runs in it), skip it here too."""
+    if "pandas" in sys.modules or (multiprocessing.parent_process() is None and not command):
         return
     import pyarrow as pa
 

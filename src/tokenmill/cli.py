@@ -503,6 +503,10 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; the exit status is 0, 1 (data or configuration error) or 2 (usage error)."""
+    if argv is None:  # the `tokenmill` command itself, not a caller's process: pyarrow's pandas probe is not needed
+        from tokenmill._arrow import skip_pandas_probe
+
+        skip_pandas_probe(command=True)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]

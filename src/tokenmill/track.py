@@ -36,7 +36,7 @@ from tokenmill.report.rejects import merge_rejects
 SHARDS_STAGE = "shards"
 # the modules each track's workers need (its task's module first), imported once by the fork server (or by
 # each worker as it starts) while the driver routes (see LocalExecutor.prepare); awkward: gigatoken's output
-# the pretraining workers' fast encoder is built once, by the fork server (tokenmill/tokenize/prebuild.py)
+# each track's workers' fast encoder is built once, by the fork server (tokenmill/tokenize/prebuild.py)
 TASK_MODULES = {"pretrain": ("tokenmill.pretrain.run", "awkward", "tokenmill.tokenize._prebuild_server"),
                 "sft": ("tokenmill.sft.run",)}
 
@@ -131,8 +131,8 @@ def prepare_run(
 
     def start_workers(files: list[InputFile]) -> None:
         if callable(prepare):
-            with prebuild.hint(tokenizer if track == "pretrain" else None):
-                prepare(estimate_units(files, unit_bytes=unit_bytes), preload=TASK_MODULES[track])
+            with prebuild.hint(tokenizer):  # both tracks' workers encode with the fast encoder the fork server builds
+                prepare(estimate_units(files, unit_bytes=unit_bytes), preload=prebuild.with_server(TASK_MODULES[track]))
 
     planned = plan_inputs(track, inputs, text_mode=text_mode, schemas=schemas, exclude=exclude, force=force,
                           skip_misrouted=skip_misrouted, unit_bytes=unit_bytes, limit=limit, on_files=start_workers)

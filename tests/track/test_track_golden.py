@@ -78,3 +78,43 @@ def test_sft_output_matches_golden(tmp_path):
 @pytest.mark.parametrize("track", ["pretrain", "sft"])
 def test_golden_files_are_committed(track):
     assert (GOLDEN / f"{track}.json").is_file(), "golden digests missing: they must come from a known-good run"
+
+
+def check_files(track: str, found: dict[str, str]) -> None:
+    """Every output file but the manifest (whose counters say what was checked) has its golden bytes."""
+    expected = {k: v for k, v in json.loads((GOLDEN / f"{track}.json").read_text()).items() if k != "manifest.json"}
+    found = {k: v for k, v in found.items() if k != "manifest.json"}
+    assert sorted(found) == sorted(expected), "other output files than the golden run"
+    differing = [name for name in expected if found[name] != expected[name]]
+    assert not differing, f"{track}: bytes differ from the golden run in {differing}"
+
+
+def test_sft_golden_bytes_with_checks_workers_and_cached_verdicts(tmp_path):
+    """Checked against apply_chat_template, by 2 workers (fast encoder built by the fork server), then again
+    with the verdicts cached (no reference built): the golden bytes each time."""
+    pytest.importorskip("transformers")
+    src = tmp_path / "in"
+    src.mkdir()
+    tk.write_chats(src / "chats.jsonl", 80, seed=13, broken_every=30)
+    checked = []
+    for run in ("first", "cached"):
+        out = tmp_path / run
+        args = ["sft", str(src / "chats.jsonl"), "--out", str(out), "--workers", "2", "--unit-bytes", "4KB",
+                "--seq-len", "128", "--no-progress"]
+        assert main(args) == 0
+        check_files("sft", digests(out, src))
+        checked.append(json.loads((out / "manifest.json").read_text())["report"]["parity"]["checked"])
+    assert checked[0] > 0 and checked[1] == 0
+
+
+def test_pretrain_golden_bytes_with_workers_and_cached_verdict(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    tk.write_docs(src / "docs.jsonl", 240, seed=11, broken_every=37)
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE)
+    for run in ("first", "cached"):
+        out = tmp_path / run
+        args = ["pretrain", str(src / "docs.jsonl"), "--out", str(out), "--config", str(tmp_path / "pipeline.yaml"),
+                "--workers", "2", "--unit-bytes", "4KB", "--shard-tokens", "700", "--no-progress"]
+        assert main(args) == 0
+        check_files("pretrain", digests(out, src))

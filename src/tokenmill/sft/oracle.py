@@ -15,16 +15,25 @@ from typing import Any
 from tokenmill._extras import require
 
 
-def hf_oracle(tokenizer: Any) -> tuple[Any | None, str]:
-    """(transformers tokenizer, "") or (None, why no reference can be built for this tokenizer)."""
-    transformers = require("transformers", "hf", "check token parity against apply_chat_template")
+def unavailable(tokenizer: Any) -> str:
+    """Why no reference can be built for this tokenizer ("" when one can), decided without importing anything."""
     source = getattr(tokenizer, "_source", None)
     if source is None:
-        return None, "tokenizer has no loadable source"
+        return "tokenizer has no loadable source"
+    if source.kind not in ("hf", "tiktoken"):
+        return f"no transformers reference for a {source.kind} model here (use its tokenizer.json)"
+    return ""
+
+
+def hf_oracle(tokenizer: Any) -> tuple[Any | None, str]:
+    """(transformers tokenizer, "") or (None, why no reference can be built for this tokenizer)."""
+    why = unavailable(tokenizer)
+    if why:
+        return None, why
+    transformers = require("transformers", "hf", "check token parity against apply_chat_template")
+    source = tokenizer._source
     if source.kind == "tiktoken":
         return TiktokenChatOracle(source, tokenizer), ""
-    if source.kind != "hf":
-        return None, f"no transformers reference for a {source.kind} model here (use its tokenizer.json)"
     named = {k: v for k, v in (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token)) if v}
     # from a file: given a tokenizers object, transformers deep-copies it (a second build, half a second)
     with tempfile.TemporaryDirectory(prefix="tokenmill-oracle-") as scratch:

@@ -21,6 +21,7 @@ give a reference (:mod:`tokenmill.sft.maskref`), the trained tokens must be exac
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,12 +149,16 @@ def tool_arguments_decoded(conv: dict) -> bool:
 
 @dataclass
 class VerifyPlan:
-    """Which examples of one unit are checked: the first ``first`` ones, then the first of each new shape."""
+    """Which examples of one unit are checked: the first ``first`` ones, then the first of each new shape; of
+    those, the ones whose shape is in ``trusted`` (cached verdicts: sft/verdicts.py) are skipped and counted."""
 
     first: int
+    trusted: Any = frozenset()
     seen: set = field(default_factory=set)
     taken: int = 0
+    skipped: int = 0  # checks not made because a cached verdict covers their shape
     present: dict = field(default_factory=lambda: {k: 0 for k in SHAPES})  # examples per shape flag
+    passed: Counter = field(default_factory=Counter)  # shape -> examples equal to the reference
 
     def wants(self, conv: dict, rendered: Rendered) -> bool:
         shape = example_shape(conv, rendered)
@@ -161,18 +166,20 @@ class VerifyPlan:
             self.present[flag] += 1
         new = shape not in self.seen
         self.seen.add(shape)
-        if self.first <= 0:
+        if self.first <= 0 or not (self.taken < self.first or new):
             return False
-        if self.taken < self.first or new:
-            self.taken += 1
-            return True
-        return False
+        self.taken += 1
+        if shape in self.trusted:
+            self.skipped += 1
+            return False
+        return True
 
 
 def empty_report() -> dict:
     """The parity counters of one unit (summable): ``checked`` examples equal apply_chat_template's ids,
     ``exempt`` ones differ only by their literal control strings, ``real_differences`` were rejected
-    (``on_mismatch="reject"``; by default the first stops the run)."""
+    (``on_mismatch="reject"``; by default the first stops the run). A unit that checks adds ``skipped_cached``:
+    examples not checked because a cached verdict covers their shape (sft/verdicts.py)."""
     return {"checked": 0, "exempt": 0, "real_differences": 0, "mask_turns_checked": 0,
             "deliberate": {"literal_control_strings": 0, "tool_arguments_decoded": 0},
             "shapes_checked": {k: 0 for k in SHAPES}}

@@ -42,6 +42,7 @@ from tokenmill.sft.report import example_report, merge, summarize
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
+from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import finish_run, prepare_run, staged_files
@@ -85,24 +86,29 @@ class SftTask:
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
     survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
+    verdict_key: str | None = None  # sft/verdicts.py run_key: where this run's checks are cached (None: nowhere)
+    trusted: frozenset = frozenset()  # the shapes cached verdicts vouched for when the run started
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
         setup_steps(self.steps)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        from tokenmill.sft import verdicts
+        from tokenmill.sft.oracle import unavailable as no_oracle
         from tokenmill.sft.parity import VerifyPlan, empty_report
 
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work = unit.payload
         stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
-        plan = VerifyPlan(self.options.verify)
+        unavailable = no_oracle(self.tokenizer) if self.options.verify else ""
+        checking = bool(self.options.verify) and not unavailable
+        plan = VerifyPlan(self.options.verify, trusted=self.trusted)
         info = self.tokenizer.info(chat_template=self.template.source)
         out = SplitWriters(self.split, staging, lambda where: ShardWriter(
             where, stem_prefix=f"shard-{work.index:06d}", with_mask=True, tokenizer_info=info,
             max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
-        oracle, unavailable = _oracle(self.tokenizer) if self.options.verify else (None, "")
         curated = self.survivors.of_unit(work.index) if self.survivors is not None else None
         for source, convs, locs in self.conversations(work, stats=stats, seconds=seconds, sink=sink):
             if curated is not None:
@@ -114,7 +120,7 @@ class SftTask:
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
                     report = merge(report, _lacks(self.template, conv, reason))
                     continue
-                if oracle is not None and plan.wants(conv, rendered) and not self._verify(conv, rendered, oracle, report):
+                if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
                     continue
                 stats.kept += 1
@@ -128,6 +134,10 @@ class SftTask:
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
+        if checking:
+            report["parity"]["skipped_cached"] = plan.skipped
+        if checking and self.verdict_key and not report["parity"]["real_differences"]:
+            verdicts.record(self.verdict_key, plan.passed.items())
         sink.close()
         data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
@@ -157,12 +167,16 @@ class SftTask:
             template=self.template, policy=self.options.policy,
         )
 
-    def _verify(self, conv: dict, rendered: Any, oracle: Any, report: dict) -> bool:
-        """Check one example; False (its reason in ``report["mismatch"]``) when it differs and is to be rejected."""
+    def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
+        """Check one example (the reference is built on the first check of the process); False (its reason in
+        ``report["mismatch"]``) when it differs and is to be rejected."""
         from tokenmill.errors import ParityError
         from tokenmill.sft.parity import check_mask, check_parity, example_shape, tool_arguments_decoded
 
         parity = report["parity"]
+        oracle, _ = _oracle(self.tokenizer)
+        if oracle is None:
+            return True
         try:
             note = check_parity(conv, rendered, oracle, self.template)
             if not note:
@@ -176,8 +190,10 @@ class SftTask:
         parity["exempt" if note else "checked"] += 1
         parity["deliberate"]["literal_control_strings"] += int(bool(note))
         parity["deliberate"]["tool_arguments_decoded"] += int(tool_arguments_decoded(conv))
-        for shape in example_shape(conv, rendered):
-            parity["shapes_checked"][shape] += 1
+        shape = example_shape(conv, rendered)
+        for flag in shape:
+            parity["shapes_checked"][flag] += 1
+        plan.passed[shape] += 1
         return True
 
 
@@ -335,8 +351,9 @@ def run_sft(
             return {**dry_run_plan(run), "chat_template": template.origin}
         if opts.verify:
             _check_oracle(run.tokenizer)
+        key = run_key(run.tokenizer, template, opts) if opts.verify else None
         task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
-                       limit=limit, split=split)
+                       limit=limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
         curation: dict = {}
 
         def summarize_run(results: list[UnitResult], out: Path) -> dict:

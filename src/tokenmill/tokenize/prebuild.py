@@ -46,6 +46,11 @@ def hint(spec: Any) -> Iterator[None]:
             os.environ[VARIABLE] = previous
 
 
+def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
+    """A fork server's preload modules with this one's server module last (once)."""
+    return (*(m for m in modules if m != SERVER_MODULE), SERVER_MODULE)
+
+
 def build_from_environment() -> None:
     """In the fork server: build the fast encoder the driver named, if any (never raises)."""
     spec = os.environ.pop(VARIABLE, None)  # not passed on to the processes this one forks
