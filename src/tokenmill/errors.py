@@ -11,6 +11,7 @@
     ├── ParityError          written ids differ from the reference chat-template ids
     ├── ShardError           a shard directory that is corrupt or does not match its reader
     ├── StorageError         object storage (an ``s3://`` --out) that cannot be reached, read or written
+    ├── StageError           a stage's unit output that is not what the stages after it read (a code defect)
     └── ServerError          an inference server that cannot be reached, or does not serve the model
 
 The ``tokenmill`` command exits 2 for a ``UsageError`` (and argparse's own usage errors), 1 for every
@@ -90,6 +91,10 @@ class ShardError(TokenmillError):
 
 class ServerError(TokenmillError):
     pass
+
+
+class StageError(TokenmillError):
+    """A unit's output lacks a field the next stage reads, or holds the wrong type (engine/outputs.py)."""
 
 
 def _template_error(message: str, reason: str) -> TemplateError:

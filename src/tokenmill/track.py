@@ -18,6 +18,7 @@ from typing import Any
 
 from tokenmill.base.inputs import InputFile, WorkUnit
 from tokenmill.engine import Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
+from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.job import (  # noqa: F401 -- the tracks' names for them
     Inputs,
@@ -258,7 +259,8 @@ def write_track_manifest(run: TrackRun, results: list[UnitResult], *, summarize:
     n_rejects = merge_rejects(run.out, [u.name for u in run.units])
     manifest = build_manifest(
         track=run.track, inputs=run.inputs.manifest_inputs(), tokenizer=run.tokenizer.info(chat_template=chat_template),
-        config=run.config, results=results, shards=[s for r in results for s in r.data["shards"]],
+        config=run.config, results=results,
+        shards=[s for r in outputs(results, Shards, stage=SHARDS_STAGE) for s in r.shards],
         seconds=time.monotonic() - run.started, report=summarize(results, run.out) if summarize else None,
     )
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None

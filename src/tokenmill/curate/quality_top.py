@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.step import column, reason
+from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
 
@@ -51,8 +52,8 @@ def cut_from_histogram(hist: np.ndarray, fraction: float) -> float:
 
 
 def _upstream_units(ctx: StageContext, upstream: str) -> list[Unit]:
-    return [Unit(i, r.data.get("unit") or Path(r.data["docs"]).stem, payload=r.data["docs"])
-            for i, r in enumerate(ctx.results[upstream])]
+    return [Unit(i, r.unit or Path(r.docs).stem, payload=r.docs)
+            for i, r in enumerate(outputs(ctx.results[upstream], Documents, stage=upstream))]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
+from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.job import Inputs, hold_job, holding, job_fingerprint, pick_executor, plan_inputs, resolve_out, stage_progress
@@ -74,16 +75,16 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
         if upstream is None:
             units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
             return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode, limit=limit), params)
-        prior = ctx.results[upstream]
-        units = [Unit(i, _unit_name(r, i), 0, payload=r.data["docs"]) for i, r in enumerate(prior)]
+        prior = outputs(ctx.results[upstream], Documents, stage=upstream)
+        units = [Unit(i, _unit_name(r, i), 0, payload=r.docs) for i, r in enumerate(prior)]
         return StagePlan(units, DocsTask(cascade, name, docs_dir, str(out)), params)
 
     return Stage(name, 1, plan)
 
 
-def _unit_name(result: UnitResult, index: int) -> str:
+def _unit_name(result: Documents, index: int) -> str:
     """An upstream documents unit's name: the input unit's, so every stage's files line up with the input."""
-    return result.data.get("unit") or Path(result.data["docs"]).stem or f"unit-{index:06d}"
+    return result.unit or Path(result.docs).stem or f"unit-{index:06d}"
 
 
 def _unit_size(u: Any) -> int:
@@ -220,7 +221,8 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
     stats = total_stats(stages, results)
     last = results[stages[-1].name]
     for entry in placed:  # a corpus-wide cut (quality's top_fraction) is known only once the stage has run
-        cuts = {r.data["cut"] for r in results.get(entry["stage"], []) if "cut" in r.data}
+        cuts = {r.cut for r in outputs(results.get(entry["stage"], []), Documents, stage=entry["stage"])
+                if r.cut is not None}
         if entry["kind"] == "corpus" and len(cuts) == 1:
             entry["cut"] = cuts.pop()
     every = [r for s in stages for r in results[s.name]]
@@ -237,12 +239,17 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
         "stages": [s.key for s in stages],
         "counts": stats.to_dict(),
         "identity": stats.identity_line(),
-        "documents": [r.data["docs"] for r in last],
-        "stage_ledgers": {s.name: [r.data["ledger"] for r in results[s.name] if r.data.get("ledger")] for s in stages},
+        "documents": [r.docs for r in outputs(last, Documents, stage=stages[-1].name)],
+        "stage_ledgers": {s.name: [r.ledger for r in _documents(results[s.name], s.name) if r.ledger] for s in stages},
         "run": {"seconds": round(seconds, 3), "step_seconds": step_seconds, "units": len(routed.units),
                 "peak_rss": {"main_mb": process_peak_rss_mb(),
                              "largest_worker_mb": max((r.peak_rss_mb for r in every), default=0.0)}},
     }
+
+
+def _documents(results: list[UnitResult], stage: str) -> list[Documents]:
+    """A stage's outputs as documents outputs; a stage that is not a documents stage has none."""
+    return outputs(results, Documents, stage=stage) if all("docs" in r.data for r in results) else []
 
 
 def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, report: bool) -> None:
@@ -262,6 +269,6 @@ def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, repor
         samples: dict[str, list] = {}
         for rs in results.values():
             for r in rs:
-                for reason, docs in (r.data.get("samples") or {}).items():
+                for reason, docs in (r.data.get("samples") or {}).items():  # a report extra, any stage
                     samples.setdefault(reason, []).extend(docs)
         write_report(out, manifest, samples)

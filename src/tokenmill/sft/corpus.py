@@ -37,6 +37,7 @@ from tokenmill.base.accounting import Stats
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_identity
+from tokenmill.engine.outputs import Documents, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 
@@ -186,8 +187,8 @@ class Survivors:
 
 def survivors(ctx: StageContext, corpus: Sequence[OnView]) -> Survivors:
     last = workflow_stages(corpus)[-1].name if corpus else DOCS_STAGE
-    docs = {i: r.data["docs"] for i, r in enumerate(ctx.results[last])}
-    ledgers = {i: tuple(ctx.results[s.name][i].data["ledger"] for s in corpus)
+    docs = {i: r.docs for i, r in enumerate(outputs(ctx.results[last], Documents, stage=last))}
+    ledgers = {i: tuple(output(ctx.results[s.name][i], Documents, stage=s.name, index=i).ledger for s in corpus)
                for i in range(len(ctx.results[last]))}
     return Survivors(str(ctx.out), docs, ledgers)
 

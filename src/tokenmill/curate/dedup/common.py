@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.engine.outputs import Documents, Partitioned, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
@@ -52,14 +53,17 @@ def upstream_parts(ctx: StageContext, upstream: str) -> list[DocsPart]:
     if upstream not in ctx.results:
         raise ConfigError(f"stage {upstream!r} has not run before this step; it must be a documents stage")
     parts = []
-    for i, result in enumerate(ctx.results[upstream]):
-        docs = result.data.get("docs")
-        if not docs:
-            raise ConfigError(f"stage {upstream!r} unit {i} has no data['docs']: it is not a documents stage")
-        name = result.data.get("unit") or Path(docs).name.removesuffix(".parquet")
-        rows = pq.read_metadata(ctx.out / docs).num_rows
-        parts.append(DocsPart(i, name, docs, result.data.get("ledger"), rows))
+    for i, out in enumerate(outputs(ctx.results[upstream], Documents, stage=upstream)):
+        name = out.unit or Path(out.docs).name.removesuffix(".parquet")
+        rows = pq.read_metadata(ctx.out / out.docs).num_rows
+        parts.append(DocsPart(i, name, out.docs, out.ledger, rows))
     return parts
+
+
+def partitioned(ctx: StageContext, stage: str) -> tuple[tuple[str, ...], int]:
+    """The directories a partitioned map stage wrote, in unit order, and its number of partitions."""
+    parts = outputs(ctx.results[stage], Partitioned, stage=stage)
+    return tuple(p.dir for p in parts), (parts[0].partitions if parts else 1)
 
 
 def global_ids(unit_index: int, n: int) -> np.ndarray:

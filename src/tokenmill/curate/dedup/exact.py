@@ -64,14 +64,13 @@ def _plan_hash(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
 
 
 def _plan_groups(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
-    results = ctx.results[f"{step.name}.hash"]
-    p = results[0].data["partitions"] if results else 1
-    task = GroupTask(str(ctx.out), tuple(r.data["dir"] for r in results), len(results), step.name)
+    dirs, p = cm.partitioned(ctx, f"{step.name}.hash")
+    task = GroupTask(str(ctx.out), dirs, len(dirs), step.name)
     return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step))
 
 
 def _plan_apply(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
-    dirs = tuple(r.data["dir"] for r in ctx.results[f"{step.name}.groups"])
+    dirs, _ = cm.partitioned(ctx, f"{step.name}.groups")
     return StagePlan(cm.units_of(cm.upstream_parts(ctx, upstream)), ApplyTask(step, str(ctx.out), dirs),
                      cm.stage_params(step))
 

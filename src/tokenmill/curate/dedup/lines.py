@@ -82,9 +82,8 @@ def _plan_count(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
 
 
 def _plan_groups(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
-    results = ctx.results[f"{step.name}.count"]
-    p = results[0].data["partitions"] if results else 1
-    task = GroupTask(step, str(ctx.out), tuple(r.data["dir"] for r in results))
+    dirs, p = cm.partitioned(ctx, f"{step.name}.count")
+    task = GroupTask(step, str(ctx.out), dirs)
     return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step))
 
 

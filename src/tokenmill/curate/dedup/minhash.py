@@ -53,6 +53,7 @@ from tokenmill.curate.dedup.shingles import (
     tokens,
 )
 from tokenmill.curate.step import column, reason
+from tokenmill.engine.outputs import Partitioned, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
@@ -120,31 +121,29 @@ def _plan_signatures(step: MinHashDedup, upstream: str, ctx: StageContext) -> St
 
 
 def _plan_buckets(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
-    results = ctx.results[f"{step.name}.signatures"]
-    dirs = tuple(r.data["dir"] for r in results)
-    p1 = results[0].data["partitions"] if results else 1
+    dirs, p1 = cm.partitioned(ctx, f"{step.name}.signatures")
     units = [Unit(p, f"part-{p:05d}", payload=p) for p in range(p1)]
-    return StagePlan(units, BucketTask(str(ctx.out), dirs, len(results), step.name), cm.stage_params(step))
+    return StagePlan(units, BucketTask(str(ctx.out), dirs, len(dirs), step.name), cm.stage_params(step))
 
 
 def _plan_verify(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
-    dirs = tuple(r.data["dir"] for r in ctx.results[f"{step.name}.buckets"])
+    dirs, _ = cm.partitioned(ctx, f"{step.name}.buckets")
     return StagePlan(cm.units_of(parts), VerifyTask(step, str(ctx.out), dirs, tuple(parts)), cm.stage_params(step))
 
 
 def _plan_components(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     source = f"{step.name}.verify" if step.verify else f"{step.name}.buckets"
-    edges = tuple(r.data["dir"] for r in ctx.results[source])
-    sigs = tuple(r.data["dir"] for r in ctx.results[f"{step.name}.signatures"])
+    edges, _ = cm.partitioned(ctx, source)
+    sigs, _ = cm.partitioned(ctx, f"{step.name}.signatures")
     task = ComponentsTask(str(ctx.out), edges, sigs, step.partition_edges, step.name)
     return StagePlan([Unit(0, "all")], task, cm.stage_params(step))
 
 
 def _plan_apply(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
-    (comp,) = ctx.results[f"{step.name}.components"]
-    task = ApplyTask(step, str(ctx.out), comp.data["dir"], comp.data["partitions"])
+    (comp,) = outputs(ctx.results[f"{step.name}.components"], Partitioned, stage=f"{step.name}.components")
+    task = ApplyTask(step, str(ctx.out), comp.dir, comp.partitions)
     return StagePlan(cm.units_of(parts), task, cm.stage_params(step))
 
 
