@@ -285,7 +285,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
         cfg["inputs"], out=cfg["out"], steps=cfg.get("steps"), preset=cfg.get("preset"), **_executor(args, cfg),
         quality_model=cfg.get("quality_model"),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), text_mode=cfg.get("text_mode", "auto"),
+        unit_bytes=cfg.get("unit_bytes"), text_mode=cfg.get("text_mode", "auto"),
         schemas=cfg.get("schema"), score_removed=not args.score_survivors_only,
         progress=False if args.no_progress else None,
     )
@@ -324,7 +324,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     manifest = run_pretrain(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
+        unit_bytes=cfg.get("unit_bytes"), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         text_mode=cfg.get("text_mode", "auto"), steps=steps,
         progress=False if args.no_progress else None, schemas=cfg.get("schema"),
         config={"steps": specs, "preset": cfg.get("preset"), "shard_tokens": cfg.get("shard_tokens", 1 << 28)},
@@ -373,7 +373,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     manifest = run_sft(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         force=cfg.get("force", False), overwrite=cfg.get("overwrite", False),
-        unit_bytes=cfg.get("unit_bytes", 64 << 20), shard_tokens=cfg.get("shard_tokens", 1 << 28),
+        unit_bytes=cfg.get("unit_bytes"), shard_tokens=cfg.get("shard_tokens", 1 << 28),
         progress=False if args.no_progress else None, schemas=cfg.get("schema"), steps=steps, **_selection(cfg, args),
         **sft,
     )

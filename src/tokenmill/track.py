@@ -27,6 +27,7 @@ from tokenmill.errors import ConfigError, RoutingError
 from tokenmill.io import plan_units
 from tokenmill.io.paths import expand_inputs_report
 from tokenmill.io.snapshot import guard_inputs
+from tokenmill.io.units import auto_unit_bytes
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -130,7 +131,7 @@ def prepare_run(
     out: str | Path,
     tokenizer: Any,
     force: bool,
-    unit_bytes: int,
+    unit_bytes: int | None,
     text_mode: str,
     config: dict | None,
     schemas: dict[str, dict] | None = None,
@@ -176,7 +177,7 @@ def prepare_run(
         sample = parity_texts(files, picked, text_mode=text_mode) if track == "pretrain" else None
         tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, units) > 1)
     cfg = dict(config or {})
-    cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
+    cfg.update({"unit_bytes": auto_unit_bytes(files) if unit_bytes is None else unit_bytes, "text_mode": text_mode})
     cfg.update({k: v for k, v in (("excluded", excluded), ("skipped_inputs", skipped), ("limit", limit)) if v})
     return TrackRun(track, Path(out), tok, files, routes, picked, units, cfg, started, skipped=walk_skipped,
                     store=store)
@@ -203,8 +204,9 @@ def resolve_out(out: Any, inputs: list[str]) -> tuple[Path, Any]:
     return work, store
 
 
-def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
+def estimate_units(files: list[InputFile], *, unit_bytes: int | None) -> int:
     """About how many work units ``files`` make, from their sizes alone (a hint for starting workers)."""
+    unit_bytes = auto_unit_bytes(files) if unit_bytes is None else unit_bytes
     splittable = ("jsonl", "parquet", "arrow")
     return sum(max(1, -(-f.size // max(unit_bytes, 1))) if f.format in splittable and not f.compression else 1
                for f in files)

@@ -30,6 +30,7 @@ from tokenmill.curate.step import step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
+from tokenmill.io.units import auto_unit_bytes
 from tokenmill.report.accounting import Stats
 
 FIRST = "curate"
@@ -43,7 +44,7 @@ class Inputs:
     units: list  # io WorkUnits
 
 
-def route_inputs(inputs: Sequence[str], *, force: bool, unit_bytes: int, text_mode: str,
+def route_inputs(inputs: Sequence[str], *, force: bool, unit_bytes: int | None, text_mode: str,
                  schemas: dict[str, dict] | None) -> Inputs:
     """Resolve, route and split the inputs like the pretraining track (refusing SFT data unless forced)."""
     from tokenmill.io import expand_inputs, plan_units
@@ -173,7 +174,7 @@ def run_curate(
     executor: Any = None,
     force: bool = False,
     overwrite: bool = False,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: int | None = None,
     text_mode: str = "auto",
     schemas: dict[str, dict] | None = None,
     score_removed: bool = True,
@@ -200,7 +201,8 @@ def run_curate(
     routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas)
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed)
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
-              "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas}
+              "unit_bytes": auto_unit_bytes(routed.files) if unit_bytes is None else unit_bytes, "text_mode": text_mode,
+              "score_removed": score_removed, "schemas": routed.schemas}
     stage_seconds: dict[str, float] = {}
     executor = pick_executor(executor, workers)
     with holding(executor):
