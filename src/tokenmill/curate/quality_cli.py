@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import ConfigError
@@ -69,6 +70,8 @@ def add_parser(sub: Any) -> None:
                    help="how plain-text files split into documents")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a fastText training parameter over the defaults (e.g. epoch=10); repeatable")
+    t.add_argument("--no-quantize", action="store_true",
+                   help="write the full model (hundreds of MB) instead of the product-quantised one (a few MB)")
     t.add_argument("--out", required=True, help="model file to write (its card goes beside it)")
 
 
@@ -110,7 +113,8 @@ def cmd_quality(args: argparse.Namespace) -> int:
         skipped = s1 + s2
         sources = {"positive": args.positive, "negative": args.negative}
     sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": skipped})
-    report = train_quality(pos, neg, out=args.out, params=_params(args.param), sources=sources)
+    report = train_quality(pos, neg, out=args.out, params=_params(args.param), sources=sources,
+                           quantize=not args.no_quantize)
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
           f"({skipped:,} unusable records skipped)")
@@ -119,5 +123,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
               f"({s['heldout_examples']['positive']} + {s['heldout_examples']['negative']} examples)")
     else:
         print("held-out: too few examples of one class to evaluate")
-    print(f"model: {report.model}\ncard: {report.model}.card.json")
+    size = Path(report.model).stat().st_size / 1e6
+    print(f"model: {report.model} ({size:.1f} MB{', quantised' if report.card['quantized'] else ''})\n"
+          f"card: {report.model}.card.json")
     return 0
