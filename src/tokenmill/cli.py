@@ -33,7 +33,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the other track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
-    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)")
+    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group); "
+                   "default: the inputs' total size / 16, between 4 MiB and 64 MiB")
     p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--exclude", action="append", metavar="GLOB",
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(p)
     p.add_argument("--force", action="store_true", default=None, help="process inputs the router assigns to the SFT track")
     p.add_argument("--overwrite", action="store_true", default=None, help="delete an existing output directory first")
-    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB")
+    p.add_argument("--unit-bytes", help="work unit size, e.g. 64MiB; default: inputs' total / 16, 4-64 MiB")
     p.add_argument("--text-mode", choices=["auto", "file", "line", "paragraph"], help="documents in plain-text inputs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--score-survivors-only", action="store_true",
