@@ -52,7 +52,7 @@ def report(rows: list[dict]) -> str:
         dclm = f"{r['dclm_auc']:.4f}" if "dclm_auc" in r else "(trained on them)"
         lines.append(f"| {r['set']} | {r['model']} | {r['mb']:.1f} MB | {r['auc']:.4f} | {dclm} | {r['train_cpu_s']:.1f} |")
     lines += ["", "Goal: at most 20 MB by default with the held-out AUC within 0.01 of the full model's. "
-              "`tokenmill quality train --no-quantize` keeps the full model."]
+              "`tokenmill quality train --param quantize=0` keeps the full model."]
     return "\n".join(lines)
 
 

@@ -154,7 +154,7 @@ def test_cli_writes_a_quantised_model_by_default_with_both_aucs(tmp_path, capsys
     base = ["quality", "train", "--labelled", str(f), "--label-field", "label"]
     assert main([*base, "--out", str(small)]) == 0
     assert "quantised" in capsys.readouterr().out
-    assert main([*base, "--no-quantize", "--out", str(full)]) == 0
+    assert main([*base, "--param", "quantize=0", "--out", str(full)]) == 0
     q_card = json.loads(Path(str(small) + ".card.json").read_text())
     f_card = json.loads(Path(str(full) + ".card.json").read_text())
     assert small.stat().st_size * 4 < full.stat().st_size

@@ -69,9 +69,8 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
                    help="how plain-text files split into documents")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a fastText training parameter over the defaults (e.g. epoch=10); repeatable")
-    t.add_argument("--no-quantize", action="store_true",
-                   help="write the full model (hundreds of MB) instead of the product-quantised one (a few MB)")
+                   help="a fastText training parameter over the defaults (e.g. epoch=10), or quantize=0 for the full "
+                   "model instead of the quantised default; repeatable")
     t.add_argument("--out", required=True, help="model file to write (its card goes beside it)")
 
 
@@ -113,8 +112,10 @@ def cmd_quality(args: argparse.Namespace) -> int:
         skipped = s1 + s2
         sources = {"positive": args.positive, "negative": args.negative}
     sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": skipped})
-    report = train_quality(pos, neg, out=args.out, params=_params(args.param), sources=sources,
-                           quantize=not args.no_quantize)
+    params = _params(args.param)
+    quantize = params.pop("quantize", 1) not in (0, "0", "false", "False", "no")  # --param quantize=0: the full model
+    report = train_quality(pos, neg, out=args.out, params=params, sources=sources,
+                           quantize=quantize)
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
           f"({skipped:,} unusable records skipped)")
