@@ -74,3 +74,31 @@ def update_section(heading: str, body: str, *, path: Path = BENCHMARKS_MD) -> No
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text)
+
+
+def run_per_process(cmd: list[str], *, poll_s: float = 0.1, env: dict | None = None, cwd: str | None = None) -> dict:
+    """Run ``cmd``; its wall seconds, and per process of its tree (polled every ``poll_s`` seconds) the peak RSS
+    (MB) and CPU seconds (user + system, as last seen: a process's final ``poll_s`` can be missed)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    root = psutil.Process(proc.pid)
+    rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    while proc.poll() is None:
+        try:
+            procs = [root] + root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            procs = []
+        for p in procs:
+            try:
+                with p.oneshot():
+                    r, t = p.memory_info().rss, p.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            rss[p.pid] = max(r, rss.get(p.pid, 0))
+            cpu[p.pid] = max(t.user + t.system, cpu.get(p.pid, 0.0))
+        time.sleep(poll_s)
+    out, err = proc.communicate()
+    return {"stdout": out, "stderr": err, "rc": proc.returncode, "wall_s": time.perf_counter() - start,
+            "cpu_s": sum(cpu.values()), "cpu_by_pid": cpu, "peak_rss_mb": {pid: v / 2**20 for pid, v in rss.items()},
+            "main_rss_mb": rss.get(proc.pid, 0) / 2**20}

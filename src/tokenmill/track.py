@@ -20,6 +20,7 @@ from tokenmill.base.inputs import InputFile, WorkUnit
 from tokenmill.engine import Stage, StageContext, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
+from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job import (  # noqa: F401 -- the tracks' names for them
     Inputs,
     hold_job,
@@ -108,7 +109,7 @@ def prepare_run(
     out: str | Path,
     tokenizer: Any,
     force: bool,
-    unit_bytes: int,
+    unit_bytes: int | None,
     text_mode: str,
     config: dict | None,
     schemas: dict[str, dict] | None = None,
@@ -144,15 +145,17 @@ def prepare_run(
         sample = parity_texts(planned.files, planned.schemas, text_mode=text_mode) if track == "pretrain" else None
         tok = load_tokenizer_isolated(tokenizer, parity_sample=sample, isolate=_pool_size(workers, planned.units) > 1)
     cfg = dict(config or {})
-    cfg.update({"unit_bytes": unit_bytes, "text_mode": text_mode})
+    cfg.update({"unit_bytes": auto_unit_bytes(planned.files) if unit_bytes is None else unit_bytes,
+                "text_mode": text_mode})
     cfg.update(planned.selection())
     if limit:
         cfg["limit"] = limit
     return TrackRun(track, Path(out), tok, planned, cfg, started, store=store)
 
 
-def estimate_units(files: list[InputFile], *, unit_bytes: int) -> int:
+def estimate_units(files: list[InputFile], *, unit_bytes: int | None) -> int:
     """About how many work units ``files`` make, from their sizes alone (a hint for starting workers)."""
+    unit_bytes = auto_unit_bytes(files) if unit_bytes is None else unit_bytes
     splittable = ("jsonl", "parquet", "arrow")
     return sum(max(1, -(-f.size // max(unit_bytes, 1))) if f.format in splittable and not f.compression else 1
                for f in files)

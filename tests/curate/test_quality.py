@@ -144,3 +144,23 @@ def test_cli_requires_a_label_field(tmp_path, capsys):
     f.write_text('{"text": "a", "label": 1}\n')
     assert main(["quality", "train", "--labelled", str(f), "--out", str(tmp_path / "m.bin")]) != 0
     assert "--label-field" in capsys.readouterr().err
+
+
+def test_cli_writes_a_quantised_model_by_default_with_both_aucs(tmp_path, capsys):
+    rows = [{"text": t, "label": 1} for t in _texts(FORMAL, 120, 7)] + [{"text": t, "label": 0} for t in _texts(SPAM, 120, 8)]
+    f = tmp_path / "labelled.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    small, full = tmp_path / "q.bin", tmp_path / "full.bin"
+    base = ["quality", "train", "--labelled", str(f), "--label-field", "label"]
+    assert main([*base, "--out", str(small)]) == 0
+    assert "quantised" in capsys.readouterr().out
+    assert main([*base, "--param", "quantize=0", "--out", str(full)]) == 0
+    q_card = json.loads(Path(str(small) + ".card.json").read_text())
+    f_card = json.loads(Path(str(full) + ".card.json").read_text())
+    assert small.stat().st_size * 4 < full.stat().st_size
+    assert q_card["quantized"] and f_card["quantized"] is None and "unquantised" not in f_card["scores"]
+    assert q_card["scores"]["unquantised"]["auc"] == f_card["scores"]["auc"]  # the same training, scored before quantising
+    assert abs(q_card["scores"]["auc"] - f_card["scores"]["auc"]) <= 0.01
+    texts = _texts(FORMAL, 3, 9) + _texts(SPAM, 3, 9)
+    scores = Quality(model=str(small), threshold=0.5).score(pa.record_batch({"text": pa.array(texts, pa.large_string())}))
+    assert (scores.scores["score"][:3] > 0.5).all() and (scores.scores["score"][3:] < 0.5).all()

@@ -7,6 +7,14 @@ example, the smaller class is repeated until both classes weigh the same, and a 
 ``holdout``-th example by a stable hash of its text) gives accuracy and AUC. Training runs on one thread
 with a fixed seed, so the same data gives the same model bytes.
 
+Size: a model is ``(words + bucket) x dim`` floats, hundreds of MB for a few MB of text (316 MB for the
+reference sets of ``benchmarks/quality.py``). By default (``quantize=True``) the trained model is then
+product-quantised the way fastText's ``quantize`` does it (:data:`QUANTIZE`: the 100,000 rows of the
+largest norm kept, 2-float sub-vectors coded in one byte, the classifier retrained on the quantised
+input): a few MB, with its held-out AUC next to the unquantised model's in the card (``scores.auc`` and
+``scores.unquantised``); measured in BENCHMARKS.md ("Quality model size"). ``quantize=False`` keeps the
+full model.
+
 The defaults (:data:`DEFAULTS`: word bigrams, 64 dimensions, 25 epochs, learning rate 0.5, a hashed
 n-gram table sized to the data by :func:`auto_bucket`) were chosen on
 the data in ``benchmarks/quality.py``; fastText's own defaults (unigrams, 5 epochs, lr 0.1) are
@@ -48,6 +56,7 @@ PARAM_TYPES: dict[str, type] = {"wordNgrams": int, "dim": int, "epoch": int, "lr
                                  "t": float, "lrUpdateRate": int}
 LOSSES = ("softmax", "ns", "hs", "ova")
 IMBALANCE = 3.0  # a larger-to-smaller class ratio above this is warned about
+QUANTIZE: dict[str, Any] = {"cutoff": 100_000, "dsub": 2, "qnorm": True, "retrain": True}
 MAX_BUCKET = 2_000_000  # fastText's default: the most hashed n-gram rows a model gets
 CARD_SUFFIX = ".card.json"
 
@@ -138,8 +147,12 @@ def train_quality(
     holdout: int = 10,
     seed: int = 0,
     sources: Mapping[str, Any] | None = None,
+    quantize: bool = True,
 ) -> TrainReport:
-    """Train, evaluate on the held-out split, then write ``out`` (the fastText model) and ``out.card.json``."""
+    """Train, evaluate on the held-out split, then write ``out`` (the fastText model) and ``out.card.json``.
+
+    ``quantize`` (default) writes the product-quantised model (:data:`QUANTIZE`) and records the held-out
+    scores of both; ``False`` writes the full model."""
     ft = _fasttext()
     opts = {**DEFAULTS, **(params or {})}
     check_params(opts)
@@ -156,18 +169,22 @@ def train_quality(
     lines = _balanced(tr_pos, tr_neg)
     if opts["bucket"] == "auto":
         opts["bucket"] = auto_bucket(lines, opts["wordNgrams"])
-    model = _fit(ft, lines, opts, seed)
     scores = {"train_examples": {"positive": len(tr_pos), "negative": len(tr_neg)},
               "heldout_examples": {"positive": len(ev_pos), "negative": len(ev_neg)},
               "balance": class_balance(len(positives), len(negatives), len(pos), len(neg))}
-    if ev_pos and ev_neg:
-        scores.update(evaluate(model, ev_pos + ev_neg, [True] * len(ev_pos) + [False] * len(ev_neg)))
+    held = (ev_pos + ev_neg, [True] * len(ev_pos) + [False] * len(ev_neg)) if ev_pos and ev_neg else None
+    model, unquantised = _fit(ft, lines, opts, seed, held=held, quantize=quantize)
+    if held:
+        scores.update(evaluate(model, *held))
+    if unquantised:
+        scores["unquantised"] = unquantised
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save_model(str(out))
     card = {"kind": "tokenmill quality classifier", "format": "fasttext", "labels": [LABEL_HQ, LABEL_LQ],
             "normalisation": "lowercase, punctuation split, whitespace collapsed (tokenmill.curate.quality.normalise)",
-            "params": opts, "chunk_words": chunk, "holdout_every": holdout, "seed": seed,
+            "params": opts, "quantized": dict(QUANTIZE) if quantize else None, "chunk_words": chunk,
+            "holdout_every": holdout, "seed": seed,
             "data": dict(sources or {}), "scores": scores,
             "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
     Path(str(out) + CARD_SUFFIX).write_text(json.dumps(card, indent=2) + "\n")
@@ -226,12 +243,19 @@ def evaluate(model: Any, texts: Sequence[str], labels: Sequence[bool]) -> dict[s
     return {"accuracy": round(float(((p >= 0.5) == y).mean()), 4), "auc": round(auc(p, y), 4)}
 
 
-def _fit(ft: Any, lines: list[str], opts: Mapping[str, Any], seed: int) -> Any:
+def _fit(ft: Any, lines: list[str], opts: Mapping[str, Any], seed: int, *, held: tuple | None,
+         quantize: bool) -> tuple[Any, dict | None]:
+    """The trained model (quantised when asked) and, when quantised, the full model's held-out scores."""
     fd, path = tempfile.mkstemp(prefix="tokenmill-quality-", suffix=".txt")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
-        return ft.train_supervised(input=path, thread=1, seed=seed, verbose=0, **opts)
+        model = ft.train_supervised(input=path, thread=1, seed=seed, verbose=0, **opts)
+        if not quantize:
+            return model, None
+        full = evaluate(model, *held) if held else {}
+        model.quantize(input=path, thread=1, verbose=0, **QUANTIZE)
+        return model, full
     finally:
         os.unlink(path)
 

@@ -98,7 +98,8 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
                    help="how plain-text files split into documents")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a fastText training parameter over the defaults (e.g. epoch=10); repeatable")
+                   help="a fastText training parameter over the defaults (e.g. epoch=10), or quantize=0 for the full "
+                   "model instead of the quantised default; repeatable")
     t.add_argument("--out", required=True, help="model file to write (its card goes beside it)")
     t.add_argument("--overwrite", action="store_true", help="replace a model an earlier `quality train` wrote at --out")
 
@@ -172,7 +173,9 @@ def cmd_quality(args: argparse.Namespace) -> int:
         sources = {"positive": args.positive, "negative": args.negative}
     sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": len(skipped),
                     "unusable_by_reason": dict(Counter(r.reason for r in skipped))})
-    report = train_quality(pos, neg, out=args.out, params=_params(args.param), sources=sources)
+    params = _params(args.param)
+    quantize = params.pop("quantize", 1) not in (0, "0", "false", "False", "no")  # --param quantize=0: the full model
+    report = train_quality(pos, neg, out=args.out, params=params, sources=sources, quantize=quantize)
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
           f"({len(skipped):,} unusable records skipped{_by_reason(skipped)})")
@@ -185,5 +188,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
         print(f"held-out: accuracy {s['accuracy']:.3f}, AUC {s['auc']:.3f}")
     else:
         print("held-out: too few examples of one class to evaluate")
-    print(f"model: {report.model}\ncard: {report.model}.card.json")
+    size = Path(report.model).stat().st_size / 1e6
+    print(f"model: {report.model} ({size:.1f} MB{', quantised' if report.card['quantized'] else ''})\n"
+          f"card: {report.model}.card.json")
     return 0

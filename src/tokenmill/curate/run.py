@@ -27,16 +27,17 @@ from tokenmill.curate.tasks import DocsTask, ReadTask
 from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
+from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job import Inputs, hold_job, holding, job_fingerprint, pick_executor, plan_inputs, resolve_out, stage_progress
 from tokenmill.report.accounting import Stats
 
 FIRST = "curate"
 
 
-def route_inputs(inputs: Sequence[str], *, force: bool = False, unit_bytes: int = 64 << 20, text_mode: str = "auto",
+def route_inputs(inputs: Sequence[str], *, force: bool = False, unit_bytes: int | None = None, text_mode: str = "auto",
                  schemas: dict[str, dict] | None = None, **selection: Any) -> Inputs:
     """The inputs planned like the pretraining track's (:func:`tokenmill.job.plan_inputs`, refusing SFT data
-    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``."""
+    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``; ``unit_bytes`` None: automatic."""
     return plan_inputs("pretrain", inputs, text_mode=text_mode, schemas=schemas, force=force, unit_bytes=unit_bytes,
                        **selection)
 
@@ -148,7 +149,7 @@ def run_curate(
     executor: Any = None,
     force: bool = False,
     overwrite: bool = False,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: int | None = None,
     text_mode: str = "auto",
     schemas: dict[str, dict] | None = None,
     score_removed: bool = True,
@@ -182,8 +183,9 @@ def run_curate(
     stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed,
                              limit=limit)
     config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
-              "unit_bytes": unit_bytes, "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas,
-              **routed.selection(), **({"limit": limit} if limit else {})}
+              "unit_bytes": auto_unit_bytes(routed.files) if unit_bytes is None else unit_bytes, "text_mode": text_mode,
+              "score_removed": score_removed, "schemas": routed.schemas, **routed.selection(),
+              **({"limit": limit} if limit else {})}
     if dry_run:
         return curate_plan(workflow, routed, out, placed, config)
     stage_seconds: dict[str, float] = {}

@@ -35,7 +35,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any
 
 from tokenmill._guard import allowed_workers
@@ -45,6 +44,12 @@ from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.workers import die_with_parent, watch_main_process, worker_died  # guards the fork server
 
 __all__ = ["LocalExecutor", "atomic_write", "commit_unit", "default_workers", "process_peak_rss_mb"]
+
+# units submitted per worker ahead of the results: enough to keep every worker fed, few enough that each
+# wait() (which walks every pending future) stays cheap -- submitting 100,000 units at once made the driver
+# quadratic (BENCHMARKS.md, "The driver at 100,000 units")
+IN_FLIGHT = 8
+
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -153,8 +158,15 @@ class LocalExecutor(Held):
         atomic_write(path, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
         handle = (f"{os.getpid()}-{id(self)}-{next(self._tasks)}", str(path))
         results: dict[int, UnitResult] = {}
+        queue = iter(units)
+        pending: dict[Any, Unit] = {}
+
+        def submit(n: int) -> None:
+            for u in itertools.islice(queue, n):
+                pending[self._pool.submit(_commit_installed, handle, u, state)] = u
+
         try:
-            pending = {self._pool.submit(_commit_installed, handle, u, state): u for u in units}
+            submit(IN_FLIGHT * self.workers)
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -166,6 +178,7 @@ class LocalExecutor(Held):
                         raise worker_died(state.root / "tmp" / state.run_id, units, exc) from None
                     if progress is not None:
                         progress.update(results[unit.index])
+                submit(len(finished))
         finally:
             os.unlink(path)
         return results
@@ -196,17 +209,18 @@ def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     result = task(unit, staging)
     result.seconds = time.monotonic() - started
+    result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()
     files = [str(p.relative_to(staging)) for p in sorted(staging.rglob("*")) if p.is_file()]
     for rel in files:
         dest = state.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging / rel, dest)
-    shutil.rmtree(staging)
-    _remove_if_empty(staging.parent)  # the run's own staging root, once its last unit is committed
+    shutil.rmtree(staging)  # the run's staging root stays until the stage ends (StageState.end_staging): a
+    # worker removing it when it looked empty raced another worker creating its unit's staging dir there
     marker = json.dumps(result.to_dict(), sort_keys=True).encode()
     store = getattr(state, "store", None)
     if store is not None:  # object storage: final keys, then the marker key (engine/store.py)
@@ -215,13 +229,6 @@ def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
         publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)), marker)
     atomic_write(state.marker(unit), marker)
     return result
-
-
-def _remove_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass  # other units of this run are still staging there
 
 
 def _setup(task: Task) -> None:

@@ -46,6 +46,7 @@ class UnitResult:
     data: dict[str, Any] = field(default_factory=dict)  # stage-specific, JSON-able (shard headers, partials)
     peak_rss_mb: float = 0.0  # of the worker process that ran the unit
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU time (all threads) of the worker process while it ran the unit
     step_seconds: Counter = field(default_factory=Counter)  # time spent per step, by step name
 
     def __add__(self, other: UnitResult) -> UnitResult:
@@ -54,6 +55,7 @@ class UnitResult:
             outputs=self.outputs + other.outputs,
             peak_rss_mb=max(self.peak_rss_mb, other.peak_rss_mb),
             seconds=self.seconds + other.seconds,
+            cpu_seconds=self.cpu_seconds + other.cpu_seconds,
             step_seconds=self.step_seconds + other.step_seconds,
         )
 
@@ -64,6 +66,7 @@ class UnitResult:
             "data": self.data,
             "peak_rss_mb": self.peak_rss_mb,
             "seconds": round(self.seconds, 6),
+            "cpu_seconds": round(self.cpu_seconds, 6),
             "step_seconds": {k: round(v, 6) for k, v in sorted(self.step_seconds.items())},
         }
 
@@ -75,6 +78,7 @@ class UnitResult:
             data=dict(d.get("data", {})),
             peak_rss_mb=float(d.get("peak_rss_mb", 0.0)),
             seconds=float(d.get("seconds", 0.0)),
+            cpu_seconds=float(d.get("cpu_seconds", 0.0)),
             step_seconds=Counter(d.get("step_seconds", {})),
         )
 

@@ -3,6 +3,13 @@
 Uncompressed JSONL splits by byte range at line starts, Parquet by row groups, Arrow IPC files by record
 batches; every other file (compressed, JSON arrays, text, WARC, IPC streams, ``datasets`` directories) is
 one unit. Units are numbered 0..n-1 in file order, and the same files always give the same units.
+
+Unit size, when none is given (:func:`auto_unit_bytes`): the input's total bytes over
+:data:`TARGET_UNITS`, between :data:`MIN_UNIT_BYTES` and :data:`DEFAULT_UNIT_BYTES`. It is derived from the
+input alone, never from the number of workers, so the units -- and with them every output byte -- are the
+same at 1 worker and at 64. A 50 MB JSONL file gets 12 units of 4 MiB (6 per worker at 2 workers) instead
+of one; anything under 4 MiB stays one unit per file as before; from 1 GiB up units are 64 MiB. A worker's
+peak memory follows its unit, not the file.
 """
 
 from __future__ import annotations
@@ -12,11 +19,24 @@ from tokenmill.io.base import InputFile, WorkUnit
 from tokenmill.io.columnar import arrow_ranges, parquet_ranges
 from tokenmill.io.jsonfmt import line_ranges
 
-DEFAULT_UNIT_BYTES = 64 << 20
+DEFAULT_UNIT_BYTES = 64 << 20  # the largest unit the automatic rule picks
+MIN_UNIT_BYTES = 4 << 20  # the smallest: below it a unit's fixed costs (files, marker, writers) dominate
+TARGET_UNITS = 16  # units the rule aims at: several per worker on the cores of one machine
 
 
-def plan_units(files: list[InputFile], *, unit_bytes: int = DEFAULT_UNIT_BYTES) -> list[WorkUnit]:
-    """The work units of ``files``, each about ``unit_bytes`` of input where the format can be split."""
+def auto_unit_bytes(files: list[InputFile]) -> int:
+    """The unit size for ``files`` when the user gave none: total bytes / 16, clamped to [4 MiB, 64 MiB]."""
+    total = sum(max(f.size, 0) for f in files)
+    return int(min(DEFAULT_UNIT_BYTES, max(MIN_UNIT_BYTES, -(-total // TARGET_UNITS))))
+
+
+def plan_units(files: list[InputFile], *, unit_bytes: int | None = None) -> list[WorkUnit]:
+    """The work units of ``files``, each about ``unit_bytes`` of input where the format can be split.
+
+    ``unit_bytes=None`` picks the size from the inputs' total size (:func:`auto_unit_bytes`).
+    """
+    if unit_bytes is None:
+        unit_bytes = auto_unit_bytes(files)
     if unit_bytes <= 0:
         raise ConfigError(f"unit_bytes must be a positive number of bytes, got {unit_bytes}")
     units: list[WorkUnit] = []

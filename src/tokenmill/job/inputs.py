@@ -44,7 +44,7 @@ def plan_inputs(
     exclude: Sequence[str] = (),
     force: bool = False,
     skip_misrouted: bool = False,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: int | None = None,
     limit: int | None = None,
     on_files: Callable[[list], Any] | None = None,
 ) -> Inputs:

@@ -99,8 +99,9 @@ class JobOptions:
     force: bool = option(False, "process inputs the router assigns to the {other}", boolean, kind="switch")
     overwrite: bool = option(False, "start again: remove what an earlier tokenmill run wrote in --out (nothing else)",
                              boolean, kind="switch", fingerprint=False)
-    unit_bytes: int = option(64 << 20, "work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row group)",
-                             positive_size, metavar="SIZE")
+    unit_bytes: int | None = option(None, "work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row "
+                                    "group); default: the inputs' total size / 16, between 4 MiB and 64 MiB",
+                                    positive_size, metavar="SIZE")
     text_mode: str = option("auto", "documents in plain-text inputs: one per file, line or paragraph (default auto)",
                             choice("auto", "file", "line", "paragraph"))
     exclude: tuple[str, ...] = option((), "leave out inputs whose path matches GLOB (repeatable), e.g. '*.warc.gz'",

@@ -155,7 +155,7 @@ def run_pretrain(
     executor: Any = None,
     force: bool = False,
     overwrite: bool = False,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: int | None = None,
     shard_tokens: int = 1 << 28,
     text_mode: str = "auto",
     steps: Sequence[Step] = (),

@@ -305,7 +305,7 @@ def run_sft(
     steps: Sequence[Any] = (),
     force: bool = False,
     overwrite: bool = False,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: int | None = None,
     shard_tokens: int = 1 << 28,
     seq_len: int | None = None,
     progress: bool | None = None,
