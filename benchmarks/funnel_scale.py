@@ -182,7 +182,7 @@ def report(tm: dict, dt: dict, info: dict, args: argparse.Namespace, load: tuple
     lines = [
         f"`python benchmarks/funnel_scale.py --mb {args.mb:g} --workers {args.workers} --datatrove-docs "
         f"{args.datatrove_docs}` ({machine()}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the "
-        f"start, shared with other people's work). Input: one {info['bytes'] / 1e6:.0f} MB JSONL file, "
+        f"start, shared with other jobs). Input: one {info['bytes'] / 1e6:.0f} MB JSONL file, "
         f"{info['docs']:,} documents resampled with fresh edits from {info['base_docs']:,} real web pages "
         "(`benchmarks/crawl_corpus.py`). datatrove ran on the first "
         f"{dt['docs']:,} documents of the same file, one process.", "",

@@ -59,7 +59,7 @@ def report(rows: dict, info: dict, mb: float, workers: int, load: float) -> str:
         lines.append(f"| {name} | {r['units']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['cpu_s'] / r['wall_s']:.2f} | "
                      f"{r['main_rss_mb']:.0f} MB | {max(workers_rss):.0f} MB | {r['kept']:,} |")
     lines += ["", "CPU / wall is the number of cores kept busy (at most the worker count; the machine is shared, so "
-              "other people's work lowers it). Units are derived from the input's total size alone "
+              "other jobs lower it). Units are derived from the input's total size alone "
               "(`tokenmill.io.units.auto_unit_bytes`), never from `--workers`, so the output bytes are the same "
               "at any worker count (tests/io/test_auto_units.py)."]
     return "\n".join(lines)
