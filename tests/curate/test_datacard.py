@@ -52,7 +52,7 @@ def test_card_numbers_are_the_manifests_and_the_ledgers(tmp_path):
     assert len(ledger) == m["counts"]["input"] and sum(d["kept"] for d in ledger) == m["counts"]["kept"]
     f = m["counts"]["filtered"]
     assert sum(data["opt_outs"]["robots_disallowed_by_agent"].values()) == f["robots_v1:disallowed"]
-    assert data["decontamination"] == {"gsm8k_test": f["decontaminate_v1:gsm8k_test"]}
+    assert data["decontamination"] == {"gsm8k_test": f["decontaminate_v2:gsm8k_test"]}
     assert data["dedup"][0]["removed"] == f["exact_dedup_v1:duplicate"] == 1
     assert sum(data["languages"].values()) == m["counts"]["kept"] and set(card.data.language) == {"en"}
     assert sorted(card.data.license) == sorted(k for k in data["licences"] if k != "unknown")
