@@ -50,15 +50,7 @@ from typing import Any
 import yaml
 
 from tokenmill.errors import ConfigError
-from tokenmill.job.options import JobOptions, file_rules
-
-
-def _choice(*options: str) -> Callable[[Any], Any]:
-    def check(v: Any) -> Any:
-        if v not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
-        return v
-    return check
+from tokenmill.job.options import JobOptions, choice, file_rules, paths
 
 
 def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Callable[[Any], Any]:
@@ -71,14 +63,6 @@ def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Cal
             raise ValueError(f"expected a positive number, got {v!r}")
         return v
     return check
-
-
-def _paths(v: Any) -> list[str]:
-    if isinstance(v, str):
-        return [v]
-    if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
-        raise ValueError("expected a path or a list of paths")
-    return v
 
 
 def _fraction(v: Any) -> float:
@@ -94,11 +78,11 @@ def _seed(v: Any) -> int:
 
 
 TOP: dict[str, Callable[[Any], Any]] = {
-    "track": _choice("pretrain", "sft", "curate"),
+    "track": choice("pretrain", "sft", "curate"),
     "preset": _typed(str),
     "quality_model": _typed(str),
     "robots_snapshot": _typed(str),
-    "inputs": _paths,
+    "inputs": paths,
     "out": _typed(str),
     "tokenizer": _typed(str),
     "eos": _typed(str),
@@ -113,20 +97,20 @@ TOP: dict[str, Callable[[Any], Any]] = {
     "engine": _typed(dict),
 }
 ENGINE: dict[str, Callable[[Any], Any]] = {
-    "name": _choice("local", "ray"),
+    "name": choice("local", "ray"),
     "address": _typed(str),
     "workers": _typed(int, positive=True),
 }
 SFT: dict[str, Callable[[Any], Any]] = {
     "chat_template": _typed(str, nullable=True),
     "max_length": _typed(int, positive=True, nullable=True),
-    "train_on": _choice("assistant", "last", "all"),
+    "train_on": choice("assistant", "last", "all"),
     "train_reasoning": _typed(bool),
     "supervise_empty_think": _typed(bool),
-    "reasoning_policy": _choice("inline", "drop", "reject"),
+    "reasoning_policy": choice("inline", "drop", "reject"),
     "allow_consecutive": _typed(bool),
     "verify": _typed(int),
-    "on_mismatch": _choice("stop", "reject"),
+    "on_mismatch": choice("stop", "reject"),
     "allow_untrained_stop": _typed(bool),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
