@@ -207,3 +207,18 @@ phases: [{name: a, steps: 10, weights: {web: 1}}]
     assert plan["sources"]["web"]["documents"] == kept
     assert plan["sources"]["web"]["tokens_available"] == sum(lengths[:kept]) <= 3000
     assert plan["sources"]["web"]["epochs"] == pytest.approx(10 * 8 * 64 / sum(lengths[:kept]))
+
+
+def test_plan_out_is_guarded_like_every_out(root, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "plan.json").write_text("my own notes")
+    assert main(["plan", str(root / "recipe.yaml"), "--out", str(mine)]) == 1
+    assert "not a tokenmill output" in capsys.readouterr().err
+    assert (mine / "plan.json").read_text() == "my own notes"
+    out = tmp_path / "plan"
+    for _ in range(2):  # a second plan replaces the first
+        assert main(["plan", str(root / "recipe.yaml"), "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("kept")
+    assert main(["plan", str(root / "recipe.yaml"), "--out", str(out)]) == 0
+    assert (out / "notes.txt").read_text() == "kept" and json.loads((out / "plan.json").read_text())["phases"]

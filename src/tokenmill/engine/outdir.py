@@ -34,7 +34,8 @@ LOCK = "lock"
 RUN_FILE = "run.json"
 JOB_FILE = "job.json"  # {"workflow": "pretrain"}: which command wrote the directory
 OWN_FILES = ("manifest.json", "manifest.json.tmp", "rejects.jsonl", "rejects.jsonl.tmp", "report.html",
-             "decontamination.json", "selected.jsonl", "selection.parquet", "datacard.md", "datacard.json")
+             "decontamination.json", "selected.jsonl", "selection.parquet", "datacard.md", "datacard.json",
+             "plan.json", "plan.html")
 # directories only tokenmill writes inside its outputs: curation documents and ledgers, corpus-step work
 # files, synthetic conversations, validation shards
 OWN_DIRS = ("documents", "ledger", "steps", "_work", "conversations", "val")

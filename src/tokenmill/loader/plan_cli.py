@@ -47,11 +47,16 @@ def _check(plan: dict, args: argparse.Namespace) -> int:
 
 
 def write_plan(plan: dict, out: Path) -> None:
+    """Write ``plan.json`` and ``plan.html`` into ``out``, guarded like every ``--out``: a folder tokenmill did
+    not write, or another command's output, is refused; an earlier plan there is replaced."""
+    from tokenmill.base.files import atomic_write
+    from tokenmill.engine.outdir import hold_output, written_by
     from tokenmill.loader.plan_html import render_plan_html
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
-    (out / "plan.html").write_text(render_plan_html(plan), encoding="utf-8")
+    again = out.is_dir() and written_by(out) == "plan"
+    with hold_output(out, overwrite=again, workflow="plan"):
+        atomic_write(out / "plan.json", (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
+        atomic_write(out / "plan.html", render_plan_html(plan).encode("utf-8"))
 
 
 def render_plan(plan: dict) -> str:
