@@ -81,7 +81,9 @@ def test_plain_function_and_recreated_steps_resume_instead_of_refusing(corpus, t
     again = [make_plain_step(), Shout(), LengthFilter(min_chars=20)]  # new objects, new reprs, same steps
     assert repr(again[0]) != repr(first[0]) and repr(again[1]) != repr(first[1])
     m2 = run(corpus, tmp_path / "out", again, workers=1)
-    assert m2["counts"] == m1["counts"] and m1["counts"]["filtered"]["no_rivers:river"] > 0
+    # a plain function's reason is put under its own name (drop_rivers_v1:), as every step's is, so the
+    # ledger and the funnel can say which step removed what
+    assert m2["counts"] == m1["counts"] and m1["counts"]["filtered"]["drop_rivers_v1:no_rivers:river"] > 0
     assert m1["config"]["steps"][1] == {"name": "shout", "version": 1, "params": {"word": "boats"}}
     with pytest.raises(ConfigError, match="other inputs or settings"):
         run(corpus, tmp_path / "out", [make_plain_step(), Shout("birds"), LengthFilter(min_chars=20)], workers=1)

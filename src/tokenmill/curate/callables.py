@@ -7,9 +7,10 @@ a version (``length_v1``) so a changed rule never hides behind an old name.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -67,3 +68,109 @@ def build_steps(specs: list[dict[str, Any]] | None, *, source: str = "config") -
     if problems:
         raise ConfigError(problems)
     return steps
+
+
+ROW = "__tokenmill_row"
+_VERSIONED = re.compile(r"^(?P<name>.+)_v(?P<version>\d+)$")
+
+
+@dataclass(frozen=True)
+class PlainStep:
+    """A plain callable step, ``step(batch) -> (kept_batch, {reason: n_filtered})``, as a document step, so
+    that the track runs it in its cascade and its removals reach the decision ledger like every other step's.
+
+    ``score`` runs the callable once over the batch with a row-index column, and records which rows it kept
+    (``<name>.kept``) and why each other row went (``<name>.rule``): the callable's reason when it names one
+    for all its removals (one key whose count is the rows removed), else, for each removed row, the reason a
+    call on that row alone gives (one call per removed row, only for such callables). A rewrite of the kept
+    rows' text is kept. The callable must return rows of its input with every column (a ``ConfigError``
+    otherwise). Its name and version come from its ``name`` (``length_v1`` -> ``length``, 1), else its
+    function's or class's own name, version 1; a reason ``<name>_v<version>:<rule>`` keeps its spelling, any other is prefixed.
+    """
+
+    _fn: Any
+    name: str = ""
+    version: int = 1
+    decision_params: ClassVar[tuple] = ()  # the callable decides inside: the ledger cannot replay another rule
+
+    @property
+    def wrapped(self) -> Any:
+        """The callable itself (its parameters are the step's: :func:`~tokenmill.curate.step.step_params`)."""
+        return self._fn
+
+    def __post_init__(self) -> None:
+        from tokenmill.curate.step import step_name
+
+        full = step_name(self._fn).rsplit(".", 1)[-1]  # a function's own name: ledger columns are <name>.<stat>
+        m = _VERSIONED.match(full)
+        object.__setattr__(self, "name", m.group("name") if m else full)
+        object.__setattr__(self, "version", int(m.group("version")) if m else 1)
+
+    def setup(self) -> None:
+        setup = getattr(self._fn, "setup", None)
+        if callable(setup):
+            setup()
+
+    def score(self, batch: pa.RecordBatch) -> Any:
+        from tokenmill.curate.step import Scored
+
+        n = batch.num_rows
+        kept, counts = self._call(batch)
+        rows = kept.column(ROW).to_numpy().astype(np.int64)
+        keep = np.zeros(n, dtype=bool)
+        keep[rows] = True
+        rules = np.full(n, None, dtype=object)
+        gone = np.flatnonzero(~keep)
+        named = [k for k, v in counts.items() if v]
+        if len(named) == 1 and counts[named[0]] == len(gone):
+            rules[gone] = self._rule(named[0])
+        else:  # several reasons: each removed row's own
+            for i in gone:
+                _, alone = self._call(batch.slice(int(i), 1))
+                rules[i] = self._rule(next((k for k, v in alone.items() if v), "filtered"))
+        text = None
+        new = kept.column("text")
+        if not new.equals(batch.column("text").take(pa.array(rows))):
+            values = batch.column("text").to_pylist()
+            for row, value in zip(rows.tolist(), new.to_pylist()):
+                values[row] = value
+            text = pa.array(values, batch.schema.field("text").type)
+        return Scored({"kept": keep, "rule": rules}, text=text)
+
+    def decide(self, scores: Any) -> np.ndarray:
+        return np.array([None if k else r for k, r in zip(scores["kept"], scores["rule"])], dtype=object)
+
+    def _call(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
+        tagged = batch.append_column(ROW, pa.array(np.arange(batch.num_rows), pa.int64()))
+        kept, counts = self._fn(tagged)
+        if ROW not in kept.schema.names or "text" not in kept.schema.names:
+            raise ConfigError(f"step {self.name!r} dropped columns of its batch; a step returns the kept rows with "
+                              "every column (or write it as a document step: score, then decide)")
+        return kept, dict(counts)
+
+    def _rule(self, key: str) -> str:
+        prefix = f"{self.name}_v{self.version}:"
+        return key[len(prefix):] if key.startswith(prefix) else key
+
+
+@dataclass(frozen=True)
+class RecordedPlainStep:
+    """A :class:`PlainStep` as the ledger remembers it: ``decide`` from its recorded ``kept``/``rule`` columns
+    (``tokenmill funnel`` replays a run without the callable)."""
+
+    name: str
+    version: int = 1
+    decision_params: ClassVar[tuple] = ()
+
+    def decide(self, scores: Any) -> np.ndarray:
+        return PlainStep.decide(self, scores)  # type: ignore[arg-type]
+
+
+def as_doc_step(step: Any) -> Any:
+    """``step`` itself when it is a document step (``score``/``decide``) or a corpus step, else a
+    :class:`PlainStep` around the callable: every step of a track then runs in one cascade."""
+    if callable(getattr(step, "score", None)) and callable(getattr(step, "decide", None)):
+        return step
+    if callable(getattr(step, "stages", None)):
+        return step
+    return PlainStep(step)

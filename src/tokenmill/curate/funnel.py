@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from tokenmill.curate.callables import RecordedPlainStep
 from tokenmill.curate.cascade import decisions
 from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
@@ -146,6 +147,11 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
     steps = []
     for _i, e in enumerate(entries):
         changes = {p: v for (s, p), v in sets.items() if s == e["name"]}
+        if e["kind"] == "plain":  # a plain callable decided inside itself: replayed from its recorded decisions
+            problems += [f"--set {e['name']}.{p}: {e['name']} is a plain callable step, which decides inside itself; "
+                         "the ledger replays only its recorded decisions: rerun instead" for p in changes]
+            steps.append(RecordedPlainStep(e["name"], e["version"]))
+            continue
         if e["kind"] != "document":
             problems += _corpus_problems(e, changes)
             steps.append(None)

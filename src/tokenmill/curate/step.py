@@ -60,6 +60,9 @@ def step_params(step: Any) -> dict[str, Any]:
     A dataclass's fields; a ``functools.partial``'s arguments; another object's public attributes; nothing
     for a plain function (its name is its identity).
     """
+    wrapped = getattr(step, "wrapped", None)  # a plain callable run as a document step: its own parameters
+    if wrapped is not None:
+        return step_params(wrapped)
     if dataclasses.is_dataclass(step):
         return {f.name: getattr(step, f.name) for f in dataclasses.fields(step) if not f.name.startswith("_")}
     if isinstance(step, functools.partial):

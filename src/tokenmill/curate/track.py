@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tokenmill.curate.callables import PlainStep
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.tasks import _concat_ledger, _write, kept_locs
 
@@ -62,7 +63,7 @@ def add_funnel(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[
     from tokenmill.report.ledger import write_ledger
     from tokenmill.report.manifest import write_manifest
 
-    manifest["steps"] = [_step_entry(s, STAGE, "document") for s in steps]
+    manifest["steps"] = [_step_entry(s, STAGE, "plain" if isinstance(s, PlainStep) else "document") for s in steps]
     parts = Path(out) / "steps" / STAGE / "ledger"
     manifest["stage_ledgers"] = {STAGE: sorted(str(p.relative_to(out)) for p in parts.glob("*.parquet"))}
     manifest["decision_ledger"] = write_ledger(Path(out), manifest["stage_ledgers"], list(units))

@@ -22,6 +22,7 @@ import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
+from tokenmill.curate.callables import as_doc_step
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.inline import apply_steps, setup_steps
 from tokenmill.curate.registry import is_corpus_step
@@ -198,8 +199,9 @@ def run_pretrain(
         run.config["eos"] = eos_note(run.tokenizer, given=eos is not None)
         if dry_run:
             return dry_run_plan(run)
+        steps = tuple(as_doc_step(s) for s in steps)  # one cascade: every step's removals reach the ledger
         task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                            text_mode=text_mode, steps=tuple(steps), limit=limit, split=split)
+                            text_mode=text_mode, steps=steps, limit=limit, split=split)
         names = [u.name for u in run.units]
         funnel = (lambda out, manifest: add_funnel(out, manifest, steps, names)) if is_doc_steps(steps) else None
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
