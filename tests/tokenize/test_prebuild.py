@@ -59,7 +59,7 @@ from tokenmill.pretrain import run_pretrain
 
 def probe(batch):
     from tokenmill.tokenize import backends
-    return batch, {"prebuilt": len(getattr(backends, "PREBUILT", {}))}  # a step's counts: counts.filtered
+    return batch, {"prebuilt": len(getattr(backends, "PREBUILT", {}))}  # removes nothing: counts.extra
 
 
 if __name__ == "__main__":
@@ -82,4 +82,4 @@ def test_pool_workers_start_with_the_encoder_the_fork_server_built(tmp_path):
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     units = len(list(Path(tmp_path / "out").glob("shard-*.json")))
     assert counts["kept"] == 400 and units > 2
-    assert counts["filtered"].get("prebuilt", 0) >= units  # every batch of every unit saw the server's encoder
+    assert counts["extra"].get("prebuilt", 0) >= units  # every batch of every unit saw the server's encoder

@@ -83,7 +83,8 @@ class PlainStep:
     (``<name>.kept``) and why each other row went (``<name>.rule``): the callable's reason when it names one
     for all its removals (one key whose count is the rows removed), else, for each removed row, the reason a
     call on that row alone gives (one call per removed row, only for such callables). A rewrite of the kept
-    rows' text is kept. The callable must return rows of its input with every column (a ``ConfigError``
+    rows' text is kept; what the callable counts in a batch it removes nothing from is counted beside the
+    filtering (the run's ``counts.extra``). The callable must return rows of its input with every column (a ``ConfigError``
     otherwise). Its name and version come from its ``name`` (``length_v1`` -> ``length``, 1), else its
     function's or class's own name, version 1; a reason ``<name>_v<version>:<rule>`` keeps its spelling, any other is prefixed.
     """
@@ -122,7 +123,10 @@ class PlainStep:
         rules = np.full(n, None, dtype=object)
         gone = np.flatnonzero(~keep)
         named = [k for k, v in counts.items() if v]
-        if len(named) == 1 and counts[named[0]] == len(gone):
+        extra = Counter()
+        if not len(gone):  # nothing removed: what the callable counted is counted beside the filtering
+            extra.update({k: v for k, v in counts.items() if v})
+        elif len(named) == 1 and counts[named[0]] == len(gone):
             rules[gone] = self._rule(named[0])
         else:  # several reasons: each removed row's own
             for i in gone:
@@ -135,7 +139,7 @@ class PlainStep:
             for row, value in zip(rows.tolist(), new.to_pylist()):
                 values[row] = value
             text = pa.array(values, batch.schema.field("text").type)
-        return Scored({"kept": keep, "rule": rules}, text=text)
+        return Scored({"kept": keep, "rule": rules}, text=text, counts=extra)
 
     def decide(self, scores: Any) -> np.ndarray:
         return np.array([None if k else r for k, r in zip(scores["kept"], scores["rule"])], dtype=object)
