@@ -120,15 +120,19 @@ def per_source(units: list, results: list) -> dict[str, dict[str, int]]:
 
 
 def dry_run_plan(run: Any) -> dict:
-    """What a run would do, without doing it: inputs with their routes and sizes, units, tokenizer."""
+    """What a track run would do, without doing it: :func:`input_plan` and the tokenizer."""
+    return {**input_plan(run.track, run.inputs, run.where, run.config), "tokenizer": run.tokenizer.info()}
+
+
+def input_plan(workflow: str, planned: Any, out: Any, config: dict) -> dict:
+    """What a run of ``workflow`` would read: each input with its route, size and units (a dry run)."""
     units_per_file: dict[str, int] = defaultdict(int)
-    for u in run.units:
+    for u in planned.units:
         units_per_file[u.file.rel] += 1
     inputs = [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
-               "units": units_per_file[f.rel]} for f, r in zip(run.files, run.routes)]
-    return {"dry_run": True, "track": run.track, "out": run.where, "inputs": inputs,
-            "units": len(run.units), "bytes": sum(f.size for f in run.files),
-            "tokenizer": run.tokenizer.info(), "config": run.config}
+               "units": units_per_file[f.rel]} for f, r in zip(planned.files, planned.routes)]
+    return {"dry_run": True, "track": workflow, "out": str(out), "inputs": inputs, "units": len(planned.units),
+            "bytes": sum(f.size for f in planned.files), "config": config}
 
 
 def render_plan(plan: dict) -> str:

@@ -21,17 +21,7 @@ from tokenmill.engine import Stage, StageContext, StagePlan, Unit, UnitResult, r
 from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.io.units import auto_unit_bytes
-from tokenmill.job import (  # noqa: F401 -- the tracks' names for them
-    Inputs,
-    hold_job,
-    holding,
-    job_fingerprint,
-    pick_executor,
-    plan_inputs,
-    refuse_misrouted,
-    resolve_out,
-    stage_progress,
-)
+from tokenmill.job import Inputs, hold_job, job_fingerprint, plan_inputs, resolve_out, stage_progress
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 

@@ -173,6 +173,7 @@ def run_curate(
     """
     from tokenmill.engine.workflow import run_workflow
     from tokenmill.report.rejects import merge_rejects
+    from tokenmill.selection import input_plan
 
     started = time.monotonic()
     specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
@@ -187,7 +188,7 @@ def run_curate(
               "score_removed": score_removed, "schemas": routed.schemas, **routed.selection(),
               **({"limit": limit} if limit else {})}
     if dry_run:
-        return curate_plan(workflow, routed, out, placed, config)
+        return {**input_plan(workflow, routed, out, config), "steps": [p["id"] for p in placed]}
     stage_seconds: dict[str, float] = {}
     executor = pick_executor(executor, workers)
     with holding(executor), hold_job(out, workflow=workflow, overwrite=overwrite):
@@ -202,17 +203,6 @@ def run_curate(
         manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
         _finish(out, manifest, results, [u.name for u in routed.units], report=report)
     return manifest
-
-
-def curate_plan(workflow: str, routed: Inputs, out: Path, placed: list[dict], config: dict) -> dict:
-    """What ``--dry-run`` prints: the inputs with their routes and sizes, the units and the steps."""
-    units_per_file: dict[str, int] = {}
-    for u in routed.units:
-        units_per_file[u.file.rel] = units_per_file.get(u.file.rel, 0) + 1
-    return {"dry_run": True, "track": workflow, "out": str(out), "units": len(routed.units),
-            "bytes": sum(f.size for f in routed.files), "config": config, "steps": [p["id"] for p in placed],
-            "inputs": [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
-                        "units": units_per_file.get(f.rel, 0)} for f, r in zip(routed.files, routed.routes)]}
 
 
 def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,

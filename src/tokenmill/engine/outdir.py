@@ -145,6 +145,16 @@ def _clear_state(state: Path) -> None:
             entry.unlink()
 
 
+def check_target(out: Path, *, overwrite: bool, workflow: str | None = None) -> None:
+    """The refusals of :func:`hold_output`, made without writing anything."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory; give a directory path for the shards")
+    if overwrite or workflow is not None:  # the engine alone (no workflow named) writes where it is told
+        refuse_foreign(out, overwrite=overwrite)
+    if workflow is not None:
+        refuse_other_workflow(out, workflow, overwrite=overwrite)
+
+
 @contextmanager
 def hold_output(out: str | os.PathLike, *, overwrite: bool, workflow: str | None = None) -> Iterator[Path]:
     """Lock ``out`` for this process (refusing when another run holds it), clear it when ``overwrite``.
@@ -155,12 +165,7 @@ def hold_output(out: str | os.PathLike, *, overwrite: bool, workflow: str | None
     ``_state/job.json``.
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory; give a directory path for the shards")
-    if overwrite or workflow is not None:  # the engine alone (no workflow named) writes where it is told
-        refuse_foreign(out, overwrite=overwrite)
-    if workflow is not None:
-        refuse_other_workflow(out, workflow, overwrite=overwrite)
+    check_target(out, overwrite=overwrite, workflow=workflow)
     (out / STATE).mkdir(parents=True, exist_ok=True)
     with _flock(out / STATE / LOCK, out):
         if overwrite:

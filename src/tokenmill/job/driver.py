@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
-from tokenmill.engine.outdir import check_output_path, hold_output
+from tokenmill.engine.outdir import check_output_path, check_target, hold_output
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError
 
@@ -53,13 +53,7 @@ def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Any]:
 
 def check_job(out: Path, *, workflow: str, overwrite: bool) -> None:
     """The refusals of :func:`hold_job`, made without writing anything (before a slow start, e.g. a server check)."""
-    from tokenmill.engine.outdir import refuse_foreign, refuse_other_workflow
-
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory; give a directory path")
-    refuse_foreign(out, overwrite=overwrite)
-    refuse_other_workflow(out, workflow, overwrite=overwrite)
+    check_target(Path(out), overwrite=overwrite, workflow=workflow)
 
 
 def check_file_target(path: str | Path, *, overwrite: bool, ours: Callable[[Path], bool], what: str) -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
@@ -169,6 +169,3 @@ def flag_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The values of ``cls``'s flags that were given on the command line (unchecked)."""
     return {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
 
-
-def defaults(cls: type) -> dict[str, Any]:
-    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
