@@ -5,7 +5,7 @@ A template that does not compile, or that fails the same way on every record of 
 an empty output; the run stops instead, with the template's own message. A template that renders some of the
 sample goes on: records it cannot render are rejected one by one, as usual.
 
-Cost: reading and rendering a few dozen records, before the workers start.
+Cost: reading and rendering a few dozen records, before the workers start; nothing is encoded.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from tokenmill.errors import TemplateError
 from tokenmill.io import sample_records
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.render import MaskPolicy, render_conversations
+from tokenmill.sft.render import MaskPolicy, prepare_conversations
 from tokenmill.sft.template import ChatTemplate, compile_template
 
 SAMPLE = 16
@@ -32,7 +32,9 @@ def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_con
     convs = _sample(run, allow_consecutive=allow_consecutive)
     if not convs:
         return
-    results = render_conversations(convs, tokenizer=run.tokenizer, template=template, policy=policy)
+    # rendering is what fails alike on every record; what encoding can refuse (a control-token mismatch) is
+    # never a template error, so no encoder is built here, in the main process, before the workers start
+    results = prepare_conversations(convs, tokenizer=run.tokenizer, template=template, policy=policy)
     errors = [r for r in results if isinstance(r, TemplateError)]
     if len(errors) < len(results) or any(e.reason != "template_error" for e in errors):
         return

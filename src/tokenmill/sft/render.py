@@ -199,8 +199,20 @@ def render_conversations(
 
     A conversation that cannot be rendered gets its :class:`TemplateError` in its place of the result.
     """
+    out = prepare_conversations(convs, tokenizer=tokenizer, template=template, policy=policy)
+    ready = [p for p in out if isinstance(p, Prepared)]
+    encoded = iter(tokenizer.encode_rendered_batch([p.text for p in ready], [p.literal for p in ready],
+                                                   layouts=[(p.control, p.neutralised) for p in ready], check=False))
+    return [_finish_or_error(p, next(encoded), tokenizer) if isinstance(p, Prepared) else p for p in out]
+
+
+def prepare_conversations(
+    convs: list[dict], *, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy = MaskPolicy(),
+) -> list[Prepared | TemplateError]:
+    """:func:`prepare_conversation` of each of ``convs`` (its :class:`TemplateError` in its place): the render,
+    spans and checks that need the tokenizer's special tokens only, no encoder."""
     shape, special = shape_of(template, tokenizer), special_token_kwargs(tokenizer)
-    out: list[Any] = []
+    out: list[Prepared | TemplateError] = []
     for conv in convs:
         try:
             out.append(prepare_conversation(
@@ -208,10 +220,7 @@ def render_conversations(
             ))
         except TemplateError as exc:
             out.append(exc)
-    ready = [p for p in out if isinstance(p, Prepared)]
-    encoded = iter(tokenizer.encode_rendered_batch([p.text for p in ready], [p.literal for p in ready],
-                                                   layouts=[(p.control, p.neutralised) for p in ready], check=False))
-    return [_finish_or_error(p, next(encoded), tokenizer) if isinstance(p, Prepared) else p for p in out]
+    return out
 
 
 def _finish_or_error(p: Prepared, encoded: tuple[np.ndarray, ...], tokenizer: Any) -> Rendered | TemplateError:
