@@ -133,3 +133,23 @@ def test_a_template_needing_tools_says_so_for_a_record_without(setup):
     with pytest.raises(TemplateError, match="renders only with a tool list"):
         render_conversation(ck.conv(("user", "hi"), ("assistant", "yo")), tokenizer=load_tokenizer(tok),
                             template=load_template(hermes3))
+
+
+def test_the_preflight_renders_without_building_an_encoder(setup):
+    """The preflight runs in the main process before the workers start: it renders its sample and encodes
+    nothing, so it builds no encoder there (the workers build their own, or find the fork server's)."""
+    from tokenmill.sft.preflight import preflight
+    from tokenmill.sft.render import MaskPolicy
+    from tokenmill.sft.template import load_template
+    from tokenmill.tokenize import load_tokenizer
+    from tokenmill.track import prepare_run
+
+    tmp, tok, tpl = setup
+    src = _write(tmp / "tools.jsonl", _rows(20, 0))
+    tokenizer = load_tokenizer(str(tok))
+    tokenizer.release()
+    run = prepare_run("sft", [src], out=tmp / "out", tokenizer=tokenizer, force=False, unit_bytes=None,
+                      text_mode="auto", config=None)
+    with pytest.raises(Exception, match="fails on every one of the first 16 records"):
+        preflight(load_template(str(tpl)), run, policy=MaskPolicy(), allow_consecutive=False)
+    assert tokenizer._fast is None and tokenizer._ref is None and "_piece_table" not in tokenizer.__dict__
