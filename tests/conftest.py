@@ -56,7 +56,8 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> str:
-    """One local Ray cluster (2 CPUs) for the whole session; yields its address for drivers that join it.
+    """One local Ray cluster (2 CPUs) for the whole session, its own even when another one runs on this
+    machine (``address="local"``); yields its address for drivers that join it.
 
     Its workers import tokenmill from this checkout and the test helpers of ``tests/engine`` and
     ``tests/curate`` (tasks defined there travel by reference). Skips when ``ray`` cannot be imported.
@@ -67,7 +68,7 @@ def ray_cluster() -> str:
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = path  # the raylet (and every worker it starts) inherits it
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
                  runtime_env={"env_vars": {"PYTHONPATH": path}})
     finally:
         if before is None:
