@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.refinedweb import RefinedWeb
 from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, split_words, text_column
+from tokenmill.curate.langid_batch import BatchIdentifier
 from tokenmill.curate.step import Scored
 
 
@@ -35,3 +36,45 @@ def refinedweb_score(step: RefinedWeb, batch: pa.RecordBatch) -> Scored:
         "word_removal_ratio": ratio(before - after, before),
         "chars_after": np.asarray(pc.utf8_length(new_text), dtype=np.int64),
     }, text=new_text, counts=counts)
+
+
+class ReferenceIdentifier(BatchIdentifier):
+    """The batched identifier with its first state passes (a gather per pass, masks by offset) and one model
+    copy per text."""
+
+    def _states(self, buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        offset = np.arange(len(buf), dtype=np.int64) - np.repeat(starts, lens)
+        pos = np.arange(len(buf), dtype=np.int64)
+        state = np.zeros(len(buf), dtype=np.int32)
+        for j in range(self.depth - 1, -1, -1):
+            ok = offset >= j
+            b = buf[np.where(ok, pos - j, 0)]
+            state = self.nextmove[self.rowbase[state] + b]
+            state[~ok] = 0
+        return state
+
+    def _classify(self, encoded: list[bytes]) -> tuple[list[str], np.ndarray]:
+        n = len(encoded)
+        lens = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
+        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.int32)
+        starts = np.cumsum(lens) - lens
+        doc = np.repeat(np.arange(n, dtype=np.int64), lens)
+        feature = self.output[self._states(buf, starts, lens)]
+        hit = feature >= 0
+        nfeat = self.ptc.shape[0]
+        keys, counts = np.unique(doc[hit] * nfeat + feature[hit], return_counts=True)
+        d, f = keys // nfeat, keys % nfeat
+        weights = np.log1p(counts.astype(np.float32))
+        scores = np.zeros((n, self.ptc.shape[1]), dtype=np.float32)
+        bounds = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if len(d) else np.array([], dtype=np.int64)
+        ends = np.r_[bounds[1:], len(d)]
+        for lo, hi in zip(bounds.tolist(), ends.tolist()):
+            scores[d[lo]] = weights[lo:hi] @ self.ptc[f[lo:hi]] + self.pc
+        scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
+        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        for i, j in self.ident._alias_pairs:
+            scores[:, i] += scores[:, j]
+            scores[:, j] = 0.0
+        best = scores.argmax(axis=1)
+        return [self.classes[k] for k in best], scores[np.arange(n), best].astype(np.float64)

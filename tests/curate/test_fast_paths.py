@@ -69,3 +69,21 @@ def test_refinedweb_splits_only_the_changed_lines(seed, params):
     step = RefinedWeb(**params)
     b = random_batch(seed)
     same_scored(step.score(b), ref.refinedweb_score(step, b))
+
+
+@pytest.fixture(scope="module")
+def langid_model():
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("chunk_bytes", [1, 3000, 4 << 20])
+def test_language_batches_give_the_reference_labels_and_probability_bits(seed, chunk_bytes, langid_model):
+    from tokenmill.curate.langid_batch import BatchIdentifier
+
+    texts = [t or "" for t in random_batch(seed, 120).column("text").to_pylist()] + ["", "a", "ab", "abcdef", ""]
+    labels, probs = BatchIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
+    want_labels, want_probs = ref.ReferenceIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
+    assert labels == want_labels and probs.tobytes() == want_probs.tobytes()
