@@ -10,8 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.curate.heuristics import text as T
 from tokenmill.curate.heuristics.refinedweb import RefinedWeb
-from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, split_words, text_column
+from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, text_column
 from tokenmill.curate.langid_batch import BatchIdentifier
 from tokenmill.curate.step import Scored
 
@@ -78,3 +79,53 @@ class ReferenceIdentifier(BatchIdentifier):
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)
         return [self.classes[k] for k in best], scores[np.arange(n), best].astype(np.float64)
+
+
+def split_words(text: pa.Array, *, counts_only: bool = False):
+    """``text.split_words`` splitting every chunk occurrence (no sharing between equal chunks)."""
+    chunks = T.from_lists(pc.utf8_split_whitespace(text))
+    values = chunks.values.cast(pa.large_string())
+    nbytes = np.asarray(pc.binary_length(values), dtype=np.int64)
+    start = T._offsets(values)[:-1]
+    left = pc.utf8_ltrim(values, characters=T.EDGE_CHARS)
+    core = pc.utf8_rtrim(left, characters=T.EDGE_CHARS + ".")
+    pre_b = nbytes - np.asarray(pc.binary_length(left), dtype=np.int64)
+    core_b = np.asarray(pc.binary_length(core), dtype=np.int64)
+    suf_b = nbytes - pre_b - core_b
+    take_period = T._period_first(values, start + pre_b + core_b, suf_b)
+    take_period[take_period] = T._match(core.filter(pa.array(take_period)), T._KEEPS_PERIOD)
+    if take_period.any():
+        dot = pa.scalar(".", core.type)
+        with_period = pc.binary_join_element_wise(core.filter(pa.array(take_period)), dot, pa.scalar("", core.type))
+        core = pc.replace_with_mask(core, pa.array(take_period), with_period)
+    core_b, suf_b = core_b + take_period, suf_b - take_period
+    data = T._data(values)
+    stem, clitic = T._clitic_split(core)
+    rows = np.arange(len(nbytes))
+    parts = [
+        T._symbol_tokens(T._slice(data, start, pre_b)),
+        infix_split(Pieces(stem, rows, np.ones(len(rows), dtype=np.int64))),
+        clitic,
+        T._symbol_tokens(T._slice(data, start + pre_b + core_b, suf_b)),
+    ]
+    if counts_only:
+        per_chunk = sum(p.counts for p in parts)
+        return np.bincount(chunks.parents, weights=per_chunk, minlength=chunks.n_rows).astype(np.int64)
+    return T._assemble(parts, chunks)
+
+
+def infix_split(cores: Pieces) -> Pieces:
+    """``text._infix_split`` with two replacement passes of every infix rule over every candidate core."""
+    cores = T._nonempty(cores)
+    todo = T._match(cores.values, T._INFIX_CANDIDATE)
+    todo[todo] = ~T._match(cores.values.filter(pa.array(todo)), T._URL)
+    if not todo.any():
+        return cores
+    sub = cores.values.filter(pa.array(todo))
+    for pattern, repl in T.INFIXES:
+        for _ in range(2):
+            sub = pc.replace_substring_regex(sub, pattern, repl)
+    pieces = T.from_lists(pc.split_pattern(sub, T._MARK))
+    split_parents = cores.parents[todo][pieces.parents]
+    split = T._nonempty(Pieces(pieces.values, split_parents, np.bincount(split_parents, minlength=cores.n_rows)))
+    return T._grouped([cores.where(~todo), split], cores.n_rows)

@@ -87,3 +87,52 @@ def test_language_batches_give_the_reference_labels_and_probability_bits(seed, c
     labels, probs = BatchIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
     want_labels, want_probs = ref.ReferenceIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
     assert labels == want_labels and probs.tobytes() == want_probs.tobytes()
+
+
+WORDS_EXTRA = ["a-b-c-d 1-2-3 x--y e.g.U.S. well—known a:b<c=d/e 3+4*5^6 a,b,c ...... …… don't DON'T cannot",
+               "", " ", "word " * 50, "(((x))) «quoted» “curly” ‘single’ §5 100% =x+ –dash— ...word... Mr. U.S. e.g."]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_words_shared_between_equal_chunks_equal_the_words_of_every_chunk(seed):
+    from tokenmill.curate.heuristics.text import split_words, text_column
+
+    b = random_batch(seed, 200)
+    texts = b.column("text").to_pylist() + WORDS_EXTRA
+    text = text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())}))
+    got, want = split_words(text), ref.split_words(text)
+    assert got.values.to_pylist() == want.values.to_pylist()
+    for field in ("ids", "lengths", "symbol", "parents", "counts"):
+        a, b_ = getattr(got, field), getattr(want, field)
+        assert a.dtype == b_.dtype and np.array_equal(a, b_), field
+    np.testing.assert_array_equal(split_words(text, counts_only=True), ref.split_words(text, counts_only=True))
+    firsts = np.unique(want.ids, return_index=True)[1]
+    np.testing.assert_array_equal(got.firsts, firsts)
+    np.testing.assert_array_equal(got.match(r"^[\pL\pN]"), got.pieces().match(r"^[\pL\pN]"))
+
+
+def test_words_of_no_text():
+    from tokenmill.curate.heuristics.text import split_words
+
+    for texts in ([], [""], [" ", "\n"]):
+        w = split_words(pa.array(texts, pa.large_string()))
+        assert len(w.values) == len(w.ids) == len(w.firsts) == 0 and list(w.counts) == [0] * len(texts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["gopher_quality", "gopher_repetition", "fineweb", "c4"])
+def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypatch):
+    import importlib
+
+    from tokenmill.curate.heuristics import text
+    from tokenmill.curate.registry import step_class
+
+    step = step_class(name)()
+    b = random_batch(100 + seed, 250)
+    text._CACHE.clear()
+    got = step.score(b)
+    module = importlib.import_module(type(step).__module__)
+    for attr in ("words", "count_words"):
+        if hasattr(module, attr):
+            monkeypatch.setattr(module, attr, lambda t, _a=attr: ref.split_words(t, counts_only=_a == "count_words"))
+    same_scored(got, step.score(b))

@@ -138,7 +138,7 @@ def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter) -> tuple[pa
 
 def _alnum_words(w: Words) -> np.ndarray:
     """Per row: the words that begin with a letter or digit."""
-    starts = np.asarray(pc.match_substring_regex(w.values, r"^[\pL\pN]"), dtype=bool)
+    starts = w.match(r"^[\pL\pN]")
     return np.bincount(w.parents, weights=starts, minlength=len(w.counts)).astype(np.int64)
 
 
