@@ -6,12 +6,14 @@ Each function here is the code as it stood before a speed-up, verbatim but for n
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics import text as T
-from tokenmill.curate.heuristics.refinedweb import RefinedWeb
+from tokenmill.curate.heuristics.refinedweb import COUNTER, SUBSTRINGS, RefinedWeb
 from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, text_column
 from tokenmill.curate.langid_batch import BatchIdentifier
 from tokenmill.curate.step import Scored
@@ -28,7 +30,7 @@ def refinedweb_score(step: RefinedWeb, batch: pa.RecordBatch) -> Scored:
     text = pc.replace_substring_regex(text_column(batch), r"\n{3,}", "\n\n")
     before = alnum_words(text)
     lines = split(text, "\n")
-    values, drop, counts = step._line_rules(lines)
+    values, drop, counts = line_rules(step, lines)
     new_text = join_lines(Pieces(values, lines.parents, lines.counts).where(~drop))
     after = alnum_words(new_text)
     return Scored({
@@ -37,6 +39,40 @@ def refinedweb_score(step: RefinedWeb, batch: pa.RecordBatch) -> Scored:
         "word_removal_ratio": ratio(before - after, before),
         "chars_after": np.asarray(pc.utf8_length(new_text), dtype=np.int64),
     }, text=new_text, counts=counts)
+
+
+def line_rules(step: RefinedWeb, lines: Pieces) -> tuple[pa.Array, np.ndarray, Counter]:
+    """``RefinedWeb._line_rules`` recounting every line's words before each substring rule."""
+    values = lines.values
+    length = lines.lengths()
+    nonempty = length > 0
+    rules: dict[str, np.ndarray] = {}
+    if step.max_uppercase_ratio is not None:
+        upper = np.asarray(pc.count_substring_regex(values, r"\p{Lu}"), dtype=np.int64)
+        rules["uppercase"] = nonempty & (ratio(upper, length) > step.max_uppercase_ratio)
+    if step.max_numeric_ratio is not None:
+        digits = np.asarray(pc.count_substring_regex(values, r"\p{Nd}"), dtype=np.int64)
+        rules["numeric"] = nonempty & (ratio(digits, length) > step.max_numeric_ratio)
+    if step.remove_counters:
+        rules["counter"] = np.asarray(pc.match_substring_regex(values, COUNTER), dtype=bool)
+    n_words = T.from_lists(pc.utf8_split_whitespace(values)).counts
+    if step.min_line_words is not None:
+        rules["too_few_words"] = nonempty & (n_words < step.min_line_words)
+    drop = np.zeros(len(values), dtype=bool)
+    counts: Counter = Counter()
+    for rule, mask in rules.items():
+        counts[f"line_{rule}"] = int((mask & ~drop).sum())
+        drop |= mask
+    if step.remove_substrings:
+        for pattern, rule in SUBSTRINGS:
+            short = ~drop & (T.from_lists(pc.utf8_split_whitespace(values)).counts <= 10)
+            new = pc.replace_substring_regex(values, pattern, "")
+            changed = short & ~np.asarray(pc.equal(new, values), dtype=bool)
+            blank = changed & (np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(new)), dtype=np.int64) == 0)
+            counts[f"line_{rule}"] += int(changed.sum())
+            values = pc.if_else(pa.array(changed), new, values)
+            drop = drop | blank
+    return values, drop, +counts
 
 
 class ReferenceIdentifier(BatchIdentifier):

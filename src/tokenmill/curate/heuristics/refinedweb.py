@@ -35,10 +35,9 @@ from tokenmill.curate.heuristics.text import (
     WS,
     Pieces,
     Words,
-    from_lists,
     join_lines,
     ratio,
-    split,
+    split_at,
     split_words,
     text_column,
     words,
@@ -75,7 +74,7 @@ class RefinedWeb:
         original = text_column(batch)
         text = pc.replace_substring_regex(original, r"\n{3,}", "\n\n")
         before = _alnum_words(words(original))  # whitespace runs shortened: the same words (and cached)
-        lines = split(text, "\n")
+        lines = split_at(text, "\n")
         values, drop, counts = self._line_rules(lines)
         new_text = join_lines(Pieces(values, lines.parents, lines.counts).where(~drop))
         after = before - _words_removed(lines, values, drop)
@@ -99,7 +98,7 @@ class RefinedWeb:
             rules["numeric"] = nonempty & (ratio(digits, length) > self.max_numeric_ratio)
         if self.remove_counters:
             rules["counter"] = np.asarray(pc.match_substring_regex(values, COUNTER), dtype=bool)
-        n_words = from_lists(pc.utf8_split_whitespace(values)).counts
+        n_words = _word_counts(values)
         if self.min_line_words is not None:
             rules["too_few_words"] = nonempty & (n_words < self.min_line_words)
         drop = np.zeros(len(values), dtype=bool)
@@ -108,7 +107,7 @@ class RefinedWeb:
             counts[f"line_{rule}"] = int((mask & ~drop).sum())
             drop |= mask
         if self.remove_substrings:
-            values, drop = _substrings(values, drop, counts)
+            values, drop = _substrings(values, drop, counts, n_words)
         return values, drop, +counts
 
     def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
@@ -124,16 +123,30 @@ class RefinedWeb:
 
 
 
-def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter) -> tuple[pa.Array, np.ndarray]:
+def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter, n_words: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The substring rules, in order, on the kept lines of at most 10 words (``n_words``: each line's
+    whitespace-separated words before the rules). A rule only removes characters, which never splits a word,
+    so a line it edits still has at most 10 words: the counts need no update between the rules."""
     for pattern, rule in SUBSTRINGS:
-        short = ~drop & (from_lists(pc.utf8_split_whitespace(values)).counts <= 10)
-        new = pc.replace_substring_regex(values, pattern, "")
-        changed = short & ~np.asarray(pc.equal(new, values), dtype=bool)
-        blank = changed & (np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(new)), dtype=np.int64) == 0)
-        counts[f"line_{rule}"] += int(changed.sum())
-        values = pc.if_else(pa.array(changed), new, values)
-        drop = drop | blank
+        short = np.flatnonzero(~drop & (n_words <= 10))
+        sub = values.take(pa.array(short))
+        new = pc.replace_substring_regex(sub, pattern, "")
+        hit = ~np.asarray(pc.equal(new, sub), dtype=bool)
+        if not hit.any():
+            continue
+        new = new.filter(pa.array(hit))
+        changed = np.zeros(len(values), dtype=bool)
+        changed[short[hit]] = True
+        counts[f"line_{rule}"] += int(hit.sum())
+        values = pc.replace_with_mask(values, pa.array(changed), new.cast(values.type))
+        drop = drop.copy()
+        drop[short[hit]] |= np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(new)), dtype=np.int64) == 0
     return values, drop
+
+
+def _word_counts(values: pa.Array) -> np.ndarray:
+    """Whitespace-separated words of each value (``str.split()``)."""
+    return np.asarray(pc.list_value_length(pc.utf8_split_whitespace(values)).fill_null(0), dtype=np.int64)
 
 
 def _alnum_words(w: Words) -> np.ndarray:

@@ -92,6 +92,11 @@ def split(text: pa.Array, pattern: str) -> Pieces:
     return from_lists(pc.split_pattern_regex(text, pattern))
 
 
+def split_at(text: pa.Array, separator: str) -> Pieces:
+    """``text.split(separator)`` for every row: :func:`split` on a literal separator, without the regex."""
+    return from_lists(pc.split_pattern(text, separator))
+
+
 def splitlines(text: pa.Array) -> Pieces:
     """``str.splitlines()`` for every row: no piece after a final line break, no line in an empty text."""
     pieces = split(text, LINE_BREAK)
