@@ -165,3 +165,11 @@ def infix_split(cores: Pieces) -> Pieces:
     split_parents = cores.parents[todo][pieces.parents]
     split = T._nonempty(Pieces(pieces.values, split_parents, np.bincount(split_parents, minlength=cores.n_rows)))
     return T._grouped([cores.where(~todo), split], cores.n_rows)
+
+
+def chars(*categories: str) -> str:
+    """``text._chars`` asking ``unicodedata`` once per code point per call."""
+    import sys
+    import unicodedata
+
+    return "".join(c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c) in categories)

@@ -149,3 +149,10 @@ def test_one_blas_thread_restores_the_thread_count():
     with one_blas_thread():
         assert get() == 1
     assert get() == before
+
+
+def test_character_sets_equal_the_per_code_point_scan():
+    from tokenmill.curate.heuristics import text
+
+    for cats in [("Sc", "So"), ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Cc"), ("Zs",)]:
+        assert text._chars(*cats) == ref.chars(*cats)

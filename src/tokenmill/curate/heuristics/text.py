@@ -8,6 +8,10 @@ stated in ``docs/curation.md``; the names below are the ones used there.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import sys
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,11 +179,15 @@ class Words:
 
 
 def _chars(*categories: str) -> str:
-    """Every character of the given Unicode general categories."""
-    import sys
-    import unicodedata
+    """Every character of the given Unicode general categories, in code point order."""
+    wanted = frozenset(categories)
+    return "".join(itertools.compress(map(chr, range(sys.maxunicode + 1)), map(wanted.__contains__, _categories())))
 
-    return "".join(c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c) in categories)
+
+@functools.cache
+def _categories() -> tuple[str, ...]:
+    """The general category of every code point (one scan per process, shared by the character sets)."""
+    return tuple(map(unicodedata.category, map(chr, range(sys.maxunicode + 1))))
 
 
 # Edge characters split off a chunk's ends, one word each (spaCy's English prefixes and suffixes, less
