@@ -136,9 +136,9 @@ class BatchIdentifier:
             if j:
                 shifted[:j] = 0
                 shifted[j:] = buf[:-j]
-            idx = self.rowbase[state]
+            idx = np.take(self.rowbase, state)  # np.take: about twice the speed of indexing with int32
             idx += shifted if j else buf
-            state = self.nextmove[idx]
+            state = np.take(self.nextmove, idx)
             for k in range(j):
                 state[heads[k]] = 0
         return state
@@ -148,7 +148,7 @@ class BatchIdentifier:
         lens = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
         buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.int32)
         starts = np.cumsum(lens) - lens
-        feature = self.output[self._states(buf, starts, lens)]
+        feature = np.take(self.output, self._states(buf, starts, lens))
         hit = feature >= 0
         seen = np.concatenate([[0], np.cumsum(hit)])
         doc = np.repeat(np.arange(n, dtype=np.int64), seen[starts + lens] - seen[starts])  # per feature emitted
