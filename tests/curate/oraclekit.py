@@ -173,3 +173,28 @@ def chars(*categories: str) -> str:
     import unicodedata
 
     return "".join(c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c) in categories)
+
+
+def span_chars(w, start: np.ndarray, n: int) -> np.ndarray:
+    cum = np.concatenate([[0], np.cumsum(w.lengths)])
+    return cum[start + n] - cum[start]
+
+
+def top_chars(w, g) -> np.ndarray:
+    """``ngrams.top_chars`` sorting every n-gram group, repeated or not."""
+    n = g.n
+    out = np.zeros(len(w.counts), dtype=np.int64)
+    has = w.counts >= n
+    row_start = (np.cumsum(w.counts) - w.counts)[has]
+    out[has] = span_chars(w, row_start, n) + (n - 1)
+    repeat = g.size > 1
+    if not repeat.any():
+        return out
+    group_row = g.row[g.first]
+    group_pos = g.start[g.first]
+    order = np.lexsort((group_pos, -g.size, group_row))
+    order = order[repeat[order]]
+    best = order[np.concatenate([[True], group_row[order][1:] != group_row[order][:-1]])]
+    length = span_chars(w, group_pos[best], n) + (n - 1)
+    out[group_row[best]] = length * g.size[best]
+    return out

@@ -156,3 +156,20 @@ def test_character_sets_equal_the_per_code_point_scan():
 
     for cats in [("Sc", "So"), ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Cc"), ("Zs",)]:
         assert text._chars(*cats) == ref.chars(*cats)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_ngram_chars_equal_sorting_every_group(seed):
+    from tokenmill.curate.heuristics import ngrams
+    from tokenmill.curate.heuristics.text import split_words, text_column
+
+    rng = random.Random(seed)
+    small = ["a", "b", "the", "cat", "sat", "on", "mat", "ü", "日本"]  # few words: many repeated n-grams
+    texts = [" ".join(rng.choice(small) for _ in range(rng.randint(0, 60))) for _ in range(150)]
+    texts += [t or "" for t in random_batch(seed, 100).column("text").to_pylist()]
+    w = split_words(text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())})))
+    grams = ngrams.repeated_grams(w, [2, 3, 4, 5, 6, 10])
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(ngrams.top_chars(w, grams[n]), ref.top_chars(w, grams[n]))
+    for n in (5, 6, 10):
+        np.testing.assert_array_equal(ngrams._span_chars(w, grams[n].start, n), ref.span_chars(w, grams[n].start, n))

@@ -12,7 +12,7 @@ import functools
 import itertools
 import sys
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -166,9 +166,16 @@ class Words:
     parents: np.ndarray
     counts: np.ndarray
     firsts: np.ndarray | None = None  # per id: the position of its first word (ids numbered in that order)
+    _cum: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def pieces(self) -> Pieces:
         return Pieces(self.values, self.parents, self.counts)
+
+    def cum_chars(self) -> np.ndarray:
+        """Characters of the words before each position (``len(values) + 1`` entries), computed once."""
+        if self._cum is None:
+            self._cum = np.concatenate([[0], np.cumsum(self.lengths)])
+        return self._cum
 
     def match(self, pattern: str) -> np.ndarray:
         """A bool per word: ``pattern`` (RE2) found in it, matched once per distinct word."""
