@@ -1,6 +1,7 @@
 """The whole ``--preset dclm`` funnel then ``pretrain``, tokenmill against datatrove's same pipeline, one command.
 
     python benchmarks/funnel_scale.py [--mb 250] [--workers 2] [--datatrove-docs 1000] [--shared ../shared/data]
+        [--before-src DIR]
 
 Input: ``--mb`` MB of real crawl text (``benchmarks/crawl_corpus.py``: the web pages of ``../shared/data``
 resampled with fresh edits), one JSONL file. Quality model: ``tokenmill quality train`` defaults on the
@@ -22,7 +23,10 @@ time, so a one-line datatrove filter calling py3langid (the model tokenmill's ``
 same 0.65 threshold) stands in for it; and datatrove has no exact-dedup stage for documents in this
 pipeline shape, so its MinHash stage removes exact copies too.
 
-Both are compared in documents of input per CPU second (all processes of each side).
+Both are compared in documents of input per CPU second (all processes of each side). ``--before-src DIR`` runs
+the tokenmill side a first time with another version's ``src`` on ``PYTHONPATH`` (``git archive main src``),
+same input and model, prints its row and CPU per stage beside this checkout's, and says whether the two wrote
+the same bytes in every documents and ledger file.
 """
 
 from __future__ import annotations
@@ -57,20 +61,30 @@ def gpt2_tokenizer(shared: Path, work: Path) -> str:
     return str(out)
 
 
-def tokenmill_side(corpus: Path, work: Path, model: str, workers: int, tokenizer: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+def tokenmill_side(corpus: Path, work: Path, model: str, workers: int, tokenizer: str, *, src: Path = REPO / "src",
+                   tag: str = "") -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     cli = [sys.executable, "-m", "tokenmill.cli"]
-    cur = run_per_process([*cli, "curate", str(corpus), "--out", str(work / "cur"), "--preset", "dclm",
+    cur_dir, shards = work / f"cur{tag}", work / f"shards{tag}"
+    cur = run_per_process([*cli, "curate", str(corpus), "--out", str(cur_dir), "--preset", "dclm",
                            "--quality-model", model, "--workers", str(workers), "--no-progress"], env=env)
     if cur["rc"]:
         raise SystemExit(f"curate failed: {cur['stderr'][-3000:]}")
-    pre = run_per_process([*cli, "pretrain", str(work / "cur" / "documents"), "--out", str(work / "shards"),
+    pre = run_per_process([*cli, "pretrain", str(cur_dir / "documents"), "--out", str(shards),
                            "--tokenizer", tokenizer, "--workers", str(workers), "--no-progress"], env=env)
     if pre["rc"]:
         raise SystemExit(f"pretrain failed: {pre['stderr'][-3000:]}")
-    m = json.loads((work / "cur" / "manifest.json").read_text())
-    return {"curate": cur, "pretrain": pre, "manifest": m, "stage_cpu": stage_cpu(work / "cur"),
-            "pretrain_stage_cpu": stage_cpu(work / "shards"), "cut": quality_cut(m)}
+    m = json.loads((cur_dir / "manifest.json").read_text())
+    return {"curate": cur, "pretrain": pre, "manifest": m, "stage_cpu": stage_cpu(cur_dir),
+            "pretrain_stage_cpu": stage_cpu(shards), "cut": quality_cut(m), "tables": output_digests(cur_dir)}
+
+
+def output_digests(out: Path) -> dict[str, str]:
+    """sha256 of every documents and ledger file a curate run wrote (the two sides must agree byte for byte)."""
+    import hashlib
+
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for d in ("documents", "ledger") for p in sorted((out / d).glob("*.parquet"))}
 
 
 def stage_cpu(out: Path) -> dict[str, float]:
@@ -173,30 +187,59 @@ def count_lines(path: Path) -> int:
         return sum(1 for _ in fh)
 
 
-def report(tm: dict, dt: dict, info: dict, args: argparse.Namespace, load: tuple) -> str:
+def _cpu(tm: dict) -> float:
+    return tm["curate"]["cpu_s"] + tm["pretrain"]["cpu_s"]
+
+
+def _stages(tm: dict) -> dict[str, float]:
+    stage = {**tm["stage_cpu"], **{f"pretrain: {k}": v for k, v in tm["pretrain_stage_cpu"].items()}}
+    stage["driver processes (curate, pretrain)"] = max(0.0, _cpu(tm) - sum(stage.values()))
+    return stage
+
+
+def report(tm: dict, dt: dict, info: dict, args: argparse.Namespace, load: tuple, before: dict | None = None) -> str:
     cur, pre, m = tm["curate"], tm["pretrain"], tm["manifest"]
-    tm_cpu = cur["cpu_s"] + pre["cpu_s"]
+    tm_cpu = _cpu(tm)
     dt_cpu = sum(dt["stage_cpu"].values())
     tm_rate, dt_rate = info["docs"] / tm_cpu, dt["docs"] / dt_cpu
     rss = sorted(list(cur["peak_rss_mb"].values()) + list(pre["peak_rss_mb"].values()), reverse=True)
+    flags = f" --before-src {args.before_src}" if before else ""
     lines = [
         f"`python benchmarks/funnel_scale.py --mb {args.mb:g} --workers {args.workers} --datatrove-docs "
-        f"{args.datatrove_docs}` ({machine()}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the "
+        f"{args.datatrove_docs}{flags}` ({machine()}; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the "
         f"start, shared with other jobs). Input: one {info['bytes'] / 1e6:.0f} MB JSONL file, "
         f"{info['docs']:,} documents resampled with fresh edits from {info['base_docs']:,} real web pages "
         "(`benchmarks/crawl_corpus.py`). datatrove ran on the first "
         f"{dt['docs']:,} documents of the same file, one process.", "",
-        "| side | documents | CPU s | documents / CPU s | kept | wall s |", "|---|---|---|---|---|---|",
+        "| side | documents | CPU s | documents / CPU s | kept | wall s |", "|---|---|---|---|---|---|"]
+    if before:
+        b_cpu = _cpu(before)
+        lines.append(f"| tokenmill before (`{args.before_src}`), same command | {info['docs']:,} | {b_cpu:.1f} | "
+                     f"{info['docs'] / b_cpu:,.1f} | {before['manifest']['counts']['kept']:,} | "
+                     f"{before['curate']['wall_s'] + before['pretrain']['wall_s']:.1f} |")
+    lines += [
         f"| tokenmill curate --preset dclm + pretrain, {args.workers} workers | {info['docs']:,} | {tm_cpu:.1f} | "
         f"{tm_rate:,.1f} | {m['counts']['kept']:,} | {cur['wall_s'] + pre['wall_s']:.1f} |",
-        f"| datatrove, same pipeline | {dt['docs']:,} | {dt_cpu:.1f} | {dt_rate:,.1f} | {dt['kept']:,} | |", "",
+        f"| datatrove, same pipeline | {dt['docs']:,} | {dt_cpu:.1f} | {dt_rate:,.1f} | {dt['kept']:,} | |", ""]
+    if before:
+        same = before["tables"] == tm["tables"]
+        lines += [f"tokenmill before / datatrove: {info['docs'] / _cpu(before) / dt_rate:,.1f}x. The two tokenmill "
+                  f"sides wrote {'the same' if same else 'DIFFERENT'} bytes in all {len(tm['tables'])} documents and "
+                  "ledger files.", ""]
+    lines += [
         f"tokenmill / datatrove: **{tm_rate / dt_rate:,.1f}x** documents per CPU second (goal >= 20x).", "",
         "Where the CPU goes, tokenmill (units' own CPU time from their markers; driver = the rest of each command):",
-        "", "| stage | CPU s | share |", "|---|---|---|"]
-    stage = {**tm["stage_cpu"], **{f"pretrain: {k}": v for k, v in tm["pretrain_stage_cpu"].items()}}
-    stage["driver processes (curate, pretrain)"] = max(0.0, tm_cpu - sum(stage.values()))
-    for k, v in stage.items():
-        lines.append(f"| {k} | {v:.1f} | {v / tm_cpu:.0%} |")
+        ""]
+    stage = _stages(tm)
+    if before:
+        old = _stages(before)
+        lines += ["| stage | before CPU s | CPU s | share |", "|---|---|---|---|"]
+        for k, v in stage.items():
+            lines.append(f"| {k} | {old.get(k, 0.0):.1f} | {v:.1f} | {v / tm_cpu:.0%} |")
+    else:
+        lines += ["| stage | CPU s | share |", "|---|---|---|"]
+        for k, v in stage.items():
+            lines.append(f"| {k} | {v:.1f} | {v / tm_cpu:.0%} |")
     lines += ["", f"Where the CPU goes, datatrove ({dt['docs']:,} documents):", "", "| stage | CPU s | share |", "|---|---|---|"]
     for k, v in dt["stage_cpu"].items():
         lines.append(f"| {k} | {v:.1f} | {v / dt_cpu:.0%} |")
@@ -214,6 +257,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--model", help="a quality model to use instead of training one")
     p.add_argument("--work", help="keep the work files here (default: a temporary directory)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--before-src", help="another tokenmill src (e.g. `git archive main src`): its run, same input, "
+                   "goes first, and its row and CPU per stage are printed beside this checkout's")
     p.add_argument("--run", help=argparse.SUPPRESS)
     p.add_argument("--cut", type=float, default=0.5, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -231,6 +276,8 @@ def main(argv: list[str]) -> int:
         model = args.model or train_model(shared, work)
         tokenizer = gpt2_tokenizer(shared, work)
         load = os.getloadavg()
+        before = tokenmill_side(work / "crawl.jsonl", work, model, args.workers, tokenizer, src=Path(args.before_src),
+                                tag="_before") if args.before_src else None
         tm = tokenmill_side(work / "crawl.jsonl", work, model, args.workers, tokenizer)
         dt_run = run_per_process([sys.executable, __file__, "--run", "datatrove", "--work", str(work), "--model", model,
                                   "--datatrove-docs", str(args.datatrove_docs), "--cut", str(tm["cut"]),
@@ -239,7 +286,7 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"datatrove failed: {dt_run['stderr'][-3000:]}")
         dt = json.loads(dt_run["stdout"].strip().splitlines()[-1])
         dt["peak_rss_mb"] = max(dt_run["peak_rss_mb"].values())
-    body = report(tm, dt, info, args, load)
+    body = report(tm, dt, info, args, load, before)
     print(body)
     if not args.no_write:
         update_section(HEADING, body)

@@ -35,3 +35,29 @@ def test_the_main_process_is_left_alone():
     finders = list(sys.meta_path)
     skip_pandas_probe()  # not a pool worker: a user's own process keeps pyarrow's pandas checks
     assert sys.meta_path == finders
+
+
+def _curate_worker(queue) -> None:
+    import pyarrow as pa
+
+    from tokenmill.curate.build import build_steps, step_specs
+    from tokenmill.curate.cascade import Cascade
+    from tokenmill.curate.tasks import ReadTask
+
+    task = ReadTask(Cascade(tuple(build_steps(step_specs("refinedweb", None), source="steps"))), {}, "curate",
+                    "documents")
+    task.setup()
+    docs = pa.record_batch({"id": ["1"], "text": pa.array(["Some words here.\nAnd more words."], pa.large_string()),
+                            "source": ["a"], "url": ["https://example.org/"]})
+    task.cascade(docs, [1])
+    queue.put("pandas" in sys.modules)
+
+
+def test_curate_workers_skip_the_pandas_probe():
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_curate_worker, args=(queue,))
+    proc.start()
+    imported = queue.get(timeout=120)
+    proc.join(timeout=60)
+    assert imported is False

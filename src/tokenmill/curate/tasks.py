@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.curate.cascade import Cascade, CascadeResult
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.records import DOCUMENT
@@ -114,6 +115,7 @@ class ReadTask:
     limit: int | None = None  # the first records of every input only (a trial run)
 
     def setup(self) -> None:
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         self.cascade.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
@@ -157,6 +159,7 @@ class DocsTask:
     sources: dict[int, str] = field(default_factory=dict)  # unit index -> upstream docs file (relative)
 
     def setup(self) -> None:
+        skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         self.cascade.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:

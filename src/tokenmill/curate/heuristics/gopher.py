@@ -67,7 +67,7 @@ class GopherQuality:
         n_plain = np.bincount(w.parents, weights=plain, minlength=len(text)).astype(np.int64)
         plain_chars = np.bincount(w.parents, weights=np.where(plain, w.lengths, 0), minlength=len(text))
         lines = splitlines(text)
-        alpha = w.pieces().per_row(w.pieces().match(r"\pL"))
+        alpha = w.pieces().per_row(w.match(r"\pL"))
         return Scored({
             "words": n_words,
             "non_symbol_words": n_plain,

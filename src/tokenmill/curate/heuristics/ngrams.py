@@ -81,7 +81,7 @@ def _group(n: int, start: np.ndarray, row: np.ndarray, key: np.ndarray) -> Grams
 
 def _span_chars(w: Words, start: np.ndarray, n: int) -> np.ndarray:
     """Characters of the words ``start .. start+n-1`` (no separators)."""
-    cum = np.concatenate([[0], np.cumsum(w.lengths)])
+    cum = w.cum_chars()
     return cum[start + n] - cum[start]
 
 
@@ -97,13 +97,14 @@ def top_chars(w: Words, g: Grams) -> np.ndarray:
     repeat = g.size > 1
     if not repeat.any():
         return out
-    group_row = g.row[g.first]
-    group_pos = g.start[g.first]
-    order = np.lexsort((group_pos, -g.size, group_row))
-    order = order[repeat[order]]
+    groups = np.flatnonzero(repeat)  # only the repeated n-grams compete (positions break every tie)
+    group_row = g.row[g.first[groups]]
+    group_pos = g.start[g.first[groups]]
+    size = g.size[groups]
+    order = np.lexsort((group_pos, -size, group_row))
     best = order[np.concatenate([[True], group_row[order][1:] != group_row[order][:-1]])]
     length = _span_chars(w, group_pos[best], n) + (n - 1)
-    out[group_row[best]] = length * g.size[best]
+    out[group_row[best]] = length * size[best]
     return out
 
 

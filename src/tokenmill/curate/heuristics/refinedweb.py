@@ -31,7 +31,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.rules import above, check_bool, check_number, first_rule
-from tokenmill.curate.heuristics.text import WS, Pieces, from_lists, join_lines, ratio, split, text_column, words
+from tokenmill.curate.heuristics.text import (
+    WS,
+    Pieces,
+    Words,
+    join_lines,
+    ratio,
+    split_at,
+    split_words,
+    text_column,
+    words,
+)
 from tokenmill.curate.step import Scored
 
 COUNTER = (r"(?i)^\W*\d(?:,|\.|\d)*(?:K|k|M|m|B|b)?\s+(?:likes|shares|comments|retweets|reposts|quotes|bookmarks"
@@ -61,12 +71,13 @@ class RefinedWeb:
         pass
 
     def score(self, batch: pa.RecordBatch) -> Scored:
-        text = pc.replace_substring_regex(text_column(batch), r"\n{3,}", "\n\n")
-        before = _alnum_words(text)
-        lines = split(text, "\n")
+        original = text_column(batch)
+        text = pc.replace_substring_regex(original, r"\n{3,}", "\n\n")
+        before = _alnum_words(words(original))  # whitespace runs shortened: the same words (and cached)
+        lines = split_at(text, "\n")
         values, drop, counts = self._line_rules(lines)
         new_text = join_lines(Pieces(values, lines.parents, lines.counts).where(~drop))
-        after = _alnum_words(new_text)
+        after = before - _words_removed(lines, values, drop)
         return Scored({
             "words_before": before,
             "words_after": after,
@@ -87,7 +98,7 @@ class RefinedWeb:
             rules["numeric"] = nonempty & (ratio(digits, length) > self.max_numeric_ratio)
         if self.remove_counters:
             rules["counter"] = np.asarray(pc.match_substring_regex(values, COUNTER), dtype=bool)
-        n_words = from_lists(pc.utf8_split_whitespace(values)).counts
+        n_words = _word_counts(values)
         if self.min_line_words is not None:
             rules["too_few_words"] = nonempty & (n_words < self.min_line_words)
         drop = np.zeros(len(values), dtype=bool)
@@ -96,7 +107,7 @@ class RefinedWeb:
             counts[f"line_{rule}"] = int((mask & ~drop).sum())
             drop |= mask
         if self.remove_substrings:
-            values, drop = _substrings(values, drop, counts)
+            values, drop = _substrings(values, drop, counts, n_words)
         return values, drop, +counts
 
     def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
@@ -112,19 +123,57 @@ class RefinedWeb:
 
 
 
-def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter) -> tuple[pa.Array, np.ndarray]:
+def _substrings(values: pa.Array, drop: np.ndarray, counts: Counter, n_words: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """The substring rules, in order, on the kept lines of at most 10 words (``n_words``: each line's
+    whitespace-separated words before the rules). A rule only removes characters, which never splits a word,
+    so a line it edits still has at most 10 words: the counts need no update between the rules."""
     for pattern, rule in SUBSTRINGS:
-        short = ~drop & (from_lists(pc.utf8_split_whitespace(values)).counts <= 10)
-        new = pc.replace_substring_regex(values, pattern, "")
-        changed = short & ~np.asarray(pc.equal(new, values), dtype=bool)
-        blank = changed & (np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(new)), dtype=np.int64) == 0)
-        counts[f"line_{rule}"] += int(changed.sum())
-        values = pc.if_else(pa.array(changed), new, values)
-        drop = drop | blank
+        short = np.flatnonzero(~drop & (n_words <= 10))
+        sub = values.take(pa.array(short))
+        new = pc.replace_substring_regex(sub, pattern, "")
+        hit = ~np.asarray(pc.equal(new, sub), dtype=bool)
+        if not hit.any():
+            continue
+        new = new.filter(pa.array(hit))
+        changed = np.zeros(len(values), dtype=bool)
+        changed[short[hit]] = True
+        counts[f"line_{rule}"] += int(hit.sum())
+        values = pc.replace_with_mask(values, pa.array(changed), new.cast(values.type))
+        drop = drop.copy()
+        drop[short[hit]] |= np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(new)), dtype=np.int64) == 0
     return values, drop
 
 
-def _alnum_words(text: pa.Array) -> np.ndarray:
-    w = words(text)
-    starts = np.asarray(pc.match_substring_regex(w.values, r"^[\pL\pN]"), dtype=bool)
-    return np.bincount(w.parents, weights=starts, minlength=len(text)).astype(np.int64)
+def _word_counts(values: pa.Array) -> np.ndarray:
+    """Whitespace-separated words of each value (``str.split()``)."""
+    return np.asarray(pc.list_value_length(pc.utf8_split_whitespace(values)).fill_null(0), dtype=np.int64)
+
+
+def _alnum_words(w: Words) -> np.ndarray:
+    """Per row: the words that begin with a letter or digit."""
+    starts = w.match(r"^[\pL\pN]")
+    return np.bincount(w.parents, weights=starts, minlength=len(w.counts)).astype(np.int64)
+
+
+def _words_removed(lines: Pieces, values: pa.Array, drop: np.ndarray) -> np.ndarray:
+    """Per document: its words (letter or digit first) minus those of the new text, split only where lines changed.
+
+    A text's words are its whitespace chunks' words in order (:func:`.text.split_words` works chunk by chunk)
+    and ``\\n`` is whitespace, so a document's words are the concatenation of its lines' words, and those of
+    the new text the concatenation of its kept lines'. The difference is therefore the words of the dropped
+    lines and of the lines a substring rule edited (before the edit) less those of the edited kept lines
+    (after it): two splits over those few lines instead of two over every text.
+    """
+    edited = ~np.asarray(pc.fill_null(pc.equal(values, lines.values), False), dtype=bool)
+    gone = drop | edited
+    out = np.zeros(lines.n_rows, dtype=np.int64)
+    if gone.any():
+        idx = np.flatnonzero(gone)
+        out += np.bincount(lines.parents[idx], weights=_alnum_words(split_words(lines.values.take(pa.array(idx)))),
+                           minlength=lines.n_rows).astype(np.int64)
+    back = edited & ~drop
+    if back.any():
+        idx = np.flatnonzero(back)
+        out -= np.bincount(lines.parents[idx], weights=_alnum_words(split_words(values.take(pa.array(idx)))),
+                           minlength=lines.n_rows).astype(np.int64)
+    return out

@@ -8,7 +8,11 @@ stated in ``docs/curation.md``; the names below are the ones used there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import itertools
+import sys
+import unicodedata
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -92,6 +96,11 @@ def split(text: pa.Array, pattern: str) -> Pieces:
     return from_lists(pc.split_pattern_regex(text, pattern))
 
 
+def split_at(text: pa.Array, separator: str) -> Pieces:
+    """``text.split(separator)`` for every row: :func:`split` on a literal separator, without the regex."""
+    return from_lists(pc.split_pattern(text, separator))
+
+
 def splitlines(text: pa.Array) -> Pieces:
     """``str.splitlines()`` for every row: no piece after a final line break, no line in an empty text."""
     pieces = split(text, LINE_BREAK)
@@ -156,17 +165,36 @@ class Words:
     symbol: np.ndarray
     parents: np.ndarray
     counts: np.ndarray
+    firsts: np.ndarray | None = None  # per id: the position of its first word (ids numbered in that order)
+    _cum: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def pieces(self) -> Pieces:
         return Pieces(self.values, self.parents, self.counts)
 
+    def cum_chars(self) -> np.ndarray:
+        """Characters of the words before each position (``len(values) + 1`` entries), computed once."""
+        if self._cum is None:
+            self._cum = np.concatenate([[0], np.cumsum(self.lengths)])
+        return self._cum
+
+    def match(self, pattern: str) -> np.ndarray:
+        """A bool per word: ``pattern`` (RE2) found in it, matched once per distinct word."""
+        if self.firsts is None:
+            return self.pieces().match(pattern)
+        distinct = self.values.take(pa.array(self.firsts))
+        return np.asarray(pc.match_substring_regex(distinct, pattern), dtype=bool)[self.ids]
+
 
 def _chars(*categories: str) -> str:
-    """Every character of the given Unicode general categories."""
-    import sys
-    import unicodedata
+    """Every character of the given Unicode general categories, in code point order."""
+    wanted = frozenset(categories)
+    return "".join(itertools.compress(map(chr, range(sys.maxunicode + 1)), map(wanted.__contains__, _categories())))
 
-    return "".join(c for c in map(chr, range(sys.maxunicode + 1)) if unicodedata.category(c) in categories)
+
+@functools.cache
+def _categories() -> tuple[str, ...]:
+    """The general category of every code point (one scan per process, shared by the character sets)."""
+    return tuple(map(unicodedata.category, map(chr, range(sys.maxunicode + 1))))
 
 
 # Edge characters split off a chunk's ends, one word each (spaCy's English prefixes and suffixes, less
@@ -244,9 +272,44 @@ def split_words(text: pa.Array, *, counts_only: bool = False):
     clitic split off the core's end, then its trailing edge characters (one word each, period runs whole; a
     single period stays on an abbreviation). Trims, byte ranges and a few regex passes over the cores that
     need them do the work.
+
+    A chunk's words depend on the chunk alone, and web text repeats its chunks (a batch of 1,024 crawl
+    documents has about one distinct chunk in five), so the chunks are split once per distinct string and
+    the words copied to every occurrence; ``ids`` are numbered by first occurrence in the batch, as a
+    dictionary encoding of the words themselves numbers them.
     """
     chunks = from_lists(pc.utf8_split_whitespace(text))
-    values = chunks.values.cast(pa.large_string())
+    enc = pc.dictionary_encode(chunks.values)
+    which = np.asarray(enc.indices, dtype=np.int64)
+    distinct = enc.dictionary
+    parts = _chunk_parts(distinct)
+    per_distinct = sum(p.counts for p in parts)
+    if counts_only:
+        return np.bincount(chunks.parents, weights=per_distinct[which], minlength=chunks.n_rows).astype(np.int64)
+    once = _assemble(parts, Pieces(distinct, np.arange(len(distinct)), np.ones(len(distinct), dtype=np.int64)))
+    k = per_distinct[which]
+    pos = _positions((np.cumsum(per_distinct) - per_distinct)[which], k)
+    ids, firsts = _first_occurrence_ids(once.ids[pos], int(once.ids.max(initial=-1)) + 1)
+    parents = np.repeat(chunks.parents, k)
+    return Words(once.values.take(pa.array(pos)), ids, once.lengths[pos], once.symbol[pos], parents,
+                 np.bincount(parents, minlength=chunks.n_rows), firsts)
+
+
+def _first_occurrence_ids(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``labels`` (equal labels = equal strings, each of ``0..n-1`` present) renumbered by first occurrence,
+    and the position of each new number's first occurrence."""
+    first = np.full(n, len(labels), dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(len(labels), dtype=np.int64))
+    order = np.argsort(first)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    return rank[labels], first[order]
+
+
+def _chunk_parts(values: pa.Array) -> list[Pieces]:
+    """The words of each chunk of ``values``, as four ``Pieces`` whose parents are chunk indices: leading edge
+    characters, core words (split at infixes), the clitic, trailing edge characters."""
+    values = values.cast(pa.large_string())
     nbytes = np.asarray(pc.binary_length(values), dtype=np.int64)
     start = _offsets(values)[:-1]
     left = pc.utf8_ltrim(values, characters=EDGE_CHARS)
@@ -264,16 +327,12 @@ def split_words(text: pa.Array, *, counts_only: bool = False):
     data = _data(values)
     stem, clitic = _clitic_split(core)
     rows = np.arange(len(nbytes))
-    parts = [
+    return [
         _symbol_tokens(_slice(data, start, pre_b)),
         _infix_split(Pieces(stem, rows, np.ones(len(rows), dtype=np.int64))),
         clitic,
         _symbol_tokens(_slice(data, start + pre_b + core_b, suf_b)),
     ]
-    if counts_only:
-        per_chunk = sum(p.counts for p in parts)
-        return np.bincount(chunks.parents, weights=per_chunk, minlength=chunks.n_rows).astype(np.int64)
-    return _assemble(parts, chunks)
 
 
 def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
@@ -368,8 +427,12 @@ def _infix_split(cores: Pieces) -> Pieces:
         return cores
     sub = cores.values.filter(pa.array(todo))
     for pattern, repl in INFIXES:
-        for _ in range(2):  # a second pass catches overlapping neighbours (a-b-c)
-            sub = pc.replace_substring_regex(sub, pattern, repl)
+        new = pc.replace_substring_regex(sub, pattern, repl)
+        changed = ~np.asarray(pc.equal(new, sub), dtype=bool)  # a replacement always adds a mark
+        if changed.any():  # a second pass catches overlapping neighbours (a-b-c), where the first matched
+            again = pc.replace_substring_regex(new.filter(pa.array(changed)), pattern, repl)
+            new = pc.replace_with_mask(new, pa.array(changed), again)
+        sub = new
     pieces = from_lists(pc.split_pattern(sub, _MARK))
     split_parents = cores.parents[todo][pieces.parents]
     split = _nonempty(Pieces(pieces.values, split_parents, np.bincount(split_parents, minlength=cores.n_rows)))

@@ -1,0 +1,175 @@
+"""The heuristic steps' fast paths give exactly what their reference implementations give
+(``oraclekit.py``): every statistic bit for bit, the rewritten text, the modifiers' counts, on random
+texts built to hit the corner cases (empty, whitespace only, unicode whitespace and line breaks, very long
+lines, the rules' own trigger phrases)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import oraclekit as ref
+import pyarrow as pa
+import pytest
+
+from tokenmill.curate.heuristics.refinedweb import RefinedWeb
+
+PIECES = [
+    "the", "of", "and", "to", "be", "that", "with", "have", "word", "Lorem", "ipsum", "dolor", "sit", "amet.",
+    "don't", "it's", "cannot", "gonna", "well-known", "U.S.", "e.g.", "a.m.", "Mr.", "3.5%", "$12", "(x)",
+    "[ref]", "\"quoted\"", "‘single’", "...", "…", "—", "--", "#tag", "•", "-", "12", "1,234", "99.9",
+    "ITEMS IN CART", "items in cart", "Read more...", "read more...", "Sign-in", "sign-in", "12 likes",
+    "3.4k views", "5 comments", "Ünïcödé", "naïve", "日本語のテキスト", "中文。", "Привет", "مرحبا", "🙂", "🙂🙂",
+    "ß", "İ", "ǅ", "x" * 300, "a-b-c", "http://x.org/a-b", "www.example.com", "\ue000", "\x00", "\x7f",
+]
+SPACES = [" ", " ", " ", "  ", "\t", "\n", "\n", "\n\n", "\n\n\n", "\n\n\n\n", "\r\n", "\r", "\x0b", "\x0c", "\x85",
+          "\u00a0", "\u2028", "\u2029", "\u3000", "\u2009", "\x1c", " \n "]
+
+
+def random_text(rng: random.Random) -> str | None:
+    kind = rng.random()
+    if kind < 0.03:
+        return None
+    if kind < 0.06:
+        return ""
+    if kind < 0.1:
+        return "".join(rng.choice(SPACES) for _ in range(rng.randint(1, 6)))
+    if kind < 0.12:
+        return " ".join(rng.choice(PIECES) for _ in range(3000))  # one very long line
+    out = []
+    for _ in range(rng.randint(1, 80)):
+        out.append(rng.choice(PIECES) if rng.random() < 0.8 else rng.choice(PIECES).upper())
+        out.append(rng.choice(SPACES) if rng.random() < 0.4 else " ")
+    if rng.random() < 0.3:
+        out = out[:-1]
+    return "".join(out)
+
+
+def random_batch(seed: int, n: int = 300) -> pa.RecordBatch:
+    rng = random.Random(seed)
+    texts = [random_text(rng) for _ in range(n)]
+    return pa.record_batch({"id": pa.array([str(i) for i in range(n)]), "text": pa.array(texts, pa.large_string())})
+
+
+def same_scored(got, want) -> None:
+    assert got.scores.keys() == want.scores.keys()
+    for name in want.scores:
+        a, b = np.asarray(got.scores[name]), np.asarray(want.scores[name])
+        assert a.dtype == b.dtype, name
+        assert a.tobytes() == b.tobytes(), name  # float bits included
+    assert (got.text is None) == (want.text is None)
+    if want.text is not None:
+        assert got.text.to_pylist() == want.text.to_pylist()
+    assert dict(got.counts) == dict(want.counts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("params", [{}, {"min_line_words": 5, "max_uppercase_ratio": 0.2}, {"remove_substrings": False}])
+def test_refinedweb_splits_only_the_changed_lines(seed, params):
+    step = RefinedWeb(**params)
+    b = random_batch(seed)
+    same_scored(step.score(b), ref.refinedweb_score(step, b))
+
+
+@pytest.fixture(scope="module")
+def langid_model():
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("chunk_bytes", [1, 3000, 4 << 20])
+def test_language_batches_give_the_reference_labels_and_probability_bits(seed, chunk_bytes, langid_model):
+    from tokenmill.curate.langid_batch import BatchIdentifier
+
+    texts = [t or "" for t in random_batch(seed, 120).column("text").to_pylist()] + ["", "a", "ab", "abcdef", ""]
+    labels, probs = BatchIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
+    want_labels, want_probs = ref.ReferenceIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
+    assert labels == want_labels and probs.tobytes() == want_probs.tobytes()
+
+
+WORDS_EXTRA = ["a-b-c-d 1-2-3 x--y e.g.U.S. well—known a:b<c=d/e 3+4*5^6 a,b,c ...... …… don't DON'T cannot",
+               "", " ", "word " * 50, "(((x))) «quoted» “curly” ‘single’ §5 100% =x+ –dash— ...word... Mr. U.S. e.g."]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_words_shared_between_equal_chunks_equal_the_words_of_every_chunk(seed):
+    from tokenmill.curate.heuristics.text import split_words, text_column
+
+    b = random_batch(seed, 200)
+    texts = b.column("text").to_pylist() + WORDS_EXTRA
+    text = text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())}))
+    got, want = split_words(text), ref.split_words(text)
+    assert got.values.to_pylist() == want.values.to_pylist()
+    for field in ("ids", "lengths", "symbol", "parents", "counts"):
+        a, b_ = getattr(got, field), getattr(want, field)
+        assert a.dtype == b_.dtype and np.array_equal(a, b_), field
+    np.testing.assert_array_equal(split_words(text, counts_only=True), ref.split_words(text, counts_only=True))
+    firsts = np.unique(want.ids, return_index=True)[1]
+    np.testing.assert_array_equal(got.firsts, firsts)
+    np.testing.assert_array_equal(got.match(r"^[\pL\pN]"), got.pieces().match(r"^[\pL\pN]"))
+
+
+def test_words_of_no_text():
+    from tokenmill.curate.heuristics.text import split_words
+
+    for texts in ([], [""], [" ", "\n"]):
+        w = split_words(pa.array(texts, pa.large_string()))
+        assert len(w.values) == len(w.ids) == len(w.firsts) == 0 and list(w.counts) == [0] * len(texts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["gopher_quality", "gopher_repetition", "fineweb", "c4"])
+def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypatch):
+    import importlib
+
+    from tokenmill.curate.heuristics import text
+    from tokenmill.curate.registry import step_class
+
+    step = step_class(name)()
+    b = random_batch(100 + seed, 250)
+    text._CACHE.clear()
+    got = step.score(b)
+    module = importlib.import_module(type(step).__module__)
+    for attr in ("words", "count_words"):
+        if hasattr(module, attr):
+            monkeypatch.setattr(module, attr, lambda t, _a=attr: ref.split_words(t, counts_only=_a == "count_words"))
+    same_scored(got, step.score(b))
+
+
+def test_one_blas_thread_restores_the_thread_count():
+    from tokenmill.curate.langid_batch import _openblas_threads, one_blas_thread
+
+    calls = _openblas_threads()
+    if calls is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS found in this process's maps")
+    get, _ = calls
+    before = get()
+    with one_blas_thread():
+        assert get() == 1
+    assert get() == before
+
+
+def test_character_sets_equal_the_per_code_point_scan():
+    from tokenmill.curate.heuristics import text
+
+    for cats in [("Sc", "So"), ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Cc"), ("Zs",)]:
+        assert text._chars(*cats) == ref.chars(*cats)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_top_ngram_chars_equal_sorting_every_group(seed):
+    from tokenmill.curate.heuristics import ngrams
+    from tokenmill.curate.heuristics.text import split_words, text_column
+
+    rng = random.Random(seed)
+    small = ["a", "b", "the", "cat", "sat", "on", "mat", "ü", "日本"]  # few words: many repeated n-grams
+    texts = [" ".join(rng.choice(small) for _ in range(rng.randint(0, 60))) for _ in range(150)]
+    texts += [t or "" for t in random_batch(seed, 100).column("text").to_pylist()]
+    w = split_words(text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())})))
+    grams = ngrams.repeated_grams(w, [2, 3, 4, 5, 6, 10])
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(ngrams.top_chars(w, grams[n]), ref.top_chars(w, grams[n]))
+    for n in (5, 6, 10):
+        np.testing.assert_array_equal(ngrams._span_chars(w, grams[n].start, n), ref.span_chars(w, grams[n].start, n))

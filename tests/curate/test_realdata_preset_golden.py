@@ -1,0 +1,75 @@
+"""The presets that share the heuristic steps write the same documents and ledger on real web text as the
+code before those steps' fast paths (real-data tier).
+
+``curate ../shared/data/pretrain --preset P --workers 1`` for ``gopher``, ``c4``, ``fineweb``, ``refinedweb``
+and ``dclm`` (its model trained here from the shared quality sets, one thread, a fixed seed). Each output
+table (``documents/``, ``ledger/`` and the stages' ledger parts) is digested by its content (its schema
+and every value, written as one Arrow IPC stream), so the check does not depend on the Parquet writer's
+version; ``golden/realdata_presets.json`` holds the digests taken from commit 889b348, before the fast
+paths. Regenerate only for an intended change of the output: ``TOKENMILL_UPDATE_GOLDEN=1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tokenmill.cli import main
+
+GOLDEN = Path(__file__).parent / "golden" / "realdata_presets.json"
+PRESETS = ["gopher", "c4", "fineweb", "refinedweb", "dclm"]
+
+
+def content_digest(path: Path) -> str:
+    table = pq.read_table(path)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table.combine_chunks())
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
+def tables(out: Path) -> dict[str, str]:
+    found = {}
+    for path in sorted(out.rglob("*.parquet")):
+        rel = path.relative_to(out).as_posix()
+        if rel.startswith(("documents/", "ledger/", "steps/")) or "/ledger/" in rel:
+            found[rel] = content_digest(path)
+    return found
+
+
+@pytest.fixture(scope="module")
+def model(shared_data, tmp_path_factory) -> str:
+    tmp = tmp_path_factory.mktemp("quality")
+    quality = shared_data / "curation" / "quality"
+    with zipfile.ZipFile(quality / "nltk_webtext.zip") as zf:
+        zf.extractall(tmp / "neg")
+    path = tmp / "quality.bin"
+    assert main(["quality", "train", "--positive", str(quality / "openstax_anatomy"), "--negative",
+                 str(tmp / "neg" / "webtext"), "--text-mode", "file", "--out", str(path)]) == 0
+    return str(path)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_tables_match_the_golden_run(preset, shared_data, model, tmp_path):
+    out = tmp_path / "out"
+    extra = ["--quality-model", model] if preset == "dclm" else []
+    assert main(["curate", str(shared_data / "pretrain"), "--preset", preset, *extra, "--out", str(out),
+                 "--workers", "1", "--no-progress"]) == 0
+    found = tables(out)
+    assert any(k.startswith("documents/") for k in found) and any(k.startswith("ledger/") for k in found)
+    golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if os.environ.get("TOKENMILL_UPDATE_GOLDEN") == "1":
+        golden[preset] = found
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    assert sorted(found) == sorted(golden[preset]), "other output tables than the golden run"
+    differing = [name for name in found if found[name] != golden[preset][name]]
+    assert not differing, f"{preset}: tables differ from the golden run in {differing}"
