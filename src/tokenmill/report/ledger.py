@@ -185,6 +185,24 @@ def read_stage_parts(directory: Path, files: list[str]) -> pa.Table | None:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+def stage_schema(directory: Path, files: list[str]) -> pa.Schema | None:
+    """The schema :func:`read_stage_parts` would give, from the parts' footers alone (None when none exists)."""
+    schemas = [pq.read_schema(Path(directory) / f) for f in files if (Path(directory) / f).exists()]
+    return pa.unify_schemas(schemas, promote_options="permissive") if schemas else None
+
+
+def stage_values(directory: Path, files: list[str], column: str) -> np.ndarray:
+    """One numeric column of a stage's ledger parts as float64 (nulls NaN; parts without it add nothing),
+    read one part and one column at a time: 8 bytes per document, not the stage's whole table."""
+    pieces = []
+    for f in files:
+        path = Path(directory) / f
+        if path.exists() and column in pq.read_schema(path).names:
+            values = pq.read_table(path, columns=[column]).column(column).to_numpy(zero_copy_only=False)
+            pieces.append(np.asarray(values, dtype=np.float64))
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
+
+
 def read_ledger(directory: str | Path, manifest: dict | None = None) -> pa.Table | None:
     """The whole decision ledger of a run directory (every unit's file, in unit order), or None."""
     directory = Path(directory)
