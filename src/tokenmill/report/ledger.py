@@ -58,6 +58,7 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
         rel = f"{LEDGER_DIR}/{name}.parquet"
         pq.write_table(table, out / rel, compression="zstd")
         files.append(rel)
+        pa.default_memory_pool().release_unused()  # the unit's buffers go back now, not at the next unit's peak
         rows += table.num_rows
         kept += int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))
         columns.update(dict.fromkeys(table.column_names))
@@ -99,6 +100,8 @@ def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:
     import pyarrow.compute as pc
 
     locs = pc.fill_null(table.column("loc"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(locs) < 2 or bool(np.all(locs[1:] >= locs[:-1])):
+        return table  # already in input order (no reject lands among the documents): no copy
     order = np.argsort(locs, kind="stable")
     return table.take(pa.array(order))
 
