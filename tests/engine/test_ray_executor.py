@@ -87,3 +87,15 @@ def test_setup_runs_once_per_actor_not_per_unit(cluster, tmp_path):
     results = res["squares"]
     assert [r.data["value"] for r in results] == [i * i for i in range(8)]
     assert {r.data["setups"] for r in results} == {1} and len({r.data["pid"] for r in results}) <= 2
+
+
+def test_prepare_starts_the_actors_the_first_stage_uses_and_they_import_the_preload_modules(cluster, tmp_path):
+    """``prepare`` (called by the tracks before they route and load the tokenizer) starts the actors then, with
+    the track's modules imported as they start; the first stage runs on those actors, not new ones."""
+    with RayExecutor(workers=2) as ex:
+        ex.prepare(1, preload=("wave",))  # a module nothing else imports
+        assert len(ex._actors) == 1  # one unit: one actor, not one per CPU
+        started = list(ex._actors)
+        assert ray.get(started[0].call.remote(eval, "'wave' in __import__('sys').modules"))
+        run_workflow(killkit.stages(0.0), out=tmp_path / "ray", fingerprint="f", executor=ex)
+        assert ex._actors[:1] == started

@@ -35,3 +35,58 @@ def test_engine_ray_starts_without_the_authentication_banner(tmp_path):
     quiet = _run(tmp_path, "quiet")
     assert quiet.returncode == 0, quiet.stderr
     assert BANNER not in quiet.stderr + quiet.stdout, quiet.stderr
+
+
+def test_rays_notices_while_it_joins_a_cluster_are_kept_off_unless_asked(monkeypatch):
+    """Any of Ray's log lines below an error during ``ray.init`` (e.g. ``--ray-address auto`` naming which of
+    several clusters it joined), not only the authentication banner; ``TOKENMILL_RAY_VERBOSE=1`` shows them."""
+    import logging
+
+    from tokenmill.engine.ray import VERBOSE_ENV, _quiet_ray_start
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    ray_logger = logging.getLogger("ray")  # every notice of Ray's passes its handlers (the suite may have set it up)
+    handler, level = Keep(logging.DEBUG), ray_logger.level
+    ray_logger.addHandler(handler)
+    try:
+        monkeypatch.delenv(VERBOSE_ENV, raising=False)
+        with _quiet_ray_start():
+            logging.getLogger("ray._private.services").warning("Found multiple active Ray instances")
+            logging.getLogger("ray._private.authentication.authentication_token_setup").warning(BANNER)
+        assert seen == []
+        assert ray_logger.level == level  # Ray's own levels are left as they were
+        monkeypatch.setenv(VERBOSE_ENV, "1")
+        with _quiet_ray_start():
+            logging.getLogger("ray._private.services").warning("Found multiple active Ray instances")
+        assert seen == ["Found multiple active Ray instances"]
+    finally:
+        ray_logger.removeHandler(handler)
+
+
+def test_a_run_joining_a_started_cluster_prints_only_tokenmills_lines(ray_cluster, tmp_path):
+    """``--ray-address`` to a cluster already running (the suite's): stdout and stderr hold tokenmill's summary
+    and nothing of Ray's (no log line, no worker output), and the shards are the local engine's."""
+    import re
+
+    src = tmp_path / "docs.jsonl"
+    tk.write_docs(src, 10)
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    environ.pop("RAY_ADDRESS", None)
+    runs = {}
+    for name, extra in (("local", []), ("joined", ["--engine", "ray", "--ray-address", ray_cluster])):
+        runs[name] = subprocess.run([sys.executable, "-m", "tokenmill.cli", "pretrain", str(src), "--out",
+                                     str(tmp_path / name), "--workers", "1", "--no-progress", "--tokenizer", "default",
+                                     *extra], capture_output=True, text=True, timeout=240, env=environ)
+        assert runs[name].returncode == 0, runs[name].stderr
+    ray_log = re.compile(r"^(\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\(\w+ pid=\d+\))|\bray\b|Ray cluster", re.I)
+    printed = (runs["joined"].stdout + runs["joined"].stderr).splitlines()
+    assert not [ln for ln in printed if ray_log.search(ln)], printed
+    assert runs["joined"].stderr == runs["local"].stderr == ""
+    assert runs["joined"].stdout == runs["local"].stdout.replace(str(tmp_path / "local"), str(tmp_path / "joined"))
+    shards = sorted((tmp_path / "local").glob("shard-*"))
+    assert shards and all((tmp_path / "joined" / p.name).read_bytes() == p.read_bytes() for p in shards)

@@ -19,10 +19,12 @@ Cost: one pass over the step's ledger columns (not its text).
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 
 BINS = 20
 
@@ -38,19 +40,37 @@ def step_class_of(entry: dict) -> Any:
 
 def cluster_sizes(sizes: np.ndarray) -> dict:
     """The cluster table of a ledger's size column (one value per document)."""
+    return _cluster_table(size_counts(sizes))
+
+
+def size_counts(sizes: np.ndarray) -> dict[int, int]:
+    """Documents per cluster size ``k >= 2`` of a size column (summable over the ledger's parts)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     values, docs = np.unique(sizes[sizes > 1], return_counts=True)
+    return dict(zip(values.tolist(), docs.tolist()))
+
+
+def _cluster_table(counts: dict[int, int]) -> dict:
     rows = [{"size": int(k), "clusters": int(n // k), "documents": int(n), "removed": int(n - n // k)}
-            for k, n in zip(values.tolist(), docs.tolist())]
+            for k, n in sorted(counts.items())]
     return {"clusters": sum(r["clusters"] for r in rows), "documents": sum(r["documents"] for r in rows),
-            "largest": int(values.max()) if len(values) else 1, "sizes": rows}
+            "largest": max(counts, default=1), "sizes": rows}
 
 
-def score_histogram(values: np.ndarray, low: float, high: float, *, cut: float | None) -> dict:
+def bin_counts(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The :data:`BINS` counts of the finite ``values`` over [low, high] (summable over the ledger's parts)."""
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     counts, _ = np.histogram(np.clip(values, low, high), bins=BINS, range=(low, high))
-    return {"range": [low, high], "bins": BINS, "counts": counts.astype(int).tolist(), "documents": int(len(values)),
+    return counts.astype(np.int64)
+
+
+def score_histogram(values: np.ndarray, low: float, high: float, *, cut: float | None) -> dict:
+    return _histogram(bin_counts(values, low, high), low, high, cut=cut)
+
+
+def _histogram(counts: np.ndarray, low: float, high: float, *, cut: float | None) -> dict:
+    return {"range": [low, high], "bins": BINS, "counts": counts.astype(int).tolist(), "documents": int(counts.sum()),
             "cut": cut}
 
 
@@ -60,8 +80,11 @@ def _cut(entry: dict) -> float | None:
 
 
 def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
-    """``{step id: {"clusters": ..., "histogram": ...}}`` for the steps of a run that have either."""
-    from tokenmill.report.ledger import read_stage_parts, stage_parts
+    """``{step id: {"clusters": ..., "histogram": ...}}`` for the steps of a run that have either.
+
+    Each ledger part is read alone and only for the columns shown, and the counts are summed: memory is one
+    part's column, whatever the number of documents."""
+    from tokenmill.report.ledger import stage_parts
 
     out: dict[str, dict] = {}
     for entry in manifest.get("steps", []):
@@ -70,21 +93,37 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
         hists = dict(getattr(cls, "histogram_stats", None) or {})
         if not size_stat and not hists:
             continue
-        table = read_stage_parts(Path(directory), stage_parts(manifest).get(entry["stage"], []))
-        if table is None:
+        parts = [Path(directory) / f for f in stage_parts(manifest).get(entry["stage"], [])]
+        parts = [p for p in parts if p.exists()]
+        if not parts:
             continue
+        names = set().union(*(pq.read_schema(p).names for p in parts))
         detail: dict[str, Any] = {}
         col = f"{entry['name']}.{size_stat}"
-        if size_stat and col in table.column_names:
-            detail["clusters"] = {"column": col, **cluster_sizes(table.column(col).to_numpy())}
+        if size_stat and col in names:
+            counts: Counter = Counter()
+            for values in _columns(parts, col):
+                counts.update(size_counts(values))
+            detail["clusters"] = {"column": col, **_cluster_table(dict(counts))}
         for stat, (low, high) in hists.items():
             col = f"{entry['name']}.{stat}"
-            if col in table.column_names:
-                values = table.column(col).to_numpy(zero_copy_only=False)
-                detail["histogram"] = {"column": col, **score_histogram(values, low, high, cut=_cut(entry))}
+            if col in names:
+                bins = sum((bin_counts(v, low, high) for v in _columns(parts, col)), np.zeros(BINS, np.int64))
+                detail["histogram"] = {"column": col, **_histogram(bins, low, high, cut=_cut(entry))}
         if detail:
             out[entry["id"]] = detail
     return out
+
+
+def _columns(parts: list[Path], column: str):
+    """Column ``column`` of each part that has it, as numpy (nulls as NaN), one part at a time (a part where
+    it is null in every row counts nothing, in a histogram or a cluster table)."""
+    import pyarrow as pa
+
+    for p in parts:
+        schema = pq.read_schema(p)
+        if column in schema.names and not pa.types.is_null(schema.field(column).type):
+            yield pq.read_table(p, columns=[column]).column(column).to_numpy(zero_copy_only=False)
 
 
 def attach(funnel: dict, directory: Path, manifest: dict) -> dict:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.base.files import atomic_write
-from tokenmill.report.ledger import read_stage_parts, stage_parts
+from tokenmill.report.ledger import stage_parts, stage_schema, stage_values
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -130,25 +130,25 @@ def _fmt(x: float) -> str:
 
 
 def histograms(directory: Path, manifest: dict) -> str:
+    """A histogram of every numeric ledger statistic; each column is read alone from the stage's parts."""
     from tokenmill.curate.details import step_class_of
 
     figs = []
     for stage, files in stage_parts(manifest).items():
-        table = read_stage_parts(directory, files)
-        if table is None:
+        schema = stage_schema(directory, files)
+        if schema is None:
             continue
         for entry in [e for e in manifest["steps"] if e["stage"] == stage]:
-            stats = tuple(c.split(".", 1)[1] for c in table.column_names if c.startswith(entry["name"] + "."))
+            stats = tuple(c.split(".", 1)[1] for c in schema.names if c.startswith(entry["name"] + "."))
             marks = thresholds_of(entry, stats)
             ids = set(getattr(step_class_of(entry), "id_stats", ()) or ())
-            for name in table.column_names:
+            for name in schema.names:
                 if not name.startswith(entry["name"] + ".") or name.split(".", 1)[1] in ids:
                     continue
-                t = table.schema.field(name).type
+                t = schema.field(name).type
                 if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
                     continue
-                values = table.column(name).to_numpy().astype(np.float64)
-                figs.append(hist_svg(name, values, marks.get(name.split(".", 1)[1])))
+                figs.append(hist_svg(name, stage_values(directory, files, name), marks.get(name.split(".", 1)[1])))
     return f'<div class="hists">{"".join(f for f in figs if f)}</div>' if figs else '<p class="muted">no numeric statistic</p>'
 
 

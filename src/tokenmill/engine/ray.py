@@ -27,6 +27,7 @@ cluster is started (and shut down by :meth:`close`); with one, the driver joins 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
 import os
@@ -38,11 +39,14 @@ from tokenmill.engine.stage import Task, Unit, UnitResult
 
 
 class UnitWorker:
-    """One Ray actor: commits the units it is given with the task of their stage (set up once)."""
+    """One Ray actor: commits the units it is given with the task of their stage (set up once). It imports
+    the ``preload`` modules as it starts (the track's task module), before its first unit arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self.key: str | None = None
         self.task: Task | None = None
+        for name in preload:
+            importlib.import_module(name)
 
     def commit(self, key: str, boxed: list, unit: Unit, state: Any) -> tuple[int, UnitResult]:
         """``boxed`` holds the task's object reference (in a list, so Ray does not fetch it per call)."""
@@ -60,9 +64,11 @@ class UnitWorker:
 
 
 class _ActorFanOut:
-    """``fan_out`` on Ray: the calls go to the executor's actors (one at a time each), results in call order."""
+    """``fan_out`` on Ray: the calls go to the executor's actors (one at a time each), results in call order.
+    ``actors(k)`` gives up to ``k`` of them (started on first need: a round of 2 calls never waits for a
+    third worker process to start)."""
 
-    def __init__(self, actors: list[Any]):
+    def __init__(self, actors: Any):
         self.actors = actors
 
     def __call__(self, fn: Any, items: list) -> list:
@@ -70,7 +76,7 @@ class _ActorFanOut:
         from ray.util import ActorPool
 
         fn_ref = ray.put(fn)
-        return list(ActorPool(self.actors).map(lambda a, item: a.call.remote(fn_ref, item), items))
+        return list(ActorPool(self.actors(len(items))).map(lambda a, item: a.call.remote(fn_ref, item), items))
 
 
 class RayExecutor(Held):
@@ -82,11 +88,16 @@ class RayExecutor(Held):
         self.workers, self.address, self.retries = workers, address, retries
         self._started = False  # whether this executor started (and so shuts down) the Ray runtime
         self._actors: list[Any] = []
+        self._preload: tuple[str, ...] = ()  # modules every actor imports as it starts (prepare's)
         self._runs = itertools.count()
+        self._cpus: int | None = None
 
     def prepare(self, n_units: int, *, preload: tuple[str, ...] = ()) -> None:
-        """Connect to (or start) the cluster now, while the driver still routes and plans."""
-        self._connect()
+        """Connect to (or start) the cluster and start the actors now (their processes and their imports of
+        ``preload`` go on in the cluster while the driver still routes, plans and loads its tokenizer)."""
+        ray = self._connect()
+        self._preload = tuple(preload)
+        self._pool(ray, self._size(ray, n_units))
 
     def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
         ray = self._connect()
@@ -109,12 +120,16 @@ class RayExecutor(Held):
         return results
 
     def _pool(self, ray: Any, n: int) -> list[Any]:
-        actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=self.retries, max_task_retries=self.retries)
-        while len(self._actors) < n:
-            self._actors.append(actor.remote())
+        """``n`` actors, the missing ones started now (asynchronously: Ray queues their first calls)."""
+        if len(self._actors) < n:
+            actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=self.retries,
+                                                   max_task_retries=self.retries)
+            while len(self._actors) < n:
+                self._actors.append(actor.remote(self._preload))
         return self._actors[:n]
 
     def _release(self) -> None:
+        self._cpus = None
         if self._actors:
             import ray
 
@@ -123,14 +138,16 @@ class RayExecutor(Held):
             self._actors = []
 
     def _size(self, ray: Any, n_units: int) -> int:
-        return max(1, min(self.workers or int(ray.cluster_resources().get("CPU", 1)), n_units))
+        if self.workers is None and self._cpus is None:
+            self._cpus = int(ray.cluster_resources().get("CPU", 1))  # asked once per run, not per stage
+        return max(1, min(self.workers or self._cpus, n_units))
 
     def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
         """Units that fan out run here, in the driver (their loop holds a few booleans per round); each of
         their per-partition calls runs on an actor."""
         from tokenmill.engine import fanout
 
-        fanout.install(_ActorFanOut(self._pool(ray, self._size(ray, 1 << 30))))
+        fanout.install(_ActorFanOut(lambda k: self._pool(ray, self._size(ray, k))))
         results: dict[int, UnitResult] = {}
         try:
             _setup(task)
@@ -163,13 +180,16 @@ class RayExecutor(Held):
 
 
 VERBOSE_ENV = "TOKENMILL_RAY_VERBOSE"
-_RAY_NOTICES = ("ray._private.authentication",)  # the token-authentication banner of every local start
+# Ray's own notices while it starts or joins a cluster: the token-authentication banner of every local start
+# ("ray._private.authentication"), "Found multiple active Ray instances ..." of --ray-address auto, ...
+_RAY_NOTICES = ("ray", "ray._private.authentication")
 
 
 @contextlib.contextmanager
 def _quiet_ray_start():
-    """Ray's start-up notices (warnings of its authentication setup) kept off tokenmill's output, unless
-    ``TOKENMILL_RAY_VERBOSE=1``. Only what is printed changes: Ray's settings stay as Ray chose them."""
+    """Ray's start-up notices (its log lines below an error: the authentication banner, which cluster
+    ``auto`` joined) kept off tokenmill's output, unless ``TOKENMILL_RAY_VERBOSE=1``. Only what is printed
+    changes: Ray's settings stay as Ray chose them."""
     if os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
         yield
         return

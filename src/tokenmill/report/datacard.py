@@ -23,6 +23,7 @@ import json
 import shlex
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +45,26 @@ def size_category(n: int) -> str:
     return next((label for bound, label in SIZE_BOUNDS if n < bound), "n>1T")
 
 
-def read_ledger(out: Path, manifest: dict) -> list[dict]:
-    """The decision ledger's rows (only the columns a card counts): the run's one table
-    (:mod:`tokenmill.report.ledger`), else, for an older run, every stage's parts."""
+def ledger_files(out: Path, manifest: dict) -> list[list[Path]]:
+    """The ledger files a card reads, in groups whose rows are merged together: each file of the run's
+    one table (:mod:`tokenmill.report.ledger`: a record is in exactly one file) alone, else, for an older
+    run, every stage's parts together (a document's rows are spread over them)."""
     from tokenmill.report.ledger import stage_parts
 
-    rows: list[dict] = []
     table = (manifest.get("decision_ledger") or {}).get("files")
-    for files in ([table] if table else stage_parts(manifest).values()):
-        for rel in files:
-            path = out / rel
-            if not path.is_file():
-                continue
-            table = pq.read_table(path)
-            names = [c for c in COLUMNS if c in table.schema.names]
-            rows.extend(table.select(names).to_pylist())
+    if table:
+        return [[out / rel] for rel in table]
+    return [[out / rel for files in stage_parts(manifest).values() for rel in files]]
+
+
+def read_rows(paths: list[Path]) -> list[dict]:
+    """The rows of ``paths`` (only the columns a card counts)."""
+    rows: list[dict] = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        names = [c for c in COLUMNS if c in pq.read_schema(path).names]
+        rows.extend(pq.read_table(path, columns=names).to_pylist())
     return rows
 
 
@@ -76,42 +82,83 @@ def _final(rows: list[dict]) -> dict[tuple, dict]:
     return docs
 
 
-def _removed_by(docs: dict[tuple, dict], step: str, column: str, rule: str = "") -> dict[str, int]:
-    """Documents removed by ``step`` (by its rule ``rule`` when given), counted by their ``column`` value."""
-    def removed(reason: str) -> bool:
-        return reason.startswith(f"{step}_v") and (not rule or reason.endswith(f":{rule}"))
+# what a card counts of a removal: (step, column, rule) -> its key in Tally.removed
+REMOVALS = {"decontamination": ("decontaminate", "decontaminate.benchmark", ""),
+            "robots": ("robots", "robots.blocking_agent", "disallowed"),
+            "tdm": ("tdm", "tdm.source", "reserved")}
 
-    found = Counter(str(d.get(column)) for d in docs.values() if removed(str(d.get("reason") or "")))
-    return dict(sorted(found.items()))
+
+@dataclass
+class SourceTally:
+    records: int = 0
+    kept: int = 0
+    licences: Counter = field(default_factory=Counter)  # of the kept documents
+
+
+@dataclass
+class Tally:
+    """What a card counts over the ledger's documents, summed one ledger file at a time (memory: one file's
+    rows, never the run's). Counters keep the order in which values first appear, as one pass would."""
+
+    licences: Counter = field(default_factory=Counter)  # of the kept documents ("unknown" for none)
+    languages: Counter = field(default_factory=Counter)  # of the kept documents that have one
+    present: set = field(default_factory=set)  # the columns some document has a value in
+    sources: dict = field(default_factory=dict)  # source -> SourceTally, in order of first appearance
+    removed: dict = field(default_factory=lambda: {k: Counter() for k in REMOVALS})
+    robots_status: Counter = field(default_factory=Counter)
+
+    def add(self, docs: dict[tuple, dict]) -> None:
+        """Count the merged documents of one group of ledger files (:func:`_final`)."""
+        for (source, _loc), d in docs.items():
+            self.present.update(d)
+            s = self.sources.setdefault(source, SourceTally())
+            s.records += 1
+            if not d.get("reason"):
+                label = d.get("license.label") or "unknown"
+                self.licences[label] += 1
+                s.kept += 1
+                s.licences[label] += 1
+                if d.get("language.label"):
+                    self.languages[d["language.label"]] += 1
+            reason = str(d.get("reason") or "")
+            for key, (step, column, rule) in REMOVALS.items():
+                if reason.startswith(f"{step}_v") and (not rule or reason.endswith(f":{rule}")):
+                    self.removed[key][str(d.get(column))] += 1
+            if d.get("robots.status"):
+                self.robots_status[d["robots.status"]] += 1
+
+
+def tally(out: Path, manifest: dict) -> Tally:
+    """The card's counts over the run's ledger, one group of files at a time (:func:`ledger_files`)."""
+    acc = Tally()
+    for group in ledger_files(out, manifest):
+        acc.add(_final(read_rows(group)))
+    return acc
 
 
 def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
     """The data card's values, read from ``manifest`` and the ledger files under ``out``."""
     out = Path(out)
-    docs = _final(read_ledger(out, manifest))
+    t = tally(out, manifest)
     counts = manifest.get("counts") or {}
-    kept = [d for d in docs.values() if not d.get("reason")]
-    licences = Counter(d.get("license.label") or "unknown" for d in kept)
-    languages = Counter(d["language.label"] for d in kept if d.get("language.label"))
     return {
         "track": manifest.get("track"),
         "documents": counts.get("kept", 0),
         "input_records": counts.get("input", 0),
         "rejected": sum((counts.get("rejected") or {}).values()),
         "tokens": counts.get("tokens", 0),
-        "sources": _sources(manifest, docs),
-        "licences": dict(licences.most_common()) if _has(docs, "license.label") else None,
-        "languages": dict(languages.most_common()) if _has(docs, "language.label") else None,
+        "sources": _sources(manifest, t),
+        "licences": dict(t.licences.most_common()) if "license.label" in t.present else None,
+        "languages": dict(t.languages.most_common()) if "language.label" in t.present else None,
         "funnel": [{k: r.get(k) for k in ("step", "reached", "removed", "left")} | {"rules": r.get("rules", {})}
                    for r in (manifest.get("funnel") or {}).get("rows", [])],
         "dedup": [{"step": r["step"], "reached": r["reached"], "removed": r["removed"],
                    "rate": round(r["removed"] / r["reached"], 6) if r["reached"] else 0.0}
                   for r in (manifest.get("funnel") or {}).get("rows", []) if "dedup" in r["step"]],
-        "decontamination": _removed_by(docs, "decontaminate", "decontaminate.benchmark"),
-        "opt_outs": {"robots_disallowed_by_agent": _removed_by(docs, "robots", "robots.blocking_agent", "disallowed"),
-                     "robots_status": dict(sorted(Counter(d["robots.status"] for d in docs.values()
-                                                          if d.get("robots.status")).items())),
-                     "tdm_reserved_by_source": _removed_by(docs, "tdm", "tdm.source", "reserved")},
+        "decontamination": dict(sorted(t.removed["decontamination"].items())),
+        "opt_outs": {"robots_disallowed_by_agent": dict(sorted(t.removed["robots"].items())),
+                     "robots_status": dict(sorted(t.robots_status.items())),
+                     "tdm_reserved_by_source": dict(sorted(t.removed["tdm"].items()))},
         "tokenizer": _tokenizer(manifest.get("tokenizer")),
         "command": _command(out, manifest),
         "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
@@ -120,22 +167,18 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
     }
 
 
-def _has(docs: dict, column: str) -> bool:
-    return any(column in d for d in docs.values())
-
-
-def _sources(manifest: dict, docs: dict[tuple, dict]) -> list[dict]:
+def _sources(manifest: dict, t: Tally) -> list[dict]:
     """Per input file: records and kept (the manifest's when it has them, else the ledger's), tokens, licences."""
     per = (manifest.get("sources") or {})
-    names = sorted({d[0] for d in docs} | set(per), key=str)
+    names = sorted(set(t.sources) | set(per), key=str)
+    licensed = "license.label" in t.present
     out = []
     for name in names:
-        mine = [d for k, d in docs.items() if k[0] == name]
+        mine = t.sources.get(name) or SourceTally()
         entry = per.get(name) or {}
-        lic = Counter(d.get("license.label") or "unknown" for d in mine if not d.get("reason"))
-        out.append({"source": name, "records": entry.get("records", len(mine)),
-                    "kept": entry.get("kept", sum(1 for d in mine if not d.get("reason"))),
-                    "tokens": entry.get("tokens"), "licences": dict(lic.most_common()) if _has(docs, "license.label") else {}})
+        out.append({"source": name, "records": entry.get("records", mine.records),
+                    "kept": entry.get("kept", mine.kept), "tokens": entry.get("tokens"),
+                    "licences": dict(mine.licences.most_common()) if licensed else {}})
     return out
 
 

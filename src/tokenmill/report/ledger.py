@@ -58,6 +58,7 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
         rel = f"{LEDGER_DIR}/{name}.parquet"
         pq.write_table(table, out / rel, compression="zstd")
         files.append(rel)
+        pa.default_memory_pool().release_unused()  # the unit's buffers go back now, not at the next unit's peak
         rows += table.num_rows
         kept += int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))
         columns.update(dict.fromkeys(table.column_names))
@@ -99,6 +100,8 @@ def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:
     import pyarrow.compute as pc
 
     locs = pc.fill_null(table.column("loc"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if len(locs) < 2 or bool(np.all(locs[1:] >= locs[:-1])):
+        return table  # already in input order (no reject lands among the documents): no copy
     order = np.argsort(locs, kind="stable")
     return table.take(pa.array(order))
 
@@ -183,6 +186,24 @@ def read_stage_parts(directory: Path, files: list[str]) -> pa.Table | None:
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive")
+
+
+def stage_schema(directory: Path, files: list[str]) -> pa.Schema | None:
+    """The schema :func:`read_stage_parts` would give, from the parts' footers alone (None when none exists)."""
+    schemas = [pq.read_schema(Path(directory) / f) for f in files if (Path(directory) / f).exists()]
+    return pa.unify_schemas(schemas, promote_options="permissive") if schemas else None
+
+
+def stage_values(directory: Path, files: list[str], column: str) -> np.ndarray:
+    """One numeric column of a stage's ledger parts as float64 (nulls NaN; parts without it add nothing),
+    read one part and one column at a time: 8 bytes per document, not the stage's whole table."""
+    pieces = []
+    for f in files:
+        path = Path(directory) / f
+        if path.exists() and column in pq.read_schema(path).names:
+            values = pq.read_table(path, columns=[column]).column(column).to_numpy(zero_copy_only=False)
+            pieces.append(np.asarray(values, dtype=np.float64))
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
 
 
 def read_ledger(directory: str | Path, manifest: dict | None = None) -> pa.Table | None:
