@@ -90,3 +90,38 @@ def test_a_run_joining_a_started_cluster_prints_only_tokenmills_lines(ray_cluste
     assert runs["joined"].stdout == runs["local"].stdout.replace(str(tmp_path / "local"), str(tmp_path / "joined"))
     shards = sorted((tmp_path / "local").glob("shard-*"))
     assert shards and all((tmp_path / "joined" / p.name).read_bytes() == p.read_bytes() for p in shards)
+
+
+
+def test_engine_ray_without_an_address_starts_its_own_cluster_beside_a_running_one(tmp_path):
+    """A cluster started with ``ray start`` runs on this machine: ``--engine ray`` without ``--ray-address``
+    starts a cluster of its own with its worker count, instead of trying to join that one with a CPU count
+    (which Ray refuses: "When connecting to an existing cluster, num_cpus and num_gpus must not be provided")."""
+    import shutil
+    import signal
+    import time
+
+    ray_cli = shutil.which("ray", path=os.path.dirname(sys.executable))
+    if ray_cli is None:
+        pytest.skip("the ray command is not installed beside this interpreter")
+    current = Path(os.environ.get("TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
+    before = current.read_bytes() if current.exists() else None
+    head = subprocess.Popen([ray_cli, "start", "--head", "--num-cpus", "1", "--include-dashboard=false", "--block",
+                             "--port", "0", "--disable-usage-stats"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while (not current.exists() or current.read_bytes() == before) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if not current.exists() or current.read_bytes() == before:
+            pytest.skip("ray start did not bring a cluster up here")
+        done = _run(tmp_path, "beside")
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # this cluster's processes only (``ray stop`` would stop every one)
+        head.wait(timeout=60)
+        if before is None:
+            current.unlink(missing_ok=True)
+        else:
+            current.write_bytes(before)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "beside" / "manifest.json").exists()

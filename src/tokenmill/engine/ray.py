@@ -172,8 +172,11 @@ class RayExecutor(Held):
     def _connect(self) -> Any:
         ray = require("ray", "ray", "run on a Ray cluster (--engine ray)")
         if not ray.is_initialized():
+            # no address (and no RAY_ADDRESS): a cluster of this run's own, even when another one runs on this
+            # machine (Ray would join that one and refuse the CPU count)
+            address = self.address or os.environ.get("RAY_ADDRESS") or "local"
             with _quiet_ray_start():
-                ray.init(address=self.address, num_cpus=self.workers if self.address is None else None,
+                ray.init(address=address, num_cpus=self.workers if address == "local" else None,
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started = True
         return ray
