@@ -103,3 +103,12 @@ def test_results_sum_and_round_trip():
     assert (s.stats.input, s.outputs, s.peak_rss_mb, s.seconds) == (5, ["x", "y"], 7, 3.0)
     assert UnitResult.from_dict(json.loads(json.dumps(a.to_dict()))).to_dict() == a.to_dict()
     assert pickle.loads(pickle.dumps(Group(2, ("a",), "/tmp"))) == Group(2, ("a",), "/tmp")
+
+
+def test_a_plan_drops_only_directories_inside_its_output():
+    from tokenmill.errors import StageError
+
+    for bad in ("_state/emit_v1", "../elsewhere", "/tmp/x", ""):
+        with pytest.raises(StageError, match="inside its output"):
+            StagePlan([], Sum(), drop=(bad,))
+    assert StagePlan([], Sum(), drop=("_work/emit",)).drop == ("_work/emit",)
