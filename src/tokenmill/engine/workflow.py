@@ -100,9 +100,9 @@ class StageState:
     def committed(self, units: Sequence[Unit]) -> dict[int, UnitResult]:
         """The results of the committed units: the stage's index when it has ended, else one listing of
         ``done/``, then one read per marker found (never a lookup per unit: 100,000 units are one scan)."""
-        ended = self.ended()
+        ended = self.ended(units)
         if ended is not None:
-            return {u.index: UnitResult.from_dict(ended[u.name]) for u in units if u.name in ended}
+            return ended
         folder = str(self.root / "done")
         try:
             with os.scandir(folder) as entries:
@@ -117,16 +117,22 @@ class StageState:
                 done[unit.index] = UnitResult.from_dict(d)
         return done
 
-    def ended(self) -> dict[str, dict] | None:
-        """The stage's results by unit name when it has ended (its index is there), else None."""
+    def ended(self, units: Sequence[Unit]) -> dict[int, UnitResult] | None:
+        """The results of ``units`` when the stage has ended (its index is there), else None; read line by line,
+        so memory holds the results, never the file's text besides."""
+        index_of = {u.name: u.index for u in units}
+        done: dict[int, UnitResult] = {}
         try:
             with open(self.index, "rb") as fh:
-                rows = [json.loads(line) for line in fh if line.strip()]
+                for line in fh:
+                    row = json.loads(line)
+                    if row["unit"] in index_of:
+                        done[index_of[row["unit"]]] = UnitResult.from_dict(row["result"])
         except FileNotFoundError:
             return None
-        except ValueError:  # not written by this engine (an index is renamed in whole): the markers decide
+        except (ValueError, KeyError, TypeError):  # not written by this engine (an index is renamed in whole)
             return None
-        return {r["unit"]: r["result"] for r in rows}
+        return done
 
     def end(self, units: Sequence[Unit], results: dict[int, UnitResult], drop: Sequence[str] = (), *,
             ran: bool = True) -> None:
