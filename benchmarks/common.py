@@ -102,3 +102,30 @@ def run_per_process(cmd: list[str], *, poll_s: float = 0.1, env: dict | None = N
     return {"stdout": out, "stderr": err, "rc": proc.returncode, "wall_s": time.perf_counter() - start,
             "cpu_s": sum(cpu.values()), "cpu_by_pid": cpu, "peak_rss_mb": {pid: v / 2**20 for pid, v in rss.items()},
             "main_rss_mb": rss.get(proc.pid, 0) / 2**20}
+
+
+def stage_results(stage_dir: Path) -> list[dict]:
+    """The unit results of one stage's state directory (``_state/<stage>``): its ``index.jsonl`` once the stage
+    has ended, else its per-unit markers under ``done/``."""
+    import json
+
+    index = Path(stage_dir) / "index.jsonl"
+    if index.is_file():
+        return [json.loads(line)["result"] for line in index.read_text().splitlines() if line.strip()]
+    done = Path(stage_dir) / "done"
+    return [json.loads(p.read_text()) for p in sorted(done.glob("*.json"))] if done.is_dir() else []
+
+
+def reopen_stage(stage_dir: Path) -> Path:
+    """Turn an ended stage back into what a run killed after its last commit leaves (a marker per unit under
+    ``done/``, no index); return ``done/``."""
+    import json
+
+    stage_dir = Path(stage_dir)
+    done = stage_dir / "done"
+    done.mkdir(exist_ok=True)
+    for line in (stage_dir / "index.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        (done / f"{row['unit']}.json").write_text(json.dumps(row["result"], sort_keys=True))
+    (stage_dir / "index.jsonl").unlink()
+    return done

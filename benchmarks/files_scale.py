@@ -2,18 +2,26 @@
 counted from the system calls (``strace -f -e trace=openat``: every successful open under the output or input
 directory, by every process of the run), and the files left in the output per stage.
 
-    python benchmarks/files_scale.py [--mb 20] [--workers 1 4] [--shared ../shared/data] [--model M] [--no-write]
+    python benchmarks/files_scale.py --model M [--mb 20] [--workers 1 4] [--small-units 1MiB]
+        [--before /tmp/before/src] [--shared ../shared/data] [--no-write]
 
 A write is an open with ``O_WRONLY``, ``O_RDWR`` or ``O_CREAT``; a read an ``O_RDONLY`` open of a file (not a
 directory listing). Temporary files that are renamed into place count once, as the open that wrote them.
+
+``--before SRC`` runs every measurement a second time with another checkout's ``src`` (``git archive main src``),
+in the same invocation. A last run at 1 worker with ``--small-units`` (more units of the same input) gives,
+by difference with the automatic-size run, the files per unit and the files per run; the 100 TB table is
+computed from those two numbers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -28,11 +36,12 @@ HEADING = "Files at scale: files written and read per GB of input"
 OPEN = re.compile(r'^\d+\s+openat\([^,]+, "([^"]+)", ([A-Z_|]+)[^)]*\)\s+=\s+(\d+)')
 
 
-def traced_curate(corpus: Path, out: Path, model: str, workers: int, trace: Path) -> dict:
+def traced_curate(corpus: Path, out: Path, model: str, workers: int, trace: Path, *, src: Path,
+                  unit_bytes: str | None = None) -> dict:
     cmd = ["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace), sys.executable, "-m", "tokenmill.cli", "curate",
            str(corpus), "--out", str(out), "--preset", "dclm", "--quality-model", model, "--workers", str(workers),
-           "--no-progress"]
-    r = run_per_process(cmd, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+           "--no-progress", *(["--unit-bytes", unit_bytes] if unit_bytes else [])]
+    r = run_per_process(cmd, env={**os.environ, "PYTHONPATH": str(src)})
     if r["rc"]:
         raise SystemExit(f"curate failed: {r['stderr'][-3000:]}")
     return {"opens": count_opens(trace, out, corpus), "left": files_left(out), "wall_s": r["wall_s"],
@@ -74,25 +83,74 @@ def files_left(out: Path) -> Counter:
     return left
 
 
+def totals(r: dict) -> tuple[int, int, int]:
+    return sum(r["opens"]["writes"].values()), sum(r["opens"]["reads"].values()), sum(r["left"].values())
+
+
+def per_unit(small: dict, auto: dict) -> dict:
+    """Files per unit and per run (written, read, left), from two runs of one input cut into more or fewer units."""
+    du = small["units"] - auto["units"]
+    out = {}
+    for k, (a, b) in zip(("written", "read", "left"), zip(totals(auto), totals(small))):
+        unit = (b - a) / du
+        out[k] = (unit, a - unit * auto["units"])
+    return out
+
+
+def at_scale(fit: dict, bytes_in: float = 1e14) -> list[tuple[str, float, float]]:
+    units = [math.ceil(bytes_in / size) for size in (2**30, 64 * 2**20)]
+    return [("units per stage", *units)] + [
+        (f"files {k} ({unit:.1f} per unit + {fixed:,.0f} per run)", *(fixed + unit * n for n in units))
+        for k, (unit, fixed) in fit.items() if k != "read"]
+
+
 def report(runs: dict, info: dict, args: argparse.Namespace, load: float) -> str:
     gb = info["bytes"] / 1e9
-    lines = [f"`python benchmarks/files_scale.py --mb {args.mb:g}` ({machine()}; 1-min load {load:.1f}): "
-             f"`tokenmill curate FILE --preset dclm` on one {info['bytes'] / 1e6:.0f} MB JSONL file of crawl text "
-             f"({info['docs']:,} documents, `benchmarks/crawl_corpus.py`), the automatic unit size; opens counted "
-             "with strace over every process.", "",
-             "| workers | units | files written | files read | files left in the output | written per GB | read per GB |",
-             "|---|---|---|---|---|---|---|"]
-    for w, r in runs.items():
-        wr, rd, left = sum(r["opens"]["writes"].values()), sum(r["opens"]["reads"].values()), sum(r["left"].values())
-        lines.append(f"| {w} | {r['units']} | {wr:,} | {rd:,} | {left:,} | {wr / gb:,.0f} | {rd / gb:,.0f} |")
-    first = next(iter(runs.values()))
-    lines += ["", f"Per stage (workers {next(iter(runs))}): files written / read / left, per unit of input "
-              f"({first['units']} units):", "", "| where | written | read | left | written per unit |", "|---|---|---|---|---|"]
-    keys = sorted(set(first["opens"]["writes"]) | set(first["opens"]["reads"]) | set(first["left"]))
+    sides = list(dict.fromkeys(side for side, _ in runs))
+    lines = [f"`python benchmarks/files_scale.py --mb {args.mb:g}{' --before ...' if args.before else ''}` ({machine()}; "
+             f"1-min load {load:.1f}): `tokenmill curate FILE --preset dclm` on one {info['bytes'] / 1e6:.0f} MB JSONL "
+             f"file of crawl text ({info['docs']:,} documents, `benchmarks/crawl_corpus.py`), the automatic unit size "
+             f"unless named; opens counted with strace over every process; {' and '.join(sides)} measured in one "
+             "invocation.", "",
+             "| code | workers | units | files written | files read | files left in the output | written per GB | "
+             "read per GB | left per GB |", "|---|---|---|---|---|---|---|---|---|"]
+    for (side, w), r in runs.items():
+        wr, rd, left = totals(r)
+        lines.append(f"| {side} | {w} | {r['units']} | {wr:,} | {rd:,} | {left:,} | {wr / gb:,.0f} | {rd / gb:,.0f} | "
+                     f"{left / gb:,.0f} |")
+    first = {side: runs[(side, args.workers[0])] for side in sides}
+    units = next(iter(first.values()))["units"]
+    lines += ["", f"Per stage ({args.workers[0]} worker{'s' if args.workers[0] > 1 else ''}, {units} units): files "
+              "written / left" + (" before and after" if len(sides) > 1 else "") + ":", "",
+              "| where | " + " | ".join(f"written ({s}) | left ({s})" for s in sides) + " |",
+              "|---|" + "---|---|" * len(sides)]
+    keys = sorted({k for r in first.values() for k in (*r["opens"]["writes"], *r["opens"]["reads"], *r["left"])})
     for k in keys:
-        w, rd, left = first["opens"]["writes"][k], first["opens"]["reads"][k], first["left"][k]
-        lines.append(f"| {k} | {w:,} | {rd:,} | {left:,} | {w / first['units']:.1f} |")
+        cells = " | ".join(f"{first[s]['opens']['writes'][k]:,} | {first[s]['left'][k]:,}" for s in sides)
+        lines.append(f"| {k} | {cells} |")
+    fits = {s: per_unit(runs[(s, f"1, {args.small_units} units")], runs[(s, 1)]) for s in sides
+            if (s, f"1, {args.small_units} units") in runs}
+    if fits:
+        small = runs[(sides[-1], f"1, {args.small_units} units")]["units"]
+        lines += ["", f"Files per unit and per run, from the runs at 1 worker with {units} and with {small} units "
+                  "(the difference over the extra units; what is left is the run's own: per stage, per partition, "
+                  "the report):", "",
+                  "| code | written per unit | written per run | read per unit | read per run | left per unit | "
+                  "left per run |", "|---|---|---|---|---|---|---|"]
+        for s, fit in fits.items():
+            lines.append(f"| {s} | " + " | ".join(f"{fit[k][0]:.1f} | {fit[k][1]:,.0f}" for k in ("written", "read", "left"))
+                         + " |")
+        lines += ["", "At 100 TB of input (1e14 bytes), from those numbers (the partitions of the grouped stages grow "
+                  "with the documents too: see below):", "",
+                  "| code | what | `--unit-bytes 1GiB` | automatic (64 MiB) |", "|---|---|---|---|"]
+        for s, fit in fits.items():
+            for what, a, b in at_scale(fit):
+                lines.append(f"| {s} | {what} | {_big(a)} | {_big(b)} |")
     return "\n".join(lines)
+
+
+def _big(n: float) -> str:
+    return f"{n / 1e6:.1f} million" if n >= 1e6 else f"{n:,.0f}"
 
 
 def main(argv: list[str]) -> int:
@@ -101,14 +159,27 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workers", type=int, nargs="+", default=[1, 4])
     p.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
     p.add_argument("--model", required=True, help="a quality model (tokenmill quality train)")
+    p.add_argument("--before", help="another checkout's src directory, measured in the same invocation")
+    p.add_argument("--small-units", default="1MiB", help="the unit size of the run that gives files per unit")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    sides = {"before": Path(args.before), "after": REPO / "src"} if args.before else {"this": REPO / "src"}
     with tempfile.TemporaryDirectory(prefix="tokenmill-files-") as tmp:
         work = Path(tmp)
         corpus = work / "crawl.jsonl"
         info = write_corpus(corpus, shared=Path(args.shared), mb=args.mb)
         load = os.getloadavg()[0]
-        runs = {w: traced_curate(corpus, work / f"out{w}", args.model, w, work / f"trace{w}.txt") for w in args.workers}
+        runs = {}
+        for side, src in sides.items():
+            for w in args.workers:
+                runs[(side, w)] = traced_curate(corpus, work / f"{side}{w}", args.model, w, work / f"t-{side}{w}.txt",
+                                                src=src)
+                shutil.rmtree(work / f"{side}{w}")
+                (work / f"t-{side}{w}.txt").unlink()
+            key = (side, f"1, {args.small_units} units")
+            runs[key] = traced_curate(corpus, work / f"{side}-small", args.model, 1, work / f"t-{side}-small.txt",
+                                      src=src, unit_bytes=args.small_units)
+            shutil.rmtree(work / f"{side}-small")
     body = report(runs, info, args, load)
     print(body)
     if not args.no_write:

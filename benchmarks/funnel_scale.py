@@ -88,13 +88,12 @@ def output_digests(out: Path) -> dict[str, str]:
 
 
 def stage_cpu(out: Path) -> dict[str, float]:
-    """CPU seconds of every stage's units, from their completion markers."""
+    """CPU seconds of every stage's units, from their results (the stage's index, or its markers)."""
+    from common import stage_results
+
     cpu: dict[str, float] = {}
-    for done in sorted((out / "_state").glob("*/done")):
-        total = 0.0
-        for entry in os.scandir(done):
-            total += json.loads(Path(entry.path).read_text()).get("cpu_seconds", 0.0)
-        cpu[done.parent.name] = total
+    for stage in sorted(d for d in (out / "_state").iterdir() if (d / "run.json").is_file()):
+        cpu[stage.name] = sum(r.get("cpu_seconds", 0.0) for r in stage_results(stage))
     return cpu
 
 

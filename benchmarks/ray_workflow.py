@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, machine, run_measured, update_section  # noqa: E402
+from common import REPO, machine, run_measured, stage_results, update_section  # noqa: E402
 
 STEPS = [{"name": "url"}, {"name": "language", "languages": ["en"], "threshold": 0.65}, {"name": "gopher_repetition"},
          {"name": "gopher_quality"}, {"name": "refinedweb"}, {"name": "exact_dedup"}, {"name": "minhash_dedup"}]
@@ -67,10 +67,10 @@ def stage_times(out: Path) -> dict[str, dict]:
     """Per stage: units, summed unit seconds, wall seconds (first to last marker after the previous stage)."""
     stages = []
     for d in (out / "_state").iterdir():
-        markers = sorted((d / "done").glob("*.json"), key=lambda p: p.stat().st_mtime)
-        if markers:
-            busy = sum(json.loads(m.read_text())["seconds"] for m in markers)
-            stages.append((markers[-1].stat().st_mtime, d.name, len(markers), busy, (d / "run.json").stat().st_mtime))
+        results = stage_results(d)
+        if results:  # a stage ends when its index is renamed in, just after its last unit
+            busy = sum(r["seconds"] for r in results)
+            stages.append(((d / "index.jsonl").stat().st_mtime, d.name, len(results), busy, (d / "run.json").stat().st_mtime))
     stages.sort()
     times, previous = {}, None
     for end, name, n, busy, begun in stages:
@@ -111,8 +111,7 @@ def footprint(work: Path, n_units: int) -> dict:
     files = [p for p in work.rglob("*") if p.is_file()]
 
     def data(stage: str, key: str) -> int:
-        return sum(json.loads(m.read_text())["data"].get(key, 0)
-                   for m in (work / "curated" / "_state" / stage / "done").glob("*.json"))
+        return sum(r["data"].get(key, 0) for r in stage_results(work / "curated" / "_state" / stage))
 
     return {"files": len(files), "files_per_unit": len(files) / n_units,
             "bytes": sum(p.stat().st_size for p in files if "_state" not in p.parts),

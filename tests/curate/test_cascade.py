@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from curatekit import ENGLISH, write_corpus
 
+import statekit
 from tokenmill.curate.build import build_step
 from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.pii import Pii
@@ -126,11 +127,11 @@ def test_curate_resumes_and_refuses_other_settings(tmp_path):
         write_corpus(tmp_path / "in" / f"f{i}.jsonl")
     steps = [{"name": "pii"}]
     first = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
-    marker = tmp_path / "out" / "_state" / "curate_v1" / "done" / "unit-000001.json"
+    marker = statekit.reopen(tmp_path / "out", "curate_v1") / "unit-000001.json"
     marker.unlink()  # as if the run had been killed before its last unit committed
     before = (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns
     again = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
-    assert again["counts"] == first["counts"] and marker.exists()
+    assert again["counts"] == first["counts"] and "unit-000001" in statekit.committed(tmp_path / "out", "curate_v1")
     assert (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns == before  # unit 0 was not redone
     with pytest.raises(ConfigError, match="other inputs or settings"):
         run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=[{"name": "pii", "email": False}], workers=1)

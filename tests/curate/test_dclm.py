@@ -275,3 +275,61 @@ def test_funnel_set_top_fraction_equals_a_rerun(dclm_run, model, tmp_path, capsy
     assert "exact_dedup is a corpus step" in capsys.readouterr().err
     assert main(["funnel", str(tmp / "out"), "--set", "quality.top_fraction=2"]) == 1
     assert "expected a fraction" in capsys.readouterr().err
+
+
+def test_a_finished_run_leaves_one_state_file_per_stage_and_no_intermediate(dclm_run, model):
+    tmp, m, _ = dclm_run
+    out = tmp / "out"
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert [f for f in files if f.startswith("_work/")] == ["_work/quality_score/cut.json"]
+    assert not [f for f in files if f.startswith("steps/") and "/ledger/" not in f]  # no step's documents copy
+    assert not [f for f in files if "/done/" in f or "/tmp/" in f]
+    assert sorted(f for f in files if f.endswith("index.jsonl")) == sorted(f"_state/{k}/index.jsonl" for k in m["stages"])
+    before = _tree(out)
+    again = run_curate([str(tmp / "in")], out=out, steps=steps_with(model), workers=1, progress=False)
+    assert _tree(out) == before and again["funnel"] == m["funnel"]  # planned again without the dropped files
+
+
+DIES_AS_IT_ENDS = r'''
+import os, shutil, signal, sys
+from tokenmill.curate.run import run_curate
+from tokenmill.engine import workflow
+
+KEY, POINT = sys.argv[4], sys.argv[5]
+write = workflow.atomic_write_lines
+
+def write_index(path, lines):
+    write(path, lines)
+    if path.parent.name == KEY and POINT == "index":
+        os.kill(os.getpid(), signal.SIGKILL)  # the index renamed in, the markers and the dropped dirs still there
+
+def remove(path, *args, **kwargs):
+    if POINT == "drop" and "/_state/" not in str(path) and os.path.isdir(path) and os.listdir(path):
+        victims = sorted(os.listdir(path))
+        for name in victims[: max(1, len(victims) // 2)]:
+            p = os.path.join(path, name)
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        os.kill(os.getpid(), signal.SIGKILL)  # half of the first dropped directory removed
+    shutil.rmtree(path, *args, **kwargs)
+
+workflow.atomic_write_lines = write_index
+workflow.shutil = type("Shutil", (), {"rmtree": staticmethod(remove)})
+run_curate([sys.argv[1]], out=sys.argv[2], steps=__import__("json").loads(sys.argv[3]), workers=1, progress=False)
+'''
+
+
+@pytest.mark.parametrize("key,point", [("exact_dedup.groups_v1", "index"), ("minhash_dedup_v1", "index"),
+                                       ("quality_apply_v1", "index"), ("any", "drop")])
+def test_killed_as_a_stage_ends_resumes_to_the_same_bytes(key, point, dclm_run, model, tmp_path):
+    """Killed after a stage's index is renamed in (its markers and the directories it drops still there), or
+    half-way through the first directory a stage drops: the resumed run ends with the same bytes."""
+    clean = _tree(dclm_run[0] / "out")
+    src = dclm_run[0] / "in"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.run([sys.executable, "-c", DIES_AS_IT_ENDS, str(src), str(tmp_path / "out"),
+                           json.dumps(steps_with(model)), key, point], env=env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    m = run_curate([str(src)], out=tmp_path / "out", steps=steps_with(model), workers=1, progress=False)
+    assert _tree(tmp_path / "out") == clean and m["funnel"] == dclm_run[1]["funnel"]
+    assert not list((tmp_path / "out").rglob("done")) and not list((tmp_path / "out").rglob("*.tmp"))

@@ -5,8 +5,12 @@
            value of its partition, writes the kept (part, position) pairs under ``_work/group/``
 ``apply``  map, one unit per part again: writes the part's kept values to ``final-<part>.txt``
 
+``group`` drops ``_work/emit/`` once it has ended and ``apply`` drops ``_work/group/``: a finished run leaves
+the ``final-*`` files only (and the run's state).
+
 ``python -c "import killkit; killkit.main(OUT, WORKERS, SLEEP)"`` runs it; ``SLEEP`` seconds per unit make
-each stage last long enough to be killed in.
+each stage last long enough to be killed in. ``DIE_AT`` (:data:`DEATHS`) ends the process with
+``os._exit`` at one exact point of the ``group`` stage's end, as a ``kill -9`` landing there would.
 """
 
 from __future__ import annotations
@@ -88,19 +92,55 @@ def stages(sleep: float, die_once: str = "") -> list[Stage]:
     def plan_group(ctx):
         sources = tuple(r.outputs[0] for r in ctx.results["emit"])
         units = [Unit(p, f"bucket-{p:04d}", payload=p) for p in range(PARTITIONS)]
-        return StagePlan(units, Group(str(ctx.out), sources, sleep), {"partitions": PARTITIONS})
+        return StagePlan(units, Group(str(ctx.out), sources, sleep), {"partitions": PARTITIONS}, drop=("_work/emit",))
 
     def plan_apply(ctx):
         decisions = tuple(r.outputs[0] for r in ctx.results["group"])
-        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Apply(str(ctx.out), decisions, sleep))
+        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Apply(str(ctx.out), decisions, sleep),
+                         drop=("_work/group",))
 
     return [Stage("emit", 1, plan_emit), Stage("group", 1, plan_group), Stage("apply", 1, plan_apply)]
 
 
-def main(out: str, workers: int, sleep: float) -> None:
+# where ``die_at`` ends the run, all in the driver as the ``group`` stage ends (every unit committed)
+DEATHS = ("index-torn", "index-written", "markers-half-removed", "drop-half-done")
+
+
+def main(out: str, workers: int, sleep: float, die_at: str = "") -> None:
+    if die_at:
+        _die_at(die_at)
     with LocalExecutor(workers=workers) as ex:
         run_workflow(stages(sleep), out=out, fingerprint="dedup-example", executor=ex)
 
 
+def _die_at(point: str) -> None:
+    """Wrap the engine's writes and removals so the process dies at ``point`` (one of :data:`DEATHS`)."""
+    import shutil
+
+    from tokenmill.engine import workflow
+
+    write, rmtree = workflow.atomic_write_lines, shutil.rmtree
+
+    def write_index(path, lines):
+        if "group_v1" in str(path) and point == "index-torn":
+            with open(path.with_name(path.name + ".tmp"), "wb") as fh:
+                fh.write(next(iter(lines)) + b"\n" + b'{"unit": "bucket-00')
+            os._exit(1)
+        write(path, lines)
+        if "group_v1" in str(path) and point == "index-written":
+            os._exit(1)
+
+    def remove(path, *args, **kwargs):
+        target = {"markers-half-removed": "group_v1/done", "drop-half-done": "_work/emit"}.get(point)
+        if target and str(path).endswith(target) and os.path.isdir(path):
+            for name in sorted(os.listdir(path))[: len(os.listdir(path)) // 2]:
+                os.unlink(os.path.join(path, name))
+            os._exit(1)
+        rmtree(path, *args, **kwargs)
+
+    workflow.atomic_write_lines = write_index
+    workflow.shutil = type("Shutil", (), {"rmtree": staticmethod(remove)})
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:5])

@@ -3,7 +3,6 @@ no pool for one unit, one pool for every stage when held."""
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 from dataclasses import dataclass
@@ -56,7 +55,8 @@ def test_results_in_unit_order_and_files_committed(tmp_path):
     results = _run(tmp_path, 5)
     assert [r.data["value"] for r in results] == [0, 1, 4, 9, 16]
     assert sorted(_tree(tmp_path)) == [f"parts/unit-{i:06d}.txt" for i in range(5)]
-    assert not any((tmp_path / "_state" / "squares_v1" / "tmp").iterdir())
+    state = sorted(str(f.relative_to(tmp_path / "_state")) for f in (tmp_path / "_state").rglob("*") if f.is_file())
+    assert state == ["lock", "squares_v1/index.jsonl", "squares_v1/run.json"]  # no staging, no markers
     assert all(r.peak_rss_mb > 0 and r.seconds >= 0 for r in results)
 
 
@@ -96,11 +96,14 @@ def test_a_held_executor_prepared_early_serves_every_stage_with_one_pool(tmp_pat
 
 
 def test_resume_skips_committed_units_and_redoes_torn_ones(tmp_path):
+    import statekit  # here, not at the top: the Ray tests import this module's tasks in their workers
+
     out, log = tmp_path / "out", tmp_path / "calls.txt"
     _run(out, 4)
     state = StageState(out, "squares_v1")
     unit = Unit(2, "unit-000002")
-    state.marker(unit).unlink()  # as if killed after the rename, before the marker
+    statekit.reopen(out, "squares_v1")  # as if killed after the stage's last commit, before its index
+    state.marker(unit).unlink()  # and unit 2 killed after the rename, before its marker
     (out / "parts" / "unit-000002.txt").write_text("garbage from a killed attempt")
     state.staging(unit).mkdir(parents=True)
     (state.staging(unit) / "half-written").write_text("x")
@@ -108,7 +111,8 @@ def test_resume_skips_committed_units_and_redoes_torn_ones(tmp_path):
     assert log.read_text().split() == ["2"]
     assert (out / "parts" / "unit-000002.txt").read_text() == "4\n"
     assert [r.data["value"] for r in results] == [0, 1, 4, 9]
-    assert json.loads(state.marker(unit).read_text())["data"]["value"] == 4
+    assert statekit.results(out, "squares_v1")["unit-000002"]["data"]["value"] == 4
+    assert not state.marker(unit).exists() and statekit.committed(out, "squares_v1") == [f"unit-{i:06d}" for i in range(4)]
 
 
 def test_resume_with_other_settings_is_refused_and_overwrite_starts_again(tmp_path):

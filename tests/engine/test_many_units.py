@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import statekit
 from tokenmill.base.accounting import Stats
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.engine.local import IN_FLIGHT
@@ -31,13 +32,14 @@ def test_thousands_of_units_all_commit_in_order(tmp_path):
     results = _run(tmp_path / "out", n)
     assert [r.data["index"] for r in results] == list(range(n))
     assert len({r.data["pid"] for r in results}) == 2  # both workers had work
-    assert len(os.listdir(tmp_path / "out" / "_state" / "noop_v1" / "done")) == n
+    assert statekit.committed(tmp_path / "out", "noop_v1") == [f"{i:05d}" for i in range(n)]
+    assert sorted(os.listdir(tmp_path / "out" / "_state" / "noop_v1")) == ["index.jsonl", "run.json"]  # one file, not n
 
 
 def test_resume_redoes_only_the_units_without_a_marker(tmp_path):
     out = tmp_path / "out"
     first = _run(out, 400)
-    done = out / "_state" / "noop_v1" / "done"
+    done = statekit.reopen(out, "noop_v1")  # as if killed after the last commit, before the index
     for i in range(0, 400, 7):
         (done / f"{i:05d}.json").unlink()
     again = _run(out, 400)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import statekit
 from tokenmill.base.accounting import Stats
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow
 from tokenmill.errors import ConfigError
@@ -85,11 +86,12 @@ def test_one_or_two_workers_same_bytes(tmp_path):
 
 def test_resume_skips_committed_units_and_refuses_other_settings(tmp_path):
     run_workflow(_stages(), out=tmp_path, fingerprint="f", executor=LocalExecutor(workers=1))
-    marker = tmp_path / "_state" / "group_v1" / "done" / "part-0001.json"
+    marker = statekit.reopen(tmp_path, "group_v1") / "part-0001.json"
     marker.unlink()  # as if killed before this unit's marker
     before = _tree(tmp_path)
     run_workflow(_stages(), out=tmp_path, fingerprint="f", executor=LocalExecutor(workers=1))
-    assert marker.exists() and _tree(tmp_path) == before
+    assert statekit.committed(tmp_path, "group_v1") == ["part-0000", "part-0001", "part-0002"]
+    assert not marker.parent.exists() and _tree(tmp_path) == before
     with pytest.raises(ConfigError, match="group_v1"):
         run_workflow(_stages(parts=4), out=tmp_path, fingerprint="f", executor=LocalExecutor(workers=1))
 
@@ -101,3 +103,12 @@ def test_results_sum_and_round_trip():
     assert (s.stats.input, s.outputs, s.peak_rss_mb, s.seconds) == (5, ["x", "y"], 7, 3.0)
     assert UnitResult.from_dict(json.loads(json.dumps(a.to_dict()))).to_dict() == a.to_dict()
     assert pickle.loads(pickle.dumps(Group(2, ("a",), "/tmp"))) == Group(2, ("a",), "/tmp")
+
+
+def test_a_plan_drops_only_directories_inside_its_output():
+    from tokenmill.errors import StageError
+
+    for bad in ("_state/emit_v1", "../elsewhere", "/tmp/x", ""):
+        with pytest.raises(StageError, match="inside its output"):
+            StagePlan([], Sum(), drop=(bad,))
+    assert StagePlan([], Sum(), drop=("_work/emit",)).drop == ("_work/emit",)

@@ -47,6 +47,17 @@ def test_every_preset_writes_one_truthful_row_per_input_record(preset, tmp_path)
     assert len(rejected) >= 3  # the corpus's broken lines are rows too
 
 
+def test_only_units_with_rejects_write_a_rejects_file(tmp_path):
+    out = tmp_path / "out"
+    manifest = run_curate(_inputs(tmp_path), out=out, workers=1, unit_bytes=4_000, progress=False, report=False)
+    rejecting = {Path(rel).stem for rel in manifest["decision_ledger"]["files"]
+                 if any(r and r.startswith("rejected:") for r in pq.read_table(out / rel).column("reason").to_pylist())}
+    files = {p.stem for p in (out / "_state" / "rejects").glob("*.jsonl")}
+    assert files == rejecting and 0 < len(files) < len(manifest["decision_ledger"]["files"])
+    lines = (out / "rejects.jsonl").read_bytes().count(b"\n")
+    assert lines == sum(manifest["counts"]["rejected"].values()) >= 3
+
+
 def test_corpus_steps_put_their_reason_and_statistics_in_the_one_table(tmp_path):
     out = tmp_path / "out"
     steps = [{"name": "url"}, {"name": "gopher_quality"}, {"name": "exact_dedup"},

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import trackkit as tk
 
+import statekit
 from tokenmill.sft.run import run_sft
 
 TIMINGS = {"run"}  # the only manifest key allowed to differ
@@ -22,7 +23,7 @@ def interrupt(out: Path, keep: int) -> None:
     """What a run killed after ``keep`` committed units leaves: those units' files and markers, nothing else."""
     (out / "manifest.json").unlink()
     (out / "rejects.jsonl").unlink(missing_ok=True)
-    for marker in sorted((out / "_state" / "shards_v1" / "done").iterdir())[keep:]:
+    for marker in sorted(statekit.reopen(out, "shards_v1").iterdir())[keep:]:
         unit = marker.stem
         for f in out.glob(f"shard-{unit.split('-')[-1]}*"):
             f.unlink()
@@ -36,7 +37,7 @@ def test_sft_resume_gives_byte_identical_files_and_manifest_but_its_timings(tmp_
     run(src, reference)
     resumed = tmp_path / "resumed"
     run(src, resumed)
-    units = len(list((resumed / "_state" / "shards_v1" / "done").iterdir()))
+    units = len(statekit.committed(resumed, "shards_v1"))
     assert units >= 4
     interrupt(resumed, keep=units // 2)
     assert len(list(resumed.glob("shard-*.ids"))) < len(list(reference.glob("shard-*.ids")))

@@ -27,8 +27,9 @@ from tokenmill.sft.run import run_sft  # noqa: E402
 from tokenmill.shards import open_shards  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-# what a finished run leaves under _state/ in the bucket: fingerprint, input snapshot, markers, per-unit rejects
-STATE_KEYS = re.compile(r"_state/(shards_v1/(run|inputs)\.json|shards_v1/done/[^/]+\.json|rejects/[^/]+\.jsonl)")
+# what a finished run leaves under _state/ in the bucket: fingerprint, input snapshot, the stage's index (its
+# unit markers are gone once it has ended), per-unit rejects
+STATE_KEYS = re.compile(r"_state/(shards_v1/(run|inputs)\.json|shards_v1/index\.jsonl|rejects/[^/]+\.jsonl)")
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_cli_killed_midway_resumes_from_the_bucket_with_a_new_work_dir(s3, endpo
     assert f"manifest: {url}/manifest.json" in resumed.stdout
     remote = objects(fs, f"{bucket}/web")
     assert_same_as_local(remote, tmp_path / "local")
-    assert committed < len([k for k in remote if k.startswith("_state/shards_v1/done/")])
+    assert committed < len(remote["_state/shards_v1/index.jsonl"].splitlines())
 
 
 def tk_cli(env: dict, *args: str):

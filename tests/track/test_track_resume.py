@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trackkit as tk
 
+import statekit
 from tokenmill.cli import main
 
 N_DOCS = 1400  # ~300 KB of JSONL; with 2 KB units, about 150 work units
@@ -75,7 +76,7 @@ def test_kill_and_resume_gives_the_same_bytes(corpus, reference, tmp_path, worke
     out = tmp_path / "out"
     args = run_args(corpus, out, workers)
     committed = kill_after_commits(args, out / tk.DONE, at_least=20)
-    total_units = len(list((reference / tk.DONE).iterdir()))
+    total_units = len(statekit.committed(reference, "shards_v1"))
     assert total_units >= 100
     assert 20 <= committed < total_units
     assert not (out / "manifest.json").exists()
@@ -83,7 +84,7 @@ def test_kill_and_resume_gives_the_same_bytes(corpus, reference, tmp_path, worke
     done = tk.cli(*args)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert len(list((out / tk.DONE).iterdir())) == total_units
+    assert len(statekit.committed(out, "shards_v1")) == total_units
     tk.assert_same_output(reference, out)
     assert tk.manifest_without_run(out)["counts"]["balanced"]
 

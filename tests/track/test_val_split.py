@@ -13,6 +13,7 @@ import pytest
 import trackkit as tk
 from test_track_resume import kill_after_commits
 
+import statekit
 from tokenmill.cli import main
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
@@ -78,8 +79,7 @@ def test_the_split_does_not_depend_on_workers_or_unit_size(corpus, tmp_path, spl
     pretrain(src, tmp_path / "w2", workers=2, **split)
     tk.assert_same_output(tmp_path / "w1", tmp_path / "w2")  # one worker or two: the same bytes
     pretrain(src, tmp_path / "big", workers=1, unit_bytes=64 << 10, **split)
-    assert len(list((tmp_path / "big" / "_state" / "shards_v1" / "done").iterdir())) < \
-        len(list((tmp_path / "w1" / "_state" / "shards_v1" / "done").iterdir()))
+    assert len(statekit.committed(tmp_path / "big", "shards_v1")) < len(statekit.committed(tmp_path / "w1", "shards_v1"))
     for part in ("val", "."):
         a, b = open_shards(tmp_path / "w1" / part), open_shards(tmp_path / "big" / part)
         assert ids(tmp_path / "w1" / part) == ids(tmp_path / "big" / part)
@@ -212,7 +212,7 @@ def test_kill_in_either_stage_of_a_count_split_and_resume_gives_the_same_bytes(c
     assert main([*args, "--out", str(reference)]) == 0
     out = tmp_path / "out"
     for stage in ("val_rank_v1", "shards_v1"):  # killed while ranking, then killed again while writing shards
-        units = len(list((reference / "_state" / stage / "done").iterdir()))
+        units = len(statekit.committed(reference, stage))
         committed = kill_after_commits([*args, "--out", str(out)], out / "_state" / stage / "done", at_least=units // 3)
         assert committed < units and not (out / "manifest.json").exists()
     done = tk.cli(*args, "--out", str(out))
@@ -246,7 +246,7 @@ def test_a_fraction_split_resumed_after_losing_units_gives_the_same_bytes(corpus
     pretrain(src, reference, val_fraction=0.25)
     pretrain(src, resumed, val_fraction=0.25)
     (resumed / "manifest.json").unlink()
-    markers = sorted((resumed / tk.DONE).iterdir())
+    markers = sorted(statekit.reopen(resumed, "shards_v1").iterdir())  # as if killed before the stage's index
     for marker in markers[len(markers) // 2:]:  # what a run killed half-way leaves: no files, no marker
         index = marker.stem.split("-")[-1]
         for f in [*resumed.glob(f"shard-{index}*"), *(resumed / "val").glob(f"shard-{index}*")]:
@@ -267,8 +267,8 @@ def test_every_output_a_unit_marker_names_exists_under_its_final_name(tmp_path, 
                                                        unit_bytes=2048, progress=False, **split))]
     for out, run in runs:
         run(out)
-        markers = sorted((out / "_state" / "shards_v1" / "done").glob("*.json"))
-        named = [rel for m in markers for rel in json.loads(m.read_text())["outputs"]]
+        markers = list(statekit.results(out, "shards_v1").values())
+        named = [rel for m in markers for rel in m["outputs"]]
         assert len(markers) > 1 and any(rel.endswith(".ids") for rel in named)
         assert not [rel for rel in named if rel.endswith(".tmp") or not (out / rel).is_file()]
 

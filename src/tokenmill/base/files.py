@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -11,6 +12,18 @@ def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_lines(path: Path, lines: Iterable[bytes]) -> None:
+    """:func:`atomic_write` of ``lines`` (each written followed by a newline), streamed: never all in memory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        for line in lines:
+            fh.write(line)
+            fh.write(b"\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

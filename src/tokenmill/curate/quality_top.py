@@ -1,13 +1,16 @@
 """``quality`` with ``top_fraction``: keep the best-scoring share of the whole corpus, in two stages.
 
 1. ``quality_score`` (a map over the upstream documents stage's units): score every document, write the
-   scored documents and a histogram of the scores (:data:`BINS` equal bins over [0, 1]).
+   scored documents (``_work/<step>_score/docs/``) and a histogram of the scores (``.../hist/``,
+   :data:`BINS` equal bins over [0, 1]).
 2. ``quality_apply``: the planner sums the histograms of every unit and takes the cut as the lower edge of
-   the highest bin at which the documents at or above it reach ``top_fraction`` of the corpus; each unit
-   then keeps the documents scoring at least the cut and writes its documents and ledger part (``id``,
-   ``source``, ``loc`` where the documents carry it, ``quality.score``, ``kept``, ``reason``) to
+   the highest bin at which the documents at or above it reach ``top_fraction`` of the corpus, and keeps it
+   in ``_work/<step>_score/cut.json`` (a resume plans this stage again after the histograms were dropped);
+   each unit then keeps the documents scoring at least the cut and writes its documents and ledger part
+   (``id``, ``source``, ``loc`` where the documents carry it, ``quality.score``, ``kept``, ``reason``) to
    ``steps/<step>/docs/<unit>.parquet`` and ``steps/<step>/ledger/<unit>.parquet``, like the dedup steps;
-   its results carry ``data["docs"]``, ``data["ledger"]``, ``data["unit"]`` and ``data["cut"]``.
+   its results carry ``data["docs"]``, ``data["ledger"]``, ``data["unit"]`` and ``data["cut"]``. Once it has
+   ended, the scored documents and the histograms are dropped.
 
 Memory is one histogram per unit (``BINS`` int64), whatever the corpus size. Documents sharing the cut's
 bin are all kept, so the kept share exceeds ``top_fraction`` by at most one bin's worth (1/65,536 of the
@@ -17,6 +20,7 @@ either stage, give the same bytes.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.step import column, reason
 from tokenmill.engine.outputs import Documents, outputs
@@ -51,6 +56,22 @@ def cut_from_histogram(hist: np.ndarray, fraction: float) -> float:
     return b / BINS
 
 
+def corpus_cut(path: Path, hists: list[Path], fraction: float) -> float:
+    """The cut of the summed ``hists``, kept in ``path`` the first time (fsync, rename) and read from it after.
+
+    The histograms follow from the committed scores alone, so the kept cut is the one they would give again.
+    """
+    try:
+        return float(json.loads(path.read_text())["cut"])
+    except FileNotFoundError:
+        pass
+    hist = sum((np.load(h) for h in hists), np.zeros(BINS, dtype=np.int64))
+    cut = cut_from_histogram(hist, fraction)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps({"cut": cut, "documents": int(hist.sum())}).encode())
+    return cut
+
+
 def _upstream_units(ctx: StageContext, upstream: str) -> list[Unit]:
     return [Unit(i, r.unit or Path(r.docs).stem, payload=r.docs)
             for i, r in enumerate(outputs(ctx.results[upstream], Documents, stage=upstream))]
@@ -70,9 +91,10 @@ class ScoreTask:
         scores = self.step.score(as_batch(table))
         s = np.asarray(scores.scores["score"], dtype=np.float32)
         table = table.append_column(column(self.step, "score"), pa.array(s, type=pa.float32()))
-        rel_docs = f"{self.work}/{unit.name}.parquet"
-        rel_hist = f"{self.work}/{unit.name}.hist.npy"
-        (staging / self.work).mkdir(parents=True, exist_ok=True)
+        rel_docs = f"{self.work}/docs/{unit.name}.parquet"
+        rel_hist = f"{self.work}/hist/{unit.name}.npy"
+        for rel in (rel_docs, rel_hist):
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, staging / rel_docs)
         np.save(staging / rel_hist, np.bincount(score_bins(s), minlength=BINS).astype(np.int64))
         return UnitResult(outputs=[rel_docs, rel_hist], data={"scored": rel_docs, "hist": rel_hist})
@@ -102,7 +124,8 @@ class ApplyTask:
         if (~keep).any():
             stats.filter(reason(self.step, "low_quality"), int((~keep).sum()))
         return UnitResult(stats=stats, outputs=[rel_docs, rel_ledger],
-                          data={"docs": rel_docs, "ledger": rel_ledger, "unit": unit.name, "cut": self.cut})
+                          data={"docs": rel_docs, "ledger": rel_ledger, "unit": unit.name, "cut": self.cut,
+                                "rows": docs.num_rows, "size": (staging / rel_docs).stat().st_size})
 
 
 def as_batch(table: pa.Table) -> pa.RecordBatch:
@@ -124,10 +147,10 @@ def top_fraction_stages(step: Any, upstream: str) -> list[Stage]:
 
     def plan_apply(ctx: StageContext) -> StagePlan:
         scored = ctx.results[f"{step.name}_score"]
-        hist = sum((np.load(ctx.out / r.data["hist"]) for r in scored), np.zeros(BINS, dtype=np.int64))
-        cut = cut_from_histogram(hist, step.top_fraction)
+        work = f"_work/{step.name}_score"
+        cut = corpus_cut(ctx.out / work / "cut.json", [ctx.out / r.data["hist"] for r in scored], step.top_fraction)
         units = [Unit(i, Path(r.data["scored"]).stem, payload=r.data["scored"]) for i, r in enumerate(scored)]
         return StagePlan(units, ApplyTask(step, str(ctx.out), f"steps/{step.name}", cut),
-                         {**params, "cut": cut})
+                         {**params, "cut": cut}, drop=(f"{work}/docs", f"{work}/hist"))
 
     return [Stage(f"{step.name}_score", 1, plan_score), Stage(f"{step.name}_apply", 1, plan_apply)]

@@ -8,14 +8,18 @@ pretrain``); the last stage is always a map stage writing ``documents/`` (with n
 ends with a corpus step), so the kept documents are in one place whatever the steps.
 
 Output directory: ``documents/<unit>.parquet`` (id, text, source, url, license, meta, loc),
-``ledger/<stage>-<unit>.parquet``, ``manifest.json`` (steps, counts, identity, funnel), ``rejects.jsonl``,
-``report.html``; the intermediate documents of earlier stages stay under ``_work/<stage>/``.
+``ledger/<unit>.parquet``, ``steps/<stage>/ledger/<unit>.parquet`` (each stage's part), ``manifest.json``
+(steps, counts, identity, funnel), ``rejects.jsonl``, ``report.html``. The intermediate documents of
+earlier stages (``_work/<stage>/documents/``, ``steps/<step>/docs/``) are dropped by the last stage that
+reads them, once it has ended (``StagePlan.drop``): a finished run leaves no copy of the corpus but
+``documents/``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +108,32 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
             if k > 0 and not group and k != len(groups) - 1:
                 continue
             name = FIRST if upstream is None else f"{FIRST}_{len(stages)}"
-            stages.append(_map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs,
-                                     out=out, text_mode=text_mode, score_removed=score_removed, limit=limit))
+            stage = _map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs, out=out,
+                               text_mode=text_mode, score_removed=score_removed, limit=limit)
+            stages.append(stage if upstream is None else _dropping_docs_of(stage, upstream))
             placed += [_step_entry(s, name, "document") for s in group]
             upstream = name
         else:
             corpus = list(group.stages(upstream))
-            stages += corpus
+            stages += corpus[:-1] + [_dropping_docs_of(corpus[-1], upstream)]
             placed.append(_step_entry(group, corpus[-1].name, "corpus"))
             upstream = corpus[-1].name
     return stages, placed
+
+
+def _dropping_docs_of(stage: Stage, upstream: str) -> Stage:
+    """``stage``, the last to read the documents of stage ``upstream``, dropping them once it has ended."""
+    def plan(ctx: StageContext) -> StagePlan:
+        inner = stage.plan(ctx)
+        return replace(inner, drop=(*inner.drop, *intermediate_docs(ctx, upstream)))
+
+    return Stage(stage.name, stage.version, plan)
+
+
+def intermediate_docs(ctx: StageContext, stage: str) -> tuple[str, ...]:
+    """The directories of stage ``stage``'s documents files when they are intermediates (never ``documents/``)."""
+    dirs = {str(Path(r.docs).parent) for r in outputs(ctx.results[stage], Documents, stage=stage)}
+    return tuple(sorted(d for d in dirs if d.startswith("_work/") or (d.startswith("steps/") and d.endswith("/docs"))))
 
 
 def _step_entry(step: Any, stage: str, kind: str) -> dict:

@@ -68,7 +68,12 @@ class _Writer:
         if ledger is not None:
             _write(self.staging / self.ledger_rel, ledger)
         return {"docs": self.docs_rel, "ledger": self.ledger_rel if ledger is not None else None,
-                "samples": self.samples}
+                "samples": self.samples, **docs_size(self.staging, self.docs_rel, docs.num_rows)}
+
+
+def docs_size(staging: Path, rel: str, rows: int) -> dict[str, int]:
+    """The ``rows`` and ``size`` of a documents output written to ``staging/rel`` (``engine/outputs.py``)."""
+    return {"rows": int(rows), "size": (staging / rel).stat().st_size}
 
 
 def _concat_ledger(batches: list[pa.RecordBatch]) -> pa.Table | None:

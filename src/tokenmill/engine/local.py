@@ -7,7 +7,8 @@ Every executor commits a unit the same way (:func:`commit_unit`):
   ``<out>/_state/<stage>/done/<unit>.json`` written (temporary name, fsync, rename). A unit without a
   marker is redone from scratch and overwrites whatever a killed attempt left, so a run killed with
   ``kill -9`` and started again ends with the same bytes. With an object store (``s3://`` outputs), the
-  files are then uploaded to their final keys and the marker key written last (``engine/store.py``).
+  files are then uploaded to their final keys and the marker key written last (``engine/store.py``). Once
+  the stage has ended, the driver folds its markers into one index file (``engine/workflow.py``).
 * **Determinism.** Output names derive from the unit, never from the worker or the finishing order, and
   results are keyed by unit index: 1 worker or N give identical bytes.
 

@@ -10,7 +10,9 @@ renamed on one side then fails at the boundary, once, with a clear message, inst
 =================  =====================================================================================
 ``Documents``      a documents stage's unit: its surviving documents file (``docs``), its ledger part
                    (``ledger``, or None), the input unit's name (``unit``), a few removed documents per
-                   reason for the report (``samples``), a corpus-wide cut (``cut``, quality top fraction)
+                   reason for the report (``samples``), a corpus-wide cut (``cut``, quality top fraction),
+                   the file's documents and bytes (``rows``, ``size``: what a later planner sizes its
+                   stage by, read here and not from the file, which a finished stage may have dropped)
 ``Partitioned``    a map stage's unit that wrote hash-partitioned files under one directory (``dir``) in
                    ``partitions`` partitions (dedup signatures, buckets, components)
 ``Shards``         a track's shards stage: the shard headers written (``shards``)
@@ -37,6 +39,8 @@ class Documents:
     unit: str | None = None
     samples: dict = field(default_factory=dict)
     cut: float | None = None
+    rows: int | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)

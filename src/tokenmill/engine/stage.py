@@ -13,7 +13,10 @@ result. A task may define ``setup()``: the executor calls it once per worker pro
 unit (load a language-ID model, build an encoder), so heavy resources are never pickled per unit.
 
 Intermediate files of corpus-wide stages (signatures, bucket partitions) go under ``_work/<stage>/`` by
-convention; they are tokenmill's own and a finalize step may remove them.
+convention; they are tokenmill's own. A plan names, in ``drop``, the directories of intermediates that
+no stage after it reads: the engine removes them once the stage has ended (``engine/workflow.py``), so a
+finished run leaves no intermediate behind. Planners read the results of earlier stages, never their
+files, so a resumed run plans every stage again without the dropped ones.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from tokenmill.base.accounting import Stats
+from tokenmill.errors import StageError
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,15 @@ class StagePlan:
     units: list[Unit]
     task: Task
     params: dict[str, Any] = field(default_factory=dict)  # JSON-able; enters the stage fingerprint
+    # directories (relative to the output) that only this stage and the ones before it read: removed once
+    # this stage has ended; never the run's state or a path outside the output
+    drop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for rel in self.drop:
+            parts = PurePosixPath(rel).parts
+            if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or parts[0] == "_state":
+                raise StageError(f"a stage may drop directories inside its output only, not {rel!r}")
 
 
 @dataclass(frozen=True)

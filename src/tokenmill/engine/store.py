@@ -15,7 +15,8 @@ marker mean "complete":
    storage has no rename, and needs none here: one PUT is atomic (a reader sees no object or the whole
    object, never part of one), so a unit's keys are written once, under their final names, and no
    temporary key is ever left behind; a unit whose marker is missing is redone and overwrites its keys
-   with the same bytes (output names derive from the unit).
+   with the same bytes (output names derive from the unit). Once the stage has ended, the driver puts
+   its index key ``_state/<stage>/index.jsonl`` and only then deletes the unit marker keys.
 3. **Finalize** runs in the driver after downloading the ``_state/`` files it lacks (the rejects of units
    other nodes or earlier runs committed; a track that reads more, such as SFT's packing report, names
    it); then its outputs are uploaded with ``manifest.json`` last, so a manifest in the bucket means the

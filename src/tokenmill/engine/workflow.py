@@ -6,6 +6,14 @@ State lives per stage under ``<out>/_state/<stage key>/``: ``run.json`` (the sta
 parameters and unit names, so changing anything upstream invalidates everything downstream; a restart
 whose fingerprint differs from the recorded one is refused (``--overwrite`` starts again).
 
+**A stage that has ended leaves one file, not one per unit.** Once every unit is committed, the driver
+writes ``index.jsonl`` (one line per unit, in unit order: its name and its result), renamed into place
+after an fsync, and only then removes ``done/``; then the directories the plan drops (``StagePlan.drop``:
+intermediates no later stage reads). The index is the stage's completion: a resume that finds it reads
+the stage's results from it (one file) and runs none of its units. A kill at any point is safe: before the
+rename the markers are all there and the next run writes the index again from them; after it, the index
+is whole and what is left of ``done/`` and of the dropped directories is removed by the next run.
+
 The executor protocol is one method: ``run(task, units, state, progress) -> {index: UnitResult}`` for
 the units not yet committed. Executors own processes, retries and placement; the commit of one unit
 (:func:`tokenmill.engine.local.commit_unit`) is the same everywhere. Two optional hooks: ``prepare(n_units,
@@ -34,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tokenmill.base.files import atomic_write
+from tokenmill.base.files import atomic_write, atomic_write_lines
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
 from tokenmill.errors import ConfigError
 
@@ -58,6 +66,10 @@ class StageState:
 
     def staging(self, unit: Unit) -> Path:
         return self.root / "tmp" / self.run_id / unit.name
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index.jsonl"
 
     def prepare(self, fingerprint: str) -> None:
         """Create the state dirs; refuse to resume a stage made with other inputs or settings."""
@@ -86,11 +98,17 @@ class StageState:
             pass  # absent (no unit ran) or not empty (a unit failed)
 
     def committed(self, units: Sequence[Unit]) -> dict[int, UnitResult]:
-        """The results of the units whose marker is there: one listing of ``done/``, then one read per marker
-        found (never a lookup per unit: 100,000 units are one directory scan)."""
+        """The results of the committed units: the stage's index when it has ended, else one listing of
+        ``done/``, then one read per marker found (never a lookup per unit: 100,000 units are one scan)."""
+        ended = self.ended(units)
+        if ended is not None:
+            return ended
         folder = str(self.root / "done")
-        with os.scandir(folder) as entries:
-            present = {e.name for e in entries}
+        try:
+            with os.scandir(folder) as entries:
+                present = {e.name for e in entries}
+        except FileNotFoundError:
+            present = set()
         done: dict[int, UnitResult] = {}
         for unit in units:
             name = f"{unit.name}.json"
@@ -98,6 +116,45 @@ class StageState:
             if d is not None:
                 done[unit.index] = UnitResult.from_dict(d)
         return done
+
+    def ended(self, units: Sequence[Unit]) -> dict[int, UnitResult] | None:
+        """The results of ``units`` when the stage has ended (its index is there), else None; read line by line,
+        so memory holds the results, never the file's text besides."""
+        index_of = {u.name: u.index for u in units}
+        done: dict[int, UnitResult] = {}
+        try:
+            with open(self.index, "rb") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    if row["unit"] in index_of:
+                        done[index_of[row["unit"]]] = UnitResult.from_dict(row["result"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):  # not written by this engine (an index is renamed in whole)
+            return None
+        return done
+
+    def end(self, units: Sequence[Unit], results: dict[int, UnitResult], drop: Sequence[str] = (), *,
+            ran: bool = True) -> None:
+        """Every unit is committed: write the index (unless this run found it and ran no unit), then remove
+        the markers and the ``drop`` directories."""
+        if ran or not self.index.exists():
+            atomic_write_lines(self.index, (json.dumps({"unit": u.name, "result": results[u.index].to_dict()},
+                                                       sort_keys=True).encode() for u in units))
+            if self.store is not None:
+                self.store.put(self.index, self._rel(self.index))
+        if self.store is not None:
+            self.store.delete(self.store.files(self._rel(self.root / "done") + "/"))
+            for rel in drop:
+                self.store.delete(self.store.files(rel.rstrip("/") + "/"))
+        shutil.rmtree(self.root / "done", ignore_errors=True)
+        shutil.rmtree(self.root / "tmp", ignore_errors=True)
+        for rel in drop:
+            shutil.rmtree(self.out / rel, ignore_errors=True)
+            _remove_empty_parents(self.out / rel, self.out)
+
+    def _rel(self, path: Path) -> str:
+        return str(path.relative_to(self.out))
 
 
 class Executor(Protocol):
@@ -160,6 +217,7 @@ def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progres
         if todo:
             done.update(executor.run(plan.task, todo, state, bar))
             state.end_staging()
+        state.end(plan.units, done, plan.drop, ran=bool(todo))
         if bar is not None:
             bar.close()
         results[stage.name] = [done[u.index] for u in plan.units]
@@ -181,6 +239,17 @@ def _finalize_remote(store: Any, out: Path, results: dict, finalize, pull: Seque
     committed = {rel for stage in results.values() for r in stage for rel in r.outputs}
     publish_outputs(store, out, committed)
     return results
+
+
+def _remove_empty_parents(path: Path, top: Path) -> None:
+    """Remove the directories above ``path`` that are left empty, up to (not including) ``top``."""
+    for parent in path.parents:
+        if parent == top or top not in parent.parents:
+            return
+        try:
+            parent.rmdir()
+        except OSError:  # not empty (another stage's files), or already gone
+            return
 
 
 def _read_json(path: Path) -> dict | None:

@@ -21,20 +21,25 @@ class RejectSink:
     """Counts rejects into a unit's ``Stats`` and writes them to the unit's staging area.
 
     ``unit`` is anything with a ``name`` (a work unit, an engine ``Unit``): the rejects file is named after it.
+    The file is created with the unit's first reject: a unit that rejects nothing writes no file (readers
+    take a missing file for no rejects), so clean input costs no file per unit.
     """
 
     def __init__(self, staging: Path, unit: Any):
-        path = staging / UNIT_DIR / f"{unit.name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(path, "wb")
+        self.path = staging / UNIT_DIR / f"{unit.name}.jsonl"
+        self._fh: Any = None
 
     def add(self, rejects: Iterable[Reject], stats: Stats) -> None:
         for r in rejects:
             stats.reject(r.reason)
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "wb")
             self._fh.write(r.to_json() + b"\n")
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
 
 def merge_rejects(out: Path, unit_names: list[str]) -> int:

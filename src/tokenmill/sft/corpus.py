@@ -143,7 +143,8 @@ def write_docs(staging: Path, stage: str, unit_name: str, table: pa.Table) -> Un
     (staging / rel).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, staging / rel)
     return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows), outputs=[rel],
-                      data={"docs": rel, "ledger": None, "unit": unit_name})
+                      data={"docs": rel, "ledger": None, "unit": unit_name, "rows": table.num_rows,
+                            "size": (staging / rel).stat().st_size})
 
 
 def conversations_table(batches: list[pa.RecordBatch]) -> pa.Table:

@@ -46,17 +46,20 @@ class DocsPart:
     docs: str
     ledger: str | None
     rows: int
+    size: int = 0  # bytes of the docs file
 
 
 def upstream_parts(ctx: StageContext, upstream: str) -> list[DocsPart]:
-    """The upstream documents stage's units, in unit order, with their row counts (from Parquet footers)."""
+    """The upstream documents stage's units, in unit order, with their row counts and file sizes: from the
+    results (a stage that has ended may have dropped the files), from the files for results that lack them."""
     if upstream not in ctx.results:
         raise ConfigError(f"stage {upstream!r} has not run before this step; it must be a documents stage")
     parts = []
     for i, out in enumerate(outputs(ctx.results[upstream], Documents, stage=upstream)):
         name = out.unit or Path(out.docs).name.removesuffix(".parquet")
-        rows = pq.read_metadata(ctx.out / out.docs).num_rows
-        parts.append(DocsPart(i, name, out.docs, out.ledger, rows))
+        rows = out.rows if out.rows is not None else pq.read_metadata(ctx.out / out.docs).num_rows
+        size = out.size if out.size is not None else (ctx.out / out.docs).stat().st_size
+        parts.append(DocsPart(i, name, out.docs, out.ledger, rows, size))
     return parts
 
 
@@ -278,7 +281,8 @@ def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Tab
     ledger_rel = f"steps/{step_name}/ledger/{part.name}.parquet"
     for rel in (docs_rel, ledger_rel):
         (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table.filter(pa.array(kept)), out_dir / docs_rel)
+    survivors = table.filter(pa.array(kept))
+    pq.write_table(survivors, out_dir / docs_rel)
     ledger = provenance(table)
     ledger.update({k: pa.array(v) for k, v in decision.columns.items()})
     ledger["kept"] = pa.array(kept)
@@ -290,7 +294,8 @@ def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Tab
             stats.filter(r)
     stats.extra.update(extra_stats or {})
     return UnitResult(stats=stats, outputs=[docs_rel, ledger_rel],
-                      data={"docs": docs_rel, "ledger": ledger_rel, "unit": part.name})
+                      data={"docs": docs_rel, "ledger": ledger_rel, "unit": part.name,
+                            "rows": survivors.num_rows, "size": (out_dir / docs_rel).stat().st_size})
 
 
 def provenance(table: pa.Table) -> dict[str, pa.ChunkedArray]:

@@ -66,13 +66,14 @@ def _plan_hash(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
 def _plan_groups(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
     dirs, p = cm.partitioned(ctx, f"{step.name}.hash")
     task = GroupTask(str(ctx.out), dirs, len(dirs), step.name)
-    return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step))
+    return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step),
+                     drop=(f"_work/{step.name}/hash",))
 
 
 def _plan_apply(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan:
     dirs, _ = cm.partitioned(ctx, f"{step.name}.groups")
     return StagePlan(cm.units_of(cm.upstream_parts(ctx, upstream)), ApplyTask(step, str(ctx.out), dirs),
-                     cm.stage_params(step))
+                     cm.stage_params(step), drop=(f"_work/{step.name}/groups",))
 
 
 def content_hashes(texts, normalize) -> tuple[np.ndarray, np.ndarray]:

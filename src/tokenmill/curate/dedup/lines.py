@@ -76,7 +76,7 @@ class LineDedup:
 def _plan_count(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
     # the number of segments is unknown before reading: size the ranges by bytes (~ 64 bytes a segment)
-    size = sum((ctx.out / p.docs).stat().st_size for p in parts) * 4 // 64
+    size = sum(p.size for p in parts) * 4 // 64
     p = cm.n_partitions(size, step.partition_rows)
     return StagePlan(cm.units_of(parts), CountTask(step, str(ctx.out), p), cm.stage_params(step, partitions=p))
 
@@ -84,13 +84,15 @@ def _plan_count(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
 def _plan_groups(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
     dirs, p = cm.partitioned(ctx, f"{step.name}.count")
     task = GroupTask(step, str(ctx.out), dirs)
-    return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step))
+    return StagePlan([Unit(i, f"part-{i:05d}", payload=i) for i in range(p)], task, cm.stage_params(step),
+                     drop=(f"_work/{step.name}/count",))
 
 
 def _plan_apply(step: LineDedup, upstream: str, ctx: StageContext) -> StagePlan:
     results = ctx.results[f"{step.name}.groups"]
     task = ApplyTask(step, str(ctx.out), tuple(r.data["file"] for r in results))
-    return StagePlan(cm.units_of(cm.upstream_parts(ctx, upstream)), task, cm.stage_params(step))
+    return StagePlan(cm.units_of(cm.upstream_parts(ctx, upstream)), task, cm.stage_params(step),
+                     drop=(f"_work/{step.name}/groups",))
 
 
 def segments(step: LineDedup, texts: pa.Array) -> tuple[pa.ListArray, np.ndarray, np.ndarray]:

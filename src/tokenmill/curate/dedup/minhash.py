@@ -129,7 +129,8 @@ def _plan_buckets(step: MinHashDedup, upstream: str, ctx: StageContext) -> Stage
 def _plan_verify(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
     dirs, _ = cm.partitioned(ctx, f"{step.name}.buckets")
-    return StagePlan(cm.units_of(parts), VerifyTask(step, str(ctx.out), dirs, tuple(parts)), cm.stage_params(step))
+    return StagePlan(cm.units_of(parts), VerifyTask(step, str(ctx.out), dirs, tuple(parts)), cm.stage_params(step),
+                     drop=(f"_work/{step.name}/buckets",))
 
 
 def _plan_components(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
@@ -137,14 +138,15 @@ def _plan_components(step: MinHashDedup, upstream: str, ctx: StageContext) -> St
     edges, _ = cm.partitioned(ctx, source)
     sigs, _ = cm.partitioned(ctx, f"{step.name}.signatures")
     task = ComponentsTask(str(ctx.out), edges, sigs, step.partition_edges, step.name)
-    return StagePlan([Unit(0, "all")], task, cm.stage_params(step))
+    read = ("verified" if step.verify else "buckets", "signatures")
+    return StagePlan([Unit(0, "all")], task, cm.stage_params(step), drop=tuple(f"_work/{step.name}/{d}" for d in read))
 
 
 def _plan_apply(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
     (comp,) = outputs(ctx.results[f"{step.name}.components"], Partitioned, stage=f"{step.name}.components")
     task = ApplyTask(step, str(ctx.out), comp.dir, comp.partitions)
-    return StagePlan(cm.units_of(parts), task, cm.stage_params(step))
+    return StagePlan(cm.units_of(parts), task, cm.stage_params(step), drop=(comp.dir,))
 
 
 # --- tasks ----------------------------------------------------------------------------------------
