@@ -97,31 +97,31 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
         parts = [p for p in parts if p.exists()]
         if not parts:
             continue
-        names = set().union(*(pq.read_schema(p).names for p in parts))
+        schemas = {p: pq.read_schema(p) for p in parts}  # each part's footer read once, for every column below
+        names = set().union(*(schema.names for schema in schemas.values()))
         detail: dict[str, Any] = {}
         col = f"{entry['name']}.{size_stat}"
         if size_stat and col in names:
             counts: Counter = Counter()
-            for values in _columns(parts, col):
+            for values in _columns(schemas, col):
                 counts.update(size_counts(values))
             detail["clusters"] = {"column": col, **_cluster_table(dict(counts))}
         for stat, (low, high) in hists.items():
             col = f"{entry['name']}.{stat}"
             if col in names:
-                bins = sum((bin_counts(v, low, high) for v in _columns(parts, col)), np.zeros(BINS, np.int64))
+                bins = sum((bin_counts(v, low, high) for v in _columns(schemas, col)), np.zeros(BINS, np.int64))
                 detail["histogram"] = {"column": col, **_histogram(bins, low, high, cut=_cut(entry))}
         if detail:
             out[entry["id"]] = detail
     return out
 
 
-def _columns(parts: list[Path], column: str):
-    """Column ``column`` of each part that has it, as numpy (nulls as NaN), one part at a time (a part where
-    it is null in every row counts nothing, in a histogram or a cluster table)."""
+def _columns(schemas: dict[Path, Any], column: str):
+    """Column ``column`` of each part (``{path: its schema}``) that has it, as numpy (nulls as NaN), one part
+    at a time (a part where it is null in every row counts nothing, in a histogram or a cluster table)."""
     import pyarrow as pa
 
-    for p in parts:
-        schema = pq.read_schema(p)
+    for p, schema in schemas.items():
         if column in schema.names and not pa.types.is_null(schema.field(column).type):
             yield pq.read_table(p, columns=[column]).column(column).to_numpy(zero_copy_only=False)
 
