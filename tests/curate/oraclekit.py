@@ -198,3 +198,29 @@ def top_chars(w, g) -> np.ndarray:
     length = span_chars(w, group_pos[best], n) + (n - 1)
     out[group_row[best]] = length * g.size[best]
     return out
+
+
+# --- dedup: normalisation, content hashes, shingles and MinHash signatures ------------------------
+
+
+def normalize_array(texts: pa.Array, normalize) -> pa.Array:
+    """``common.normalize_array`` with NFKC of every non-ASCII text and every whitespace run rewritten."""
+    if "nfkc" in normalize:
+        texts = nfkc_non_ascii(texts)
+    if "lower" in normalize:
+        texts = pc.utf8_lower(texts)
+    if "punctuation" in normalize:
+        texts = pc.replace_substring_regex(texts, r"[\p{P}\p{S}]", " ")
+    if "digits" in normalize:
+        texts = pc.replace_substring_regex(texts, r"\d", "0")
+    if "whitespace" in normalize:
+        texts = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"[\s\p{Z}]+", " "))
+    return texts
+
+
+def nfkc_non_ascii(texts: pa.Array) -> pa.Array:
+    """``common._nfkc``: ``pc.utf8_normalize`` of every whole non-ASCII string."""
+    other = pc.invert(pc.string_is_ascii(texts))
+    if not pc.any(other).as_py():
+        return texts
+    return pc.replace_with_mask(texts, other, pc.utf8_normalize(texts.filter(other), form="NFKC"))

