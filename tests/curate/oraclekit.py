@@ -224,3 +224,86 @@ def nfkc_non_ascii(texts: pa.Array) -> pa.Array:
     if not pc.any(other).as_py():
         return texts
     return pc.replace_with_mask(texts, other, pc.utf8_normalize(texts.filter(other), form="NFKC"))
+
+
+def tokens(texts: pa.Array, *, kind: str, normalize) -> tuple[np.ndarray, np.ndarray]:
+    """``shingles.tokens`` after the reference normalisation."""
+    from tokenmill.curate.dedup.common import hash_strings
+
+    if kind == "word":  # the split below collapses whitespace itself
+        normalize = [n for n in normalize if n != "whitespace"]
+    texts = normalize_array(texts, normalize)
+    if kind == "char":
+        arrays = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32) for t in texts.to_pylist()]
+        counts = np.array([len(a) for a in arrays], dtype=np.int64)
+        values = np.concatenate(arrays).astype(np.uint64) if arrays else np.zeros(0, np.uint64)
+        return values, counts
+    words = pc.utf8_split_whitespace(texts)
+    flat = pc.list_flatten(words)
+    parents = pc.list_parent_indices(words).to_numpy()
+    nonempty = pc.greater(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
+    words = pc.dictionary_encode(flat.filter(pa.array(nonempty)))  # hash each distinct word once
+    values = hash_strings(words.dictionary)[words.indices.to_numpy()]
+    counts = np.bincount(parents[nonempty], minlength=len(texts)).astype(np.int64)
+    return values, counts
+
+
+def shingle_hashes(values: np.ndarray, counts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``shingles.shingle_hashes`` gathering every token of every shingle under a mask, ``n`` times."""
+    from tokenmill.curate.dedup.common import mix64
+    from tokenmill.curate.dedup.shingles import _C
+
+    per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
+    doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    total = int(per_doc.sum())
+    first = np.concatenate([[0], np.cumsum(per_doc)[:-1]]).astype(np.int64)
+    starts = np.repeat(doc_start, per_doc) + (np.arange(total, dtype=np.int64) - np.repeat(first, per_doc))
+    width = np.repeat(np.minimum(counts, n), per_doc)
+    acc = np.zeros(total, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            live = width > k
+            acc[live] += values[starts[live] + k] * _C[k % len(_C)]
+    return mix64(acc), per_doc
+
+
+def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``shingles.signatures`` shifting every hash before the minimum, in blocks of 4096 shingles."""
+    chunk = 4096
+    n_docs, p = len(per_doc), len(a)
+    sig = np.full((n_docs, p), np.uint64(0xFFFFFFFF), dtype=np.uint64)
+    doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), per_doc)
+    aa, bb = a[:, None], b[:, None]
+    shift = np.uint64(32)
+    buf = np.empty((p, chunk), dtype=np.uint64)
+    for lo in range(0, len(shingles), chunk):
+        x = shingles[lo:lo + chunk]
+        docs = doc_of[lo:lo + chunk]
+        h = buf[:, :len(x)]
+        seg = np.flatnonzero(np.concatenate([[True], docs[1:] != docs[:-1]]))
+        with np.errstate(over="ignore"):
+            np.multiply(aa, x[None, :], out=h)
+            h += bb
+        h >>= shift
+        part = np.minimum.reduceat(h, seg, axis=1).T
+        ids = docs[seg]
+        sig[ids] = np.minimum(sig[ids], part)
+    return sig.astype(np.uint32)
+
+
+def shingle_sets(texts: pa.Array, *, kind: str, n: int, normalize) -> list[np.ndarray]:
+    """``shingles.shingle_sets`` with one ``np.unique`` per document."""
+    values, counts = tokens(texts, kind=kind, normalize=normalize)
+    sh, per_doc = shingle_hashes(values, counts, n)
+    bounds = np.concatenate([[0], np.cumsum(per_doc)])
+    return [np.unique(sh[bounds[i]:bounds[i + 1]]) for i in range(len(per_doc))]
+
+
+def content_hashes(texts, normalize) -> tuple[np.ndarray, np.ndarray]:
+    """``exact.content_hashes`` after the reference normalisation."""
+    import hashlib
+
+    norm = normalize_array(texts, normalize).to_pylist()
+    raw = b"".join(hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in norm)
+    both = np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
+    return both[:, 0].copy(), both[:, 1].copy()

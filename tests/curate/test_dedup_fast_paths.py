@@ -163,3 +163,82 @@ def stable_ranges() -> str:
 
 if __name__ == "__main__":  # regenerate the table: PYTHONPATH=src python tests/curate/test_dedup_fast_paths.py
     print(stable_ranges())
+
+
+def same_arrays(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def random_counts(rng: np.random.Generator, docs: int) -> np.ndarray:
+    """Token counts with empty and short documents among long ones."""
+    kind = rng.integers(0, 4, size=docs)
+    return np.where(kind == 0, 0, np.where(kind == 1, rng.integers(1, 8, size=docs), rng.integers(1, 400, size=docs)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("n", [1, 2, 5, 7, 13, 70])
+def test_shingle_hashes_equal_the_reference(seed, n):
+    from tokenmill.curate.dedup.shingles import shingle_hashes
+
+    rng = np.random.default_rng(seed)
+    for got in shingle_hashes(np.zeros(0, np.uint64), np.zeros(0, np.int64), n):  # the reference raises here
+        same_arrays(got, np.zeros(0, got.dtype))
+    for docs in (1, 3, 200):
+        counts = random_counts(rng, docs).astype(np.int64)
+        values = rng.integers(0, 2**64, size=int(counts.sum()), dtype=np.uint64)
+        for got, want in zip(shingle_hashes(values, counts, n), ref.shingle_hashes(values, counts, n)):
+            same_arrays(got, want)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_signatures_equal_the_reference(seed):
+    from tokenmill.curate.dedup.shingles import CHUNK, permutations, signatures
+
+    rng = np.random.default_rng(seed)
+    for docs, size in [(0, 1), (1, 3), (7, 2 * CHUNK + 5), (300, 90), (2, CHUNK)]:
+        per_doc = random_counts(rng, docs).astype(np.int64) * (1 + size // 200)
+        shingles = rng.integers(0, 2**64, size=int(per_doc.sum()), dtype=np.uint64)
+        shingles[: len(shingles) // 4] = rng.integers(0, 50, size=len(shingles) // 4)  # small values, repeats
+        for p in (1, 140):
+            a, b = permutations(p, seed)
+            same_arrays(signatures(shingles, per_doc, a, b), ref.signatures(shingles, per_doc, a, b))
+
+
+def corpus(seed: int) -> pa.Array:
+    rng = random.Random(seed)
+    texts = [random_unicode(rng) for _ in range(150)] + random_batch(seed, 250).column("text").to_pylist()
+    texts += ["the same words again and again " * rng.randint(0, 20) for _ in range(40)]
+    return pa.array([t or "" for t in texts], pa.large_string())
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind,n", [("word", 5), ("word", 1), ("char", 5), ("word", 9)])
+def test_shingle_sets_and_signatures_equal_the_reference(seed, kind, n):
+    from tokenmill.curate.dedup.minhash import MinHashDedup, _signatures_of
+    from tokenmill.curate.dedup.shingles import permutations, shingle_sets
+
+    texts = corpus(seed)
+    step = MinHashDedup(shingle=kind, ngram=n)
+    got, want = shingle_sets(texts, kind=kind, n=n, normalize=step.normalize), \
+        ref.shingle_sets(texts, kind=kind, n=n, normalize=step.normalize)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        same_arrays(g, w)
+    assert shingle_sets(texts.slice(0, 0), kind=kind, n=n, normalize=step.normalize) == []
+    values, counts = ref.tokens(texts, kind=kind, normalize=step.normalize)
+    sh, per_doc = ref.shingle_hashes(values, counts, n)
+    a, b = permutations(step.bands * step.rows, step.seed)
+    sig, got_per_doc = _signatures_of(step, texts)
+    same_arrays(sig, ref.signatures(sh, per_doc, a, b))
+    same_arrays(got_per_doc, per_doc)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_content_hashes_equal_the_reference(seed):
+    from tokenmill.curate.dedup.exact import ExactDedup, content_hashes
+
+    texts = corpus(seed)
+    for normalize in [ExactDedup().normalize, ("nfkc", "lower", "punctuation", "digits", "whitespace"), ()]:
+        for got, want in zip(content_hashes(texts, normalize), ref.content_hashes(texts, normalize)):
+            same_arrays(got, want)

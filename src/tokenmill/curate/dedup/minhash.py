@@ -6,7 +6,7 @@ Stages (``U`` upstream units, ``E`` candidate edges, ``B = partition_edges``):
 1. ``minhash_dedup.signatures`` (map, ``U`` units): shingles and MinHash signatures of every document
    (:mod:`~tokenmill.curate.dedup.shingles`), one 64-bit key per band, written as ``(key, doc)`` entries
    split into ``P1 = ceil(docs * bands / B)`` hash ranges of the key, plus each document's survivor
-   priority. Cost: ``n + 4 * bands * rows`` numpy operations per shingle.
+   priority. Cost: ``n + 3 * bands * rows`` numpy operations per shingle.
 2. ``minhash_dedup.buckets`` (``P1`` units): one hash range of every unit's entries (about ``B``
    entries), sorted by ``(key, doc)``; each bucket of ``k >= 2`` documents gives ``k - 1`` candidate edges
    from its members to its first (smallest) document. Edges are written split by the unit of the member.

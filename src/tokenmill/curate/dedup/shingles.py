@@ -3,17 +3,17 @@
 Shingles. Text is normalised (:func:`~tokenmill.curate.dedup.common.normalize_array`), then cut into
 tokens: words (Arrow's whitespace split) or characters (Unicode code points). Every token gets a 64-bit
 value (words: :func:`~tokenmill.curate.dedup.common.hash_strings` of each distinct word of the batch;
-characters: the code point), and the
-shingle starting at token ``i`` is ``mix64(sum_k t[i+k] * C_k)`` over ``k < n`` (mod 2**64): ``n`` numpy
-passes over the token array of the whole batch. A document with fewer than ``n`` tokens has one shingle
-of all its tokens; a document without tokens has none (and no signature: it is never a near-duplicate).
+characters: the code point), and the shingle starting at token ``i`` is ``mix64(sum_k t[i+k] * C_k)``
+over ``k < n`` (mod 2**64): ``n`` numpy passes over contiguous slices of the token array of the whole
+batch. A document with fewer than ``n`` tokens has one shingle of all its tokens; a document without
+tokens has none (and no signature: it is never a near-duplicate).
 
 MinHash. ``P = bands x rows`` hash functions ``h_j(x) = (a_j * x + b_j) mod 2**64 >> 32`` (multiply-shift,
 ``a_j`` odd, both drawn from ``seed``), each applied to every shingle of the batch in chunks of
 ``CHUNK`` shingles (one ``P x CHUNK`` uint64 buffer, reused in place); the signature of a document is the
 minimum of each ``h_j`` over its shingles (``np.minimum.reduceat``), 4 bytes per value.
 
-Cost: ``n + 4 P`` vectorised operations per shingle; about 1 shingle per word. The probability that two
+Cost: ``n + 3 P`` vectorised operations per shingle; about 1 shingle per word. The probability that two
 documents of Jaccard similarity ``s`` share at least one band is ``1 - (1 - s**rows)**bands``.
 """
 
@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.dedup.common import hash_strings, mix64, normalize_array
+from tokenmill.curate.dedup.common import MASK64, hash_strings, mix64, normalize_array
 
-CHUNK = 4096  # shingles per pass: a P x CHUNK uint64 block stays in cache (3.7 MB at P = 112)
+CHUNK = 16384  # shingles per pass: one P x CHUNK uint64 block (18 MB at P = 140), few numpy calls per batch
 _C = mix64(np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 
 
@@ -54,17 +54,36 @@ def tokens(texts: pa.Array, *, kind: str, normalize: Sequence[str]) -> tuple[np.
 def shingle_hashes(values: np.ndarray, counts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """64-bit shingle hashes of every document, and the number of shingles of each document."""
     per_doc = np.where(counts >= n, counts - n + 1, np.minimum(counts, 1))
-    doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    doc_start = (np.cumsum(counts) - counts).astype(np.int64)
     total = int(per_doc.sum())
-    first = np.concatenate([[0], np.cumsum(per_doc)[:-1]]).astype(np.int64)
+    first = (np.cumsum(per_doc) - per_doc).astype(np.int64)
     starts = np.repeat(doc_start, per_doc) + (np.arange(total, dtype=np.int64) - np.repeat(first, per_doc))
-    width = np.repeat(np.minimum(counts, n), per_doc)
-    acc = np.zeros(total, dtype=np.uint64)
+    acc = _windows(values, n)[starts]
+    short = np.flatnonzero((counts > 0) & (counts < n))
+    if len(short):  # their one shingle holds only their own tokens
+        acc[first[short]] = _sums(values, doc_start[short], counts[short])
+    return mix64(acc), per_doc
+
+
+def _windows(values: np.ndarray, n: int) -> np.ndarray:
+    """``sum_k values[i + k] * C_k`` over ``k < n`` for every token ``i`` (zeros past the end): ``n``
+    multiply-adds over contiguous slices of the whole batch, whatever the document boundaries."""
+    padded = np.concatenate([values, np.zeros(n - 1, dtype=np.uint64)])
+    acc = np.zeros(len(values), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for k in range(n):
-            live = width > k
+            acc += padded[k:k + len(values)] * _C[k % len(_C)]
+    return acc
+
+
+def _sums(values: np.ndarray, starts: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """``sum_k values[start + k] * C_k`` over ``k < width`` for each (start, width)."""
+    acc = np.zeros(len(starts), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(int(widths.max(initial=0))):
+            live = widths > k
             acc[live] += values[starts[live] + k] * _C[k % len(_C)]
-    return mix64(acc), per_doc
+    return acc
 
 
 def permutations(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,12 +94,14 @@ def permutations(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """MinHash signatures (docs x P, uint32); documents without shingles keep 0xFFFFFFFF everywhere."""
+    """MinHash signatures (docs x P, uint32); documents without shingles keep 0xFFFFFFFF everywhere.
+
+    The minimum is taken over the full 64-bit ``a * x + b`` and shifted once at the end: ``>> 32`` keeps
+    the order, so ``min(h) >> 32 == min(h >> 32)`` and the block needs no shift pass."""
     n_docs, p = len(per_doc), len(a)
-    sig = np.full((n_docs, p), np.uint64(0xFFFFFFFF), dtype=np.uint64)
+    sig = np.full((n_docs, p), MASK64, dtype=np.uint64)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), per_doc)
     aa, bb = a[:, None], b[:, None]
-    shift = np.uint64(32)
     buf = np.empty((p, CHUNK), dtype=np.uint64)
     for lo in range(0, len(shingles), CHUNK):
         x = shingles[lo:lo + CHUNK]
@@ -90,11 +111,10 @@ def signatures(shingles: np.ndarray, per_doc: np.ndarray, a: np.ndarray, b: np.n
         with np.errstate(over="ignore"):
             np.multiply(aa, x[None, :], out=h)
             h += bb
-        h >>= shift
         part = np.minimum.reduceat(h, seg, axis=1).T
         ids = docs[seg]
         sig[ids] = np.minimum(sig[ids], part)
-    return sig.astype(np.uint32)
+    return (sig >> np.uint64(32)).astype(np.uint32)
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
@@ -114,8 +134,16 @@ def shingle_sets(texts: pa.Array, *, kind: str, n: int, normalize: Sequence[str]
     """The sorted set of shingle hashes of each document (for exact Jaccard)."""
     values, counts = tokens(texts, kind=kind, normalize=normalize)
     sh, per_doc = shingle_hashes(values, counts, n)
+    if not len(per_doc):
+        return []
     bounds = np.concatenate([[0], np.cumsum(per_doc)])
-    return [np.unique(sh[bounds[i]:bounds[i + 1]]) for i in range(len(per_doc))]
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        sh[lo:hi].sort()  # in place: one sort per document, then one pass drops the repeats of all
+    new = np.ones(len(sh), dtype=bool)
+    new[1:] = sh[1:] != sh[:-1]
+    new[bounds[:-1][per_doc > 0]] = True
+    kept = np.concatenate([[0], np.cumsum(new)])
+    return np.split(sh[new], kept[bounds[1:-1]])
 
 
 def jaccard(x: np.ndarray, y: np.ndarray) -> float:
