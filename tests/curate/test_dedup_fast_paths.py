@@ -240,5 +240,7 @@ def test_content_hashes_equal_the_reference(seed):
 
     texts = corpus(seed)
     for normalize in [ExactDedup().normalize, ("nfkc", "lower", "punctuation", "digits", "whitespace"), ()]:
-        for got, want in zip(content_hashes(texts, normalize), ref.content_hashes(texts, normalize)):
-            same_arrays(got, want)
+        for part in (texts, texts.slice(101, 50), pa.array(["", " ", ""], pa.large_string()), texts.slice(0, 0),
+                     pa.array(["é\u00a0x", "a"], pa.string())):
+            for got, want in zip(content_hashes(part, normalize), ref.content_hashes(part, normalize)):
+                same_arrays(got, want)

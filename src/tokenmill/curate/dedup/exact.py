@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.step import column, reason
@@ -77,9 +78,13 @@ def _plan_apply(step: ExactDedup, upstream: str, ctx: StageContext) -> StagePlan
 
 
 def content_hashes(texts, normalize) -> tuple[np.ndarray, np.ndarray]:
-    """BLAKE2b-128 of each normalised text, as two uint64 arrays (high, low)."""
-    norm = cm.normalize_array(texts, normalize).to_pylist()
-    raw = b"".join(hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in norm)
+    """BLAKE2b-128 of the UTF-8 bytes of each normalised text (read in place from the Arrow buffer, no
+    Python string made), as two uint64 arrays (high, low)."""
+    norm = cm.normalize_array(texts, normalize).cast(pa.large_string())
+    ends = np.frombuffer(norm.buffers()[1], dtype=np.int64)[norm.offset:norm.offset + len(norm) + 1].tolist()
+    data = memoryview(norm.buffers()[2] or b"")
+    blake = hashlib.blake2b
+    raw = b"".join(blake(data[a:b], digest_size=16).digest() for a, b in zip(ends, ends[1:]))
     both = np.frombuffer(raw, dtype=">u8").astype(np.uint64).reshape(-1, 2)
     return both[:, 0].copy(), both[:, 1].copy()
 
