@@ -243,7 +243,8 @@ class VerifyTask:
         sets: dict[int, np.ndarray] = {}
         for u in np.unique(cm.unit_of(ids)).tolist():
             mine = ids[cm.unit_of(ids) == u]
-            texts = pq.read_table(Path(self.out) / self.parts[u].docs, columns=["text"]).column("text")
+            # one file, read directly: pq.read_table's dataset set-up costs a quarter of the read
+            texts = pq.ParquetFile(Path(self.out) / self.parts[u].docs).read(columns=["text"]).column("text")
             texts = texts.take(pa.array(cm.row_of(mine))).combine_chunks()
             found = shingle_sets(texts, kind=self.step.shingle, n=self.step.ngram, normalize=self.step.normalize)
             sets.update(zip(mine.tolist(), found))
