@@ -19,6 +19,7 @@ from test_fast_paths import random_batch
 
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup import nfkc as N
+from tokenmill.curate.dedup import punctuation
 
 CODE_POINTS = np.array([c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF])
 # characters NFKC changes or that change with their neighbours: no-break and ideographic spaces, ligatures,
@@ -148,11 +149,48 @@ def test_whitespace_runs_match_every_whitespace_character_but_the_space():
     assert (single == (every & (CODE_POINTS != 0x20))).all()
 
 
+def test_the_punctuation_table_is_re2s_class():
+    chars = arrow_chars(CODE_POINTS)
+    want = np.asarray(pc.match_substring_regex(chars, r"^[\p{P}\p{S}]$"), dtype=bool)
+    assert (punctuation.PUNCTUATION[CODE_POINTS] == want).all()
+    assert not punctuation.PUNCTUATION[0xD800:0xE000].any()
+
+
+def words(texts: pa.Array) -> list:
+    return [None if w is None else [x for x in w if x] for w in pc.utf8_split_whitespace(texts).to_pylist()]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_blanked_punctuation_splits_into_the_reference_words(seed, kind):
+    rng = random.Random(seed)
+    every = "".join(map(chr, CODE_POINTS[punctuation.PUNCTUATION[CODE_POINTS]]))
+    texts = [random_unicode(rng) for _ in range(300)] + random_batch(seed, 200).column("text").to_pylist()
+    texts += [every, every[::-1], "a" + every + "b", "x.", ".", "——", "end\n", "a。\n\n"]
+    texts = [None if rng.random() < 0.02 else t for t in texts]
+    arr = pa.array(texts, kind)
+    for part in (arr, arr.slice(37, 311), arr.slice(len(arr) - 5), arr.slice(0, 1), arr.slice(3, 0)):
+        got = punctuation.blank(part)
+        assert got.type == part.type and got.null_count == part.null_count
+        assert words(got) == words(pc.replace_substring_regex(part, r"[\p{P}\p{S}]", " "))
+
+
 def stable_ranges() -> str:
     """``nfkc._RANGES`` as derived here: the stable non-ASCII code points assigned in Python's Unicode data."""
     assigned = np.array([unicodedata.category(chr(c)) != "Cn" for c in range(0x110000)])
     table = stable_under_arrow() & assigned
     table[:0x80] = False
+    return hex_ranges(table)
+
+
+def punctuation_ranges() -> str:
+    """``punctuation._RANGES`` as derived here: RE2's ``[\\p{P}\\p{S}]`` on every code point."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[CODE_POINTS] = np.asarray(pc.match_substring_regex(arrow_chars(CODE_POINTS), r"^[\p{P}\p{S}]$"), dtype=bool)
+    return hex_ranges(table)
+
+
+def hex_ranges(table: np.ndarray) -> str:
     edges = np.flatnonzero(np.diff(np.concatenate([[0], table.astype(np.int8), [0]]))).reshape(-1, 2)
     items = [f"{lo:X}-{hi - 1:X}" if hi - 1 > lo else f"{lo:X}" for lo, hi in edges]
     lines = [""]
@@ -161,8 +199,10 @@ def stable_ranges() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # regenerate the table: PYTHONPATH=src python tests/curate/test_dedup_fast_paths.py
-    print(stable_ranges())
+if __name__ == "__main__":  # regenerate a table: PYTHONPATH=src python tests/curate/test_dedup_fast_paths.py [punctuation]
+    import sys
+
+    print(punctuation_ranges() if sys.argv[1:] == ["punctuation"] else stable_ranges())
 
 
 def same_arrays(got: np.ndarray, want: np.ndarray) -> None:

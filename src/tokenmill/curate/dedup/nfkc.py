@@ -16,8 +16,7 @@ before it (it may compose with the run: ``e`` + U+0301); only the segments go th
 The table. :data:`STABLE` lists the non-ASCII code points assigned in Unicode 14 that are stable under the
 installed Arrow; the normalisation stability policy keeps them stable in later versions. The tests derive
 stability again from ``pc.utf8_normalize`` itself, for every code point, and check the table against it
-(``python tests/curate/test_dedup_fast_paths.py`` prints the table again). :data:`SETTLED` marks the UTF-8
-lead-and-second-byte pairs all of whose code points are stable, so most characters need no decoding.
+(``python tests/curate/test_dedup_fast_paths.py`` prints the table again).
 
 Cost: one numpy pass over the bytes to find the non-ASCII characters, a table look-up for each, and
 utf8proc on the segments only (a few bytes per unstable character).
@@ -28,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tokenmill.curate.dedup import charclass
 
 _RANGES = """
 80-9F A1-A7 A9 AB-AE B0-B1 B6-B7 BB BF-131 134-13E 141-148 14A-17E 180-1C3 1CD-1F0 1F4-2AF 2B9-2D7 2DE-2DF
@@ -109,36 +110,11 @@ FA1F FA21 FA23-FA24 FA27-FA29 FBB2-FBC2 FD3E-FD4F FDCF FDFD-FE0F FE45-FE46 FE73 
 """
 
 
-def _table() -> np.ndarray:
-    table = np.zeros(0x110000, dtype=bool)
-    table[:0x80] = True
-    for item in _RANGES.split():
-        lo, _, hi = item.partition("-")
-        table[int(lo, 16):int(hi or lo, 16) + 1] = True
-    return table
-
-
-STABLE = _table()
+STABLE = charclass.table(_RANGES)
+STABLE[:0x80] = True
 """``STABLE[c]``: code point ``c`` is stable (ASCII included)."""
 
-
-def _prefixes() -> np.ndarray:
-    """``SETTLED[b0 << 8 | b1]``: every code point whose UTF-8 starts with bytes ``b0 b1`` is stable."""
-    settled = np.zeros(1 << 16, dtype=bool)
-    b1 = np.arange(0x80, 0xC0)
-    for b0 in range(0xC2, 0xF5):
-        if b0 < 0xE0:
-            ok = STABLE[(b0 & 0x1F) << 6 | (b1 & 0x3F)]
-        elif b0 < 0xF0:
-            ok = STABLE[:0x10000].reshape(-1, 64).all(axis=1)[(b0 & 0x0F) << 6 | (b1 & 0x3F)]
-        else:
-            blocks = STABLE.reshape(-1, 4096).all(axis=1)  # 272 blocks: F4 90 and above is not UTF-8
-            ok = blocks[np.minimum((b0 & 0x07) << 6 | (b1 & 0x3F), len(blocks) - 1)]
-        settled[b0 << 8 | b1] = ok
-    return settled
-
-
-SETTLED = _prefixes()
+SETTLED = charclass.prefixes(STABLE)
 
 
 def nfkc(texts: pa.Array) -> pa.Array:
@@ -167,13 +143,8 @@ def nfkc(texts: pa.Array) -> pa.Array:
 def _segments(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Byte ranges ``[start, end)`` of the segments to normalise: each maximal run of unstable code points
     within one text, from the code point before it (when the text has one)."""
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    body = raw[lo:hi]
-    lead = np.flatnonzero(body >= 0xC0) + lo  # the first byte of every non-ASCII code point
-    lead = lead[~SETTLED[raw[lead].astype(np.int64) << 8 | raw[lead + 1]]]
-    code, size = _decode(raw, lead)
-    bad = ~STABLE[code]
-    pos, end = lead[bad], lead[bad] + size[bad]
+    pos, size = charclass.outside(raw, int(offsets[0]), int(offsets[-1]), STABLE, SETTLED)
+    end = pos + size
     if not len(pos):
         return pos, pos
     text = np.searchsorted(offsets, pos, side="right") - 1
@@ -184,13 +155,3 @@ def _segments(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndar
     for _ in range(3):  # back over the continuation bytes of the code point before the run
         before = np.where((raw[before] & 0xC0) == 0x80, before - 1, before)
     return np.where(start > offsets[text], before, start), stop
-
-
-def _decode(raw: np.ndarray, lead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Code point and byte length of the UTF-8 sequences starting at ``lead`` (valid UTF-8, non-ASCII)."""
-    b0, b1, b2, b3 = (raw[np.minimum(lead + k, len(raw) - 1)].astype(np.int64) for k in range(4))
-    size = 2 + (b0 >= 0xE0) + (b0 >= 0xF0)
-    two = (b0 & 0x1F) << 6 | (b1 & 0x3F)
-    three = (b0 & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F)
-    four = (b0 & 0x07) << 18 | (b1 & 0x3F) << 12 | (b2 & 0x3F) << 6 | (b3 & 0x3F)
-    return np.select([size == 2, size == 3], [two, three], four), size

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.curate.dedup import punctuation
 from tokenmill.curate.dedup.common import MASK64, hash_strings, mix64, normalize_array
 
 CHUNK = 16384  # shingles per pass: one P x CHUNK uint64 block (18 MB at P = 140), few numpy calls per batch
@@ -33,9 +34,12 @@ _C = mix64(np.arange(1, 65, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | 
 
 def tokens(texts: pa.Array, *, kind: str, normalize: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token values (uint64) of every document, and the number of tokens of each document."""
-    if kind == "word":  # the split below collapses whitespace itself
-        normalize = [n for n in normalize if n != "whitespace"]
-    texts = normalize_array(texts, normalize)
+    if kind == "word":  # the split below collapses whitespace itself and needs punctuation only blanked
+        texts = normalize_array(texts, [n for n in normalize if n not in ("whitespace", "punctuation")])
+        if "punctuation" in normalize:  # after "digits", not before: the two touch no common character
+            texts = punctuation.blank(texts)
+    else:
+        texts = normalize_array(texts, normalize)
     if kind == "char":
         arrays = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32) for t in texts.to_pylist()]
         counts = np.array([len(a) for a in arrays], dtype=np.int64)
