@@ -1,6 +1,7 @@
 """Shingles and MinHash signatures of a batch of documents, vectorised over every shingle of the batch.
 
-Shingles. Text is normalised (:func:`~tokenmill.curate.dedup.common.normalize_array`), then cut into
+Shingles. Text is normalised (:func:`~tokenmill.curate.dedup.common.normalize_array`; before a word split,
+punctuation is blanked byte by byte, :func:`~tokenmill.curate.dedup.punctuation.blank`), then cut into
 tokens: words (Arrow's whitespace split) or characters (Unicode code points). Every token gets a 64-bit
 value (words: :func:`~tokenmill.curate.dedup.common.hash_strings` of each distinct word of the batch;
 characters: the code point), and the shingle starting at token ``i`` is ``mix64(sum_k t[i+k] * C_k)``
