@@ -75,6 +75,13 @@ def line_rules(step: RefinedWeb, lines: Pieces) -> tuple[pa.Array, np.ndarray, C
     return values, drop, +counts
 
 
+def quality_normalise(texts: pa.Array) -> pa.Array:
+    """``tokenmill.curate.quality.normalise`` collapsing every ``\\s+`` run, single spaces included."""
+    arr = pc.utf8_lower(pc.fill_null(texts, ""))
+    arr = pc.replace_substring_regex(arr, r"([.,!?;:()\[\]{}\"“”«»])", r" \1 ")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
+
+
 class ReferenceIdentifier(BatchIdentifier):
     """The batched identifier with its first state passes (a gather per pass, masks by offset) and one model
     copy per text."""
