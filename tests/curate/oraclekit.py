@@ -117,7 +117,7 @@ class ReferenceIdentifier(BatchIdentifier):
         scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
         np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        for i, j in self.ident._alias_pairs:
+        for i, j in self.tables.alias_pairs:
             scores[:, i] += scores[:, j]
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)
