@@ -164,13 +164,20 @@ class Language:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def setup(self) -> None:
-        if self._identifier is not None:
-            return
+    def warm(self) -> None:
+        """Load the identifier into this process's cache (a fork server does, for every worker it forks)."""
+        self._loaded()
+
+    def _loaded(self) -> Any:
         key = (self.model, tuple(self.candidates or ()))
         if key not in _LOADED:  # one model per process, whatever the number of steps or runs using it
             _LOADED[key] = _load(self.model, self.candidates)
-        object.__setattr__(self, "_identifier", _LOADED[key])
+        return _LOADED[key]
+
+    def setup(self) -> None:
+        if self._identifier is not None:
+            return
+        object.__setattr__(self, "_identifier", self._loaded())
         if self.disambiguate:
             from lingua import Language as L
             from lingua import LanguageDetectorBuilder

@@ -322,6 +322,10 @@ class Quality:
     def setup(self) -> None:
         load_model(self.model)
 
+    def warm(self) -> None:
+        """Load the model into this process's cache (a fork server does, for every worker it forks)."""
+        load_model(self.model)
+
     def score(self, batch: pa.RecordBatch) -> Scored:
         return Scored({"score": predict_hq(load_model(self.model), batch.column(self.column))})
 
