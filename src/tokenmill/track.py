@@ -21,7 +21,7 @@ from tokenmill.engine import Stage, StageContext, StagePlan, Unit, UnitResult, r
 from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.io.units import auto_unit_bytes
-from tokenmill.job import Inputs, hold_job, job_fingerprint, plan_inputs, resolve_out, stage_progress
+from tokenmill.job import Inputs, estimate_units, hold_job, job_fingerprint, plan_inputs, resolve_out, stage_progress
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -141,14 +141,6 @@ def prepare_run(
     if limit:
         cfg["limit"] = limit
     return TrackRun(track, Path(out), tok, planned, cfg, started, store=store)
-
-
-def estimate_units(files: list[InputFile], *, unit_bytes: int | None) -> int:
-    """About how many work units ``files`` make, from their sizes alone (a hint for starting workers)."""
-    unit_bytes = auto_unit_bytes(files) if unit_bytes is None else unit_bytes
-    splittable = ("jsonl", "parquet", "arrow")
-    return sum(max(1, -(-f.size // max(unit_bytes, 1))) if f.format in splittable and not f.compression else 1
-               for f in files)
 
 
 def unit_size(unit: WorkUnit) -> int:

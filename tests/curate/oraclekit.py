@@ -75,6 +75,13 @@ def line_rules(step: RefinedWeb, lines: Pieces) -> tuple[pa.Array, np.ndarray, C
     return values, drop, +counts
 
 
+def quality_normalise(texts: pa.Array) -> pa.Array:
+    """``tokenmill.curate.quality.normalise`` collapsing every ``\\s+`` run, single spaces included."""
+    arr = pc.utf8_lower(pc.fill_null(texts, ""))
+    arr = pc.replace_substring_regex(arr, r"([.,!?;:()\[\]{}\"“”«»])", r" \1 ")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
+
+
 class ReferenceIdentifier(BatchIdentifier):
     """The batched identifier with its first state passes (a gather per pass, masks by offset) and one model
     copy per text."""
@@ -110,7 +117,7 @@ class ReferenceIdentifier(BatchIdentifier):
         scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
         np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        for i, j in self.ident._alias_pairs:
+        for i, j in self.tables.alias_pairs:
             scores[:, i] += scores[:, j]
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)

@@ -71,6 +71,26 @@ def test_refinedweb_splits_only_the_changed_lines(seed, params):
     same_scored(step.score(b), ref.refinedweb_score(step, b))
 
 
+QUALITY_PIECES = [".", ",", "!", "?", ";", ":", "(", ")", "[", "]", "{", "}", '"', "“", "”", "«", "»", "'", "-",
+                  "A", "b", "İ", "ẞ", "Σ", "ǅ", "x.y", "..", "...", " . ", "\\s", "\\1"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_quality_normalise_gives_the_strings_of_collapsing_every_whitespace_run(seed):
+    from tokenmill.curate.quality import normalise
+
+    rng = random.Random(seed)
+    alphabet = QUALITY_PIECES + SPACES + PIECES[:20]
+    texts = [random_text(rng) for _ in range(200)]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(400)]
+    texts += ["", " ", "  ", "\t", " \t", "\t ", "\x0b", " \x0b ", "a \x0b\x0b b", "\u00a0 a \u00a0", " a ", "a  b",
+              "a\r\n\r\nb", "x" + " " * 1000 + "y", ".( [", "\n.\n", None]
+    arr = pa.array(texts, pa.large_string())
+    assert normalise(arr).to_pylist() == ref.quality_normalise(arr).to_pylist()
+    plain = pa.array(texts, pa.string())  # the type a documents file holds
+    assert normalise(plain).to_pylist() == ref.quality_normalise(plain).to_pylist()
+
+
 @pytest.fixture(scope="module")
 def langid_model():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier

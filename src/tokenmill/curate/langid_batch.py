@@ -10,8 +10,9 @@ Feature counts per text come from one sort; each text's naive-Bayes scores from 
 then py3langid's own length temperature, softmax and alias folding. The labels are py3langid's exactly;
 the probabilities agree to float32 rounding (tested against ``LanguageIdentifier.classify``).
 
-Memory: the model as float32 (about 57 MB) and int32 automaton tables (about 40 MB) per worker, plus
-about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default).
+Memory: the model as float32 (about 57 MB) and int32 automaton tables (about 40 MB), the :class:`Tables`,
+plus about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default). The tables are
+memory-mapped from a cache that every process shares (:mod:`tokenmill.curate.langid_cache`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import ctypes
 import functools
 import unicodedata
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -96,16 +98,43 @@ def automaton_depth(nextmove: np.ndarray, rowbase: np.ndarray) -> int:
         frontier, depth = nxt, depth + 1
 
 
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """What :class:`BatchIdentifier` reads of a py3langid model: the automaton (``nextmove``, ``rowbase``
+    pre-shifted by 8, ``output``: int32), its ``depth``, the naive-Bayes tables as float32 (``ptc``: feature x
+    class, ``pc``), the class labels and py3langid's alias column pairs (first, duplicate)."""
+
+    nextmove: np.ndarray
+    rowbase: np.ndarray
+    output: np.ndarray
+    ptc: np.ndarray
+    pc: np.ndarray
+    classes: tuple[str, ...]
+    alias_pairs: tuple[tuple[int, int], ...]
+    depth: int
+
+    ARRAYS: ClassVar[tuple[str, ...]] = ("nextmove", "rowbase", "output", "ptc", "pc")
+
+
+def tables_of(ident: Any) -> Tables:
+    """The tables of a loaded ``py3langid.langid.LanguageIdentifier`` (about 0.3 s of conversions)."""
+    nextmove = np.asarray(ident.tk_nextmove).astype(np.int32)
+    rowbase = (np.asarray(ident.tk_row).astype(np.int64) << 8).astype(np.int32)
+    return Tables(nextmove, rowbase, np.asarray(ident.tk_output).astype(np.int32),
+                  np.asarray(ident.nb_ptc, dtype=np.float32), np.asarray(ident.nb_pc, dtype=np.float32),
+                  tuple(ident.nb_classes), tuple((int(i), int(j)) for i, j in ident._alias_pairs),
+                  automaton_depth(nextmove, rowbase))
+
+
 class BatchIdentifier:
-    def __init__(self, ident: Any, *, chunk_bytes: int = 4 << 20):
-        self.ident = ident
-        self.nextmove = np.asarray(ident.tk_nextmove).astype(np.int32)
-        self.rowbase = (np.asarray(ident.tk_row).astype(np.int64) << 8).astype(np.int32)
-        self.output = np.asarray(ident.tk_output).astype(np.int32)
-        self.depth = automaton_depth(self.nextmove, self.rowbase)
-        self.ptc = np.asarray(ident.nb_ptc, dtype=np.float32)
-        self.pc = np.asarray(ident.nb_pc, dtype=np.float32)
-        self.classes = list(ident.nb_classes)
+    """Classifies with a model's :class:`Tables` (or a ``LanguageIdentifier``, converted)."""
+
+    def __init__(self, model: Any, *, chunk_bytes: int = 4 << 20):
+        tables = model if isinstance(model, Tables) else tables_of(model)
+        self.tables = tables
+        self.nextmove, self.rowbase, self.output = tables.nextmove, tables.rowbase, tables.output
+        self.ptc, self.pc, self.depth = tables.ptc, tables.pc, tables.depth
+        self.classes = list(tables.classes)
         self.chunk_bytes = chunk_bytes
 
     def classify(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -169,7 +198,7 @@ class BatchIdentifier:
         scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
         np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
         scores /= scores.sum(axis=1, keepdims=True)
-        for i, j in self.ident._alias_pairs:
+        for i, j in self.tables.alias_pairs:
             scores[:, i] += scores[:, j]
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)

@@ -80,19 +80,28 @@ _LOADED: dict[tuple, Any] = {}
 
 
 def _load(model: str | None, candidates: list[str] | None) -> Any:
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    """The batch identifier of ``model`` (None: the shipped one) restricted to ``candidates``, its tables
+    memory-mapped from the cache where an earlier load left them (:mod:`tokenmill.curate.langid_cache`)."""
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
 
     from tokenmill.curate.langid_batch import BatchIdentifier
+    from tokenmill.curate.langid_cache import cached_tables
 
-    ident = LanguageIdentifier.from_model_file(model or MODEL_FILE, norm_probs=True)
-    if candidates:
-        known = set(ident.labels)
-        wanted = _model_codes(tuple(candidates))
-        unknown = sorted(set(wanted) - known)
+    path = Path(model).absolute() if model else MODEL_DIR / MODEL_FILE
+    wanted = _model_codes(tuple(candidates)) if candidates else []
+    return BatchIdentifier(cached_tables(path, wanted, lambda: _identifier(path, wanted)))
+
+
+def _identifier(path: Path, wanted: list[str]) -> Any:
+    from py3langid.langid import LanguageIdentifier
+
+    ident = LanguageIdentifier.from_model_file(path, norm_probs=True)
+    if wanted:
+        unknown = sorted(set(wanted) - set(ident.labels))
         if unknown:
             raise ValueError(f"candidates: the model has no label(s) {', '.join(unknown)}")
         ident.set_languages(wanted)
-    return BatchIdentifier(ident)
+    return ident
 
 
 @dataclass(frozen=True)
@@ -155,13 +164,20 @@ class Language:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def setup(self) -> None:
-        if self._identifier is not None:
-            return
+    def warm(self) -> None:
+        """Load the identifier into this process's cache (a fork server does, for every worker it forks)."""
+        self._loaded()
+
+    def _loaded(self) -> Any:
         key = (self.model, tuple(self.candidates or ()))
         if key not in _LOADED:  # one model per process, whatever the number of steps or runs using it
             _LOADED[key] = _load(self.model, self.candidates)
-        object.__setattr__(self, "_identifier", _LOADED[key])
+        return _LOADED[key]
+
+    def setup(self) -> None:
+        if self._identifier is not None:
+            return
+        object.__setattr__(self, "_identifier", self._loaded())
         if self.disambiguate:
             from lingua import Language as L
             from lingua import LanguageDetectorBuilder

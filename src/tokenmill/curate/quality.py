@@ -25,8 +25,8 @@ Scoring (:class:`Quality`): the probability of the high-quality class, written t
 (:mod:`tokenmill.curate.quality_top`): the cut is a percentile of the whole corpus's scores, taken from
 the scores every unit wrote, never per unit.
 
-Cost: fastText's ``predict`` is C++ over a batch of strings; normalisation is three ``pyarrow.compute``
-passes. Both are linear in the text length.
+Cost: fastText's ``predict`` is C++ over a batch of strings; normalisation is four ``pyarrow.compute``
+passes (lower, two regular expressions, trim). Both are linear in the text length.
 """
 
 from __future__ import annotations
@@ -61,12 +61,21 @@ MAX_BUCKET = 2_000_000  # fastText's default: the most hashed n-gram rows a mode
 CARD_SUFFIX = ".card.json"
 
 
+PUNCT = r"([.,!?;:()\[\]{}\"“”«»])"  # split off as words of their own
+# A whitespace run (RE2's ``\s``: tab, newline, form feed, carriage return, space) other than one space: the
+# runs ``\s+`` replaces by a space, less those that are one space already, which it replaces by themselves.
+# A run that starts with another whitespace character matches the first alternative whole, one that starts
+# with a space and goes on the second, and a single space neither (its neighbours are not whitespace).
+# Same strings, a third of the time: in text most runs are one space, and each match costs RE2 a restart.
+WHITESPACE_RUN = r"[^\S ]\s*| \s+"
+
+
 def normalise(texts: pa.Array | Sequence[str]) -> pa.Array:
     """Lower-cased text with punctuation split off and all whitespace (newlines too) collapsed to one space."""
     arr = pa.array(texts, type=pa.large_string()) if not isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
     arr = pc.utf8_lower(pc.fill_null(arr, ""))
-    arr = pc.replace_substring_regex(arr, r"([.,!?;:()\[\]{}\"“”«»])", r" \1 ")
-    return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
+    arr = pc.replace_substring_regex(arr, PUNCT, r" \1 ")
+    return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, WHITESPACE_RUN, " "))
 
 
 def _fasttext() -> Any:
@@ -311,6 +320,10 @@ class Quality:
         return self.top_fraction is not None
 
     def setup(self) -> None:
+        load_model(self.model)
+
+    def warm(self) -> None:
+        """Load the model into this process's cache (a fork server does, for every worker it forks)."""
         load_model(self.model)
 
     def score(self, batch: pa.RecordBatch) -> Scored:

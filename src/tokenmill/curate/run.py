@@ -28,6 +28,7 @@ from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
+from tokenmill.curate.warm import start_workers
 from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -39,11 +40,12 @@ FIRST = "curate"
 
 
 def route_inputs(inputs: Sequence[str], *, force: bool = False, unit_bytes: int | None = None, text_mode: str = "auto",
-                 schemas: dict[str, dict] | None = None, **selection: Any) -> Inputs:
+                 schemas: dict[str, dict] | None = None, on_files: Any = None, **selection: Any) -> Inputs:
     """The inputs planned like the pretraining track's (:func:`tokenmill.job.plan_inputs`, refusing SFT data
-    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``; ``unit_bytes`` None: automatic."""
+    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``; ``unit_bytes`` None: automatic;
+    ``on_files(files)``: called once the files are known, before routing (the workers start)."""
     return plan_inputs("pretrain", inputs, text_mode=text_mode, schemas=schemas, force=force, unit_bytes=unit_bytes,
-                       **selection)
+                       on_files=on_files, **selection)
 
 
 def group_steps(steps: Sequence[Any]) -> list[list[Any] | Any]:
@@ -191,37 +193,49 @@ def run_curate(
     ``limit`` and ``dry_run``: :mod:`tokenmill.selection` (a dry run returns the plan and writes nothing).
     ``workflow``: the command recorded as the output's owner (``decontaminate`` runs through here too).
     """
-    from tokenmill.engine.workflow import run_workflow
-    from tokenmill.report.rejects import merge_rejects
     from tokenmill.selection import input_plan
 
     started = time.monotonic()
     specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
     built = build_steps(specs, source="steps")
-    routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas,
-                          exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
-    out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in routed.files)])
-    stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed,
-                             limit=limit)
-    config = {"preset": preset, "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
-              "unit_bytes": auto_unit_bytes(routed.files) if unit_bytes is None else unit_bytes, "text_mode": text_mode,
-              "score_removed": score_removed, "schemas": routed.schemas, **routed.selection(),
-              **({"limit": limit} if limit else {})}
-    if dry_run:
-        return {**input_plan(workflow, routed, out, config), "steps": [p["id"] for p in placed]}
+    executor = None if dry_run else pick_executor(executor, workers)
+    with holding(executor):  # the workers start while the inputs are routed (curate/warm.py)
+        routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas,
+                              exclude=exclude, skip_misrouted=skip_misrouted, limit=limit,
+                              on_files=start_workers(executor, built, unit_bytes=unit_bytes))
+        out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in routed.files)])
+        stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed,
+                                 limit=limit)
+        config = {"preset": preset,
+                  "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
+                  "unit_bytes": auto_unit_bytes(routed.files) if unit_bytes is None else unit_bytes,
+                  "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas,
+                  **routed.selection(), **({"limit": limit} if limit else {})}
+        if dry_run:
+            return {**input_plan(workflow, routed, out, config), "steps": [p["id"] for p in placed]}
+        with hold_job(out, workflow=workflow, overwrite=overwrite):
+            manifest = _run(stages, placed, routed, config, out=out, executor=executor, progress=progress,
+                            workflow=workflow, report=report, started=started)
+    return manifest
+
+
+def _run(stages: list[Stage], placed: list[dict], routed: Inputs, config: dict, *, out: Path, executor: Any,
+         progress: bool | None, workflow: str, report: bool, started: float) -> dict:
+    """The stages, then the rejects, the manifest, the ledger, the funnel and the report."""
+    from tokenmill.engine.workflow import run_workflow
+    from tokenmill.report.rejects import merge_rejects
+
     stage_seconds: dict[str, float] = {}
-    executor = pick_executor(executor, workers)
-    with holding(executor), hold_job(out, workflow=workflow, overwrite=overwrite):
-        results = run_workflow(stages, out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
-                               executor=executor, progress=stage_progress(progress, stage_seconds), locked=True)
-        n_rejects = merge_rejects(out, [u.name for u in routed.units])
-        manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
-        manifest["track"] = workflow
-        manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
-        manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
-        manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
-        manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
-        _finish(out, manifest, results, [u.name for u in routed.units], report=report)
+    results = run_workflow(stages, out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
+                           executor=executor, progress=stage_progress(progress, stage_seconds), locked=True)
+    n_rejects = merge_rejects(out, [u.name for u in routed.units])
+    manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["track"] = workflow
+    manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
+    manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
+    manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
+    manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
+    _finish(out, manifest, results, [u.name for u in routed.units], report=report)
     return manifest
 
 

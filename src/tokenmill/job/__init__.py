@@ -22,7 +22,7 @@ from tokenmill.job.driver import (
            resolve_out,
            stage_progress,
 )
-from tokenmill.job.inputs import Inputs, plan_inputs, refuse_misrouted
+from tokenmill.job.inputs import Inputs, estimate_units, plan_inputs, refuse_misrouted
 
-__all__ = ["Inputs", "check_file_target", "check_job", "hold_job", "holding", "job_fingerprint", "pick_executor",
-           "plan_inputs", "refuse_misrouted", "resolve_out", "stage_progress"]
+__all__ = ["Inputs", "check_file_target", "check_job", "estimate_units", "hold_job", "holding", "job_fingerprint",
+           "pick_executor", "plan_inputs", "refuse_misrouted", "resolve_out", "stage_progress"]
