@@ -6,6 +6,7 @@ Each function here is the code as it stood before a speed-up, verbatim but for n
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 from tokenmill.curate.heuristics import text as T
 from tokenmill.curate.heuristics.refinedweb import COUNTER, SUBSTRINGS, RefinedWeb
 from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, text_column
-from tokenmill.curate.langid_batch import BatchIdentifier
+from tokenmill.curate.langid_batch import BatchIdentifier, exp_nonpositive
 from tokenmill.curate.step import Scored
 
 
@@ -83,8 +84,9 @@ def quality_normalise(texts: pa.Array) -> pa.Array:
 
 
 class ReferenceIdentifier(BatchIdentifier):
-    """The batched identifier with its first state passes (a gather per pass, masks by offset) and one model
-    copy per text."""
+    """The batched identifier with its first state passes (a gather per pass, masks by offset), one model copy
+    per text and its rows summed one by one in a Python loop (the softmax's ``exp`` is the shipped one, tested
+    on its own against ``math.exp``)."""
 
     def _states(self, buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         offset = np.arange(len(buf), dtype=np.int64) - np.repeat(starts, lens)
@@ -108,15 +110,21 @@ class ReferenceIdentifier(BatchIdentifier):
         nfeat = self.ptc.shape[0]
         keys, counts = np.unique(doc[hit] * nfeat + feature[hit], return_counts=True)
         d, f = keys // nfeat, keys % nfeat
-        weights = np.log1p(counts.astype(np.float32))
+        weights = np.array([np.float32(math.log1p(c)) for c in counts.tolist()], dtype=np.float32)
         scores = np.zeros((n, self.ptc.shape[1]), dtype=np.float32)
         bounds = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if len(d) else np.array([], dtype=np.int64)
         ends = np.r_[bounds[1:], len(d)]
         for lo, hi in zip(bounds.tolist(), ends.tolist()):
-            scores[d[lo]] = weights[lo:hi] @ self.ptc[f[lo:hi]] + self.pc
+            acc = np.zeros(self.ptc.shape[1], dtype=np.float32)
+            for i in range(lo, hi):  # each feature's row, weighted, added in feature order
+                acc += weights[i] * self.ptc[f[i]]
+            scores[d[lo]] = acc + self.pc
         scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
-        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
+        scores = exp_nonpositive(scores - scores.max(axis=1, keepdims=True))
+        total = np.zeros(n, dtype=np.float32)
+        for j in range(scores.shape[1]):
+            total += scores[:, j]
+        scores /= total[:, None]
         for i, j in self.tables.alias_pairs:
             scores[:, i] += scores[:, j]
             scores[:, j] = 0.0

@@ -158,19 +158,6 @@ def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypa
     same_scored(got, step.score(b))
 
 
-def test_one_blas_thread_restores_the_thread_count():
-    from tokenmill.curate.langid_batch import _openblas_threads, one_blas_thread
-
-    calls = _openblas_threads()
-    if calls is None:
-        pytest.skip("numpy's BLAS is not an OpenBLAS found in this process's maps")
-    get, _ = calls
-    before = get()
-    with one_blas_thread():
-        assert get() == 1
-    assert get() == before
-
-
 def test_character_sets_equal_the_per_code_point_scan():
     from tokenmill.curate.heuristics import text
 

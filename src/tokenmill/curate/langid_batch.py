@@ -6,9 +6,18 @@ after byte *t* is the longest suffix of the text that is a prefix of some featur
 the last ``depth`` bytes (``depth``: the deepest state, 6 for the shipped model). The state of every
 position of every text is therefore found with ``depth`` vectorised passes over the concatenated bytes,
 each restarting from the root at the window's first byte (and never reading across a text boundary).
-Feature counts per text come from one sort; each text's naive-Bayes scores from one small matrix product,
-then py3langid's own length temperature, softmax and alias folding. The labels are py3langid's exactly;
-the probabilities agree to float32 rounding (tested against ``LanguageIdentifier.classify``).
+Feature counts per text come from one sort; each text's naive-Bayes scores are its features' model rows
+weighted and summed, then py3langid's own length temperature, softmax and alias folding. The labels are
+py3langid's; the probabilities agree with it to float32 rounding (tested against
+``LanguageIdentifier.classify``).
+
+The probabilities are the same bits on every x86-64 CPU (and thread count): they go into the ledger, and a
+run resumed on another machine, or spread over a Ray cluster of mixed machines, must write what one machine
+would. So nothing here goes through BLAS (OpenBLAS picks its matrix-vector kernel by CPU model, and each
+kernel sums in its own order) or numpy's SIMD ``log1p``/``exp`` (other routines on AVX-512, AVX2 and older
+CPUs): the rows are summed one after another in feature order, ``log1p`` of the counts comes from the C
+library's, and the softmax's ``exp`` is a double-precision polynomial made of IEEE additions and
+multiplications (tested under every numpy dispatch level and several OpenBLAS kernels).
 
 Memory: the model as float32 (about 57 MB) and int32 automaton tables (about 40 MB), the :class:`Tables`,
 plus about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default). The tables are
@@ -17,9 +26,8 @@ memory-mapped from a cache that every process shares (:mod:`tokenmill.curate.lan
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
+import math
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,52 +41,6 @@ def _encode(text: str) -> bytes:
     if text.isupper():
         text = text.lower()
     return unicodedata.normalize("NFC", text).encode("utf8", errors="surrogatepass")
-
-
-_THREAD_CALLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-                 ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
-                 ("openblas_get_num_threads", "openblas_set_num_threads"))
-
-
-@functools.cache
-def _openblas_threads() -> tuple | None:
-    """(get, set) of the thread count of the OpenBLAS that numpy loaded, or None (another BLAS, not Linux)."""
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = {line.split()[-1] for line in fh if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for get, put in _THREAD_CALLS:
-            if hasattr(lib, get) and hasattr(lib, put):
-                return getattr(lib, get), getattr(lib, put)
-    return None
-
-
-@contextlib.contextmanager
-def one_blas_thread():
-    """numpy's OpenBLAS on one thread inside the block, its thread count restored after.
-
-    A text's product (a few hundred model rows times 142 classes) is small, and OpenBLAS splits it over every
-    core: starting and joining the threads costs far more CPU than the product (18x measured on a 2-core
-    machine). OpenBLAS splits a matrix-vector product by output element, each summed by one thread in the
-    same order, so the values are the same bits on any number of threads (tested).
-    """
-    calls = _openblas_threads()
-    if calls is None:
-        yield
-        return
-    get, put = calls
-    before = get()
-    put(1)
-    try:
-        yield
-    finally:
-        put(before)
 
 
 def automaton_depth(nextmove: np.ndarray, rowbase: np.ndarray) -> int:
@@ -184,22 +146,56 @@ class BatchIdentifier:
         nfeat = self.ptc.shape[0]
         keys, counts = np.unique(doc * nfeat + feature[hit], return_counts=True)
         d, f = keys // nfeat, keys % nfeat
-        weights = np.log1p(counts.astype(np.float32))
+        weights = log1p_counts(counts)
         scores = np.zeros((n, self.ptc.shape[1]), dtype=np.float32)
         bounds = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if len(d) else np.array([], dtype=np.int64)
         ends = np.r_[bounds[1:], len(d)]
         rows = np.empty((int((ends - bounds).max(initial=0)), self.ptc.shape[1]), dtype=np.float32)
-        with one_blas_thread():
-            for lo, hi in zip(bounds.tolist(), ends.tolist()):
-                part = rows[:hi - lo]  # one buffer for every text's rows of the model: no allocation per text
-                np.take(self.ptc, f[lo:hi], axis=0, out=part)
-                scores[d[lo]] = weights[lo:hi] @ part + self.pc
-        # featureless texts keep all-zero scores: a uniform distribution, as in py3langid
+        for lo, hi in zip(bounds.tolist(), ends.tolist()):
+            part = rows[:hi - lo]  # one buffer for every text's rows of the model: no allocation per text
+            np.take(self.ptc, f[lo:hi], axis=0, out=part)
+            part *= weights[lo:hi, None]
+            np.add.reduce(part, axis=0, out=scores[d[lo]])  # row after row, in feature order
+        scores[d[bounds]] += self.pc  # featureless texts keep all-zero scores: a uniform distribution, as in py3langid
         scores *= (1.0 / np.sqrt(np.maximum(lens, 1))).astype(np.float32)[:, None]
-        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
+        scores = exp_nonpositive(scores - scores.max(axis=1, keepdims=True))
+        total = np.zeros(n, dtype=np.float32)
+        for j in range(scores.shape[1]):  # class after class: the same order on every CPU
+            total += scores[:, j]
+        scores /= total[:, None]
         for i, j in self.tables.alias_pairs:
             scores[:, i] += scores[:, j]
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)
         return [self.classes[k] for k in best], scores[np.arange(n), best].astype(np.float64)
+
+
+@functools.lru_cache(maxsize=4)
+def _log1p_table(size: int) -> np.ndarray:
+    return np.array([math.log1p(k) for k in range(size)], dtype=np.float64).astype(np.float32)
+
+
+def log1p_counts(counts: np.ndarray) -> np.ndarray:
+    """``log1p`` of whole counts as float32, from the C library's double ``log1p`` (numpy's float32 ``log1p`` is
+    a different SIMD routine on AVX-512 and AVX2 CPUs, so its bits depend on the machine)."""
+    top = int(counts.max(initial=0)) + 1
+    size = 1 << max(12, (top - 1).bit_length())
+    return _log1p_table(size)[counts]
+
+
+_LN2_HI, _LN2_LO = 0.6931471803691238, 1.9082149292705877e-10  # ln 2 split so that k * _LN2_HI is exact
+_EXP_TERMS = tuple(1.0 / math.factorial(k) for k in range(13, -1, -1))
+
+
+def exp_nonpositive(x: np.ndarray) -> np.ndarray:
+    """``exp(x)`` for float32 ``x <= 0``, as float32, with the same bits on every CPU: double-precision range
+    reduction and Taylor polynomial from IEEE additions and multiplications only, then one rounding to float32
+    (numpy's own ``exp`` takes another code path on CPUs without FMA, and on AVX-512 in double precision)."""
+    v = np.maximum(x.astype(np.float64), -150.0)  # below about -104 the float32 result is 0 anyway
+    k = np.floor(v * (1.0 / math.log(2)) + 0.5)
+    r = (v - k * _LN2_HI) - k * _LN2_LO  # |r| <= ln 2 / 2 (plus rounding)
+    p = np.full_like(r, _EXP_TERMS[0])
+    for c in _EXP_TERMS[1:]:
+        p *= r
+        p += c
+    return np.ldexp(p, k.astype(np.int32)).astype(np.float32)

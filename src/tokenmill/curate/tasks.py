@@ -11,6 +11,7 @@ the report).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ from tokenmill.report.accounting import Stats
 DOCS_SCHEMA = DOCUMENT.append(pa.field("loc", pa.int64()))  # the documents files: provenance travels along
 SAMPLES_PER_REASON = 3
 SAMPLE_CHARS = 600
+# documents scored together: the word-level steps split each distinct whitespace chunk of a batch once, and
+# four read batches of web text hold about 1.8 times the distinct chunks of one, not four times (the first
+# pass's CPU: BENCHMARKS.md). The documents file keeps the row chunks of the read batches
+SCORE_ROWS = 4096
 
 
 def kept_locs(raw: Any, rejects: list) -> np.ndarray:
@@ -45,9 +50,21 @@ class _Writer:
         self.ledger: list[pa.RecordBatch] = []
         self.samples: dict[str, list[dict]] = {}
 
-    def add(self, result: CascadeResult, docs_in: pa.RecordBatch) -> None:
-        if result.kept.num_rows:
-            self.docs.append(result.kept)
+    def add(self, result: CascadeResult, docs_in: pa.RecordBatch, blocks: list[int] | None = None) -> None:
+        """``blocks``: the rows of each read batch ``docs_in`` was joined from; the kept documents of each stay
+        one row chunk of the documents file, as when every read batch was scored on its own."""
+        kept = result.kept
+        if blocks is None or len(blocks) == 1:
+            if kept.num_rows:
+                self.docs.append(kept)
+        else:
+            keep = np.asarray(result.ledger.column("kept"), dtype=bool)
+            block_of = np.repeat(np.arange(len(blocks)), blocks)
+            start = 0
+            for n in np.bincount(block_of[keep], minlength=len(blocks)).tolist():
+                if n:
+                    self.docs.append(kept.slice(start, n))
+                start += n
         self.ledger.append(result.ledger)
         self._sample(result.ledger, docs_in)
 
@@ -100,6 +117,28 @@ def _as_docs(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=DOCS_SCHEMA)
 
 
+def _score_all(cascade: Cascade, batches: Iterator[pa.RecordBatch], writer: _Writer, stats: Stats, seconds: Counter,
+               score_rows: int) -> None:
+    """Run ``cascade`` over ``batches`` joined into batches of at least ``score_rows`` documents (the last one
+    smaller), into ``writer``."""
+    pending: list[pa.RecordBatch] = []
+
+    def score() -> None:
+        docs = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        result = cascade(docs, docs.column("loc").to_numpy())
+        seconds.update(result.seconds)
+        writer.add(result, docs, blocks=[b.num_rows for b in pending])
+        _count(stats, result)
+        pending.clear()
+
+    for batch in batches:
+        pending.append(batch)
+        if sum(b.num_rows for b in pending) >= score_rows:
+            score()
+    if pending:
+        score()
+
+
 def _count(stats: Stats, result: CascadeResult) -> None:
     stats.kept += result.kept.num_rows
     for reason, n in result.filtered.items():
@@ -118,6 +157,7 @@ class ReadTask:
     text_mode: str = "auto"
     batch_rows: int = 1024
     limit: int | None = None  # the first records of every input only (a trial run)
+    score_rows: int | None = None  # read batches are joined until they hold this many (None: SCORE_ROWS)
 
     def setup(self) -> None:
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
@@ -132,20 +172,19 @@ class ReadTask:
         work, stats, seconds = unit.payload, Stats(), Counter()
         writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
         sink = RejectSink(staging, work)
-        for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
-            stats.input += len(raw) + len(raw.rejects)
-            stats.bytes_in += raw.nbytes
-            stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
-            sink.add(raw.rejects, stats)
-            docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
-            sink.add(rejects, stats)
-            if docs.num_rows == 0:
-                continue
-            docs = _with_loc(docs, kept_locs(raw, rejects))
-            result = self.cascade(docs, docs.column("loc").to_numpy())
-            seconds.update(result.seconds)
-            writer.add(result, docs)
-            _count(stats, result)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
+                stats.input += len(raw) + len(raw.rejects)
+                stats.bytes_in += raw.nbytes
+                stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
+                sink.add(raw.rejects, stats)
+                docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
+                sink.add(rejects, stats)
+                if docs.num_rows:
+                    yield _with_loc(docs, kept_locs(raw, rejects))
+
+        _score_all(self.cascade, batches(), writer, stats, seconds, self.score_rows or SCORE_ROWS)
         sink.close()
         data = writer.close()
         return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
@@ -161,6 +200,7 @@ class DocsTask:
     docs_dir: str
     out: str  # the run's output directory (the upstream files are read from there)
     batch_rows: int = 1024
+    score_rows: int | None = None
     sources: dict[int, str] = field(default_factory=dict)  # unit index -> upstream docs file (relative)
 
     def setup(self) -> None:
@@ -171,13 +211,13 @@ class DocsTask:
         stats, seconds = Stats(), Counter()
         writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
         source = Path(self.out) / unit.payload
-        for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
-            docs = _as_docs(batch)
-            stats.input += docs.num_rows
-            result = self.cascade(docs, docs.column("loc").to_numpy())
-            seconds.update(result.seconds)
-            writer.add(result, docs)
-            _count(stats, result)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
+                stats.input += batch.num_rows
+                yield _as_docs(batch)
+
+        _score_all(self.cascade, batches(), writer, stats, seconds, self.score_rows or SCORE_ROWS)
         data = writer.close()
         return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
                           data=data, step_seconds=seconds)
