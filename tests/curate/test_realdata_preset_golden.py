@@ -6,7 +6,10 @@ and ``dclm`` (its model trained here from the shared quality sets, one thread, a
 table (``documents/``, ``ledger/`` and the stages' ledger parts) is digested by its content (its schema
 and every value, written as one Arrow IPC stream), so the check does not depend on the Parquet writer's
 version; ``golden/realdata_presets.json`` holds the digests taken from commit 889b348, before the fast
-paths. Regenerate only for an intended change of the output: ``TOKENMILL_UPDATE_GOLDEN=1``.
+paths, then once more when the language step's probabilities became the same bits on every CPU (they had
+depended on OpenBLAS's kernel for the machine: only the ``language.score`` column changed, in the ledger
+and the first stage's ledger part). Regenerate only for an intended change of the output:
+``TOKENMILL_UPDATE_GOLDEN=1``.
 """
 
 from __future__ import annotations
