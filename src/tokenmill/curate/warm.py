@@ -25,6 +25,8 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from tokenmill._env import environment_variable
+
 VARIABLE = "TOKENMILL_WARM_STEPS"
 SERVER_MODULE = "tokenmill.curate._warm_server"
 MAX_HINT = 64 << 10  # bytes of pickled steps an environment variable carries (Linux allows 128 KiB)
@@ -65,15 +67,8 @@ def hint(steps: Sequence[Any]) -> Iterator[None]:
     if not payload or len(payload) > MAX_HINT:
         yield
         return
-    previous = os.environ.get(VARIABLE)
-    os.environ[VARIABLE] = payload
-    try:
+    with environment_variable(VARIABLE, payload):
         yield
-    finally:
-        if previous is None:
-            os.environ.pop(VARIABLE, None)
-        else:
-            os.environ[VARIABLE] = previous
 
 
 def warm_from_environment() -> list[str]:

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tokenmill._env import environment_variable
+
 VARIABLE = "TOKENMILL_PREBUILD_TOKENIZER"
 SERVER_MODULE = "tokenmill.tokenize._prebuild_server"
 
@@ -35,15 +37,8 @@ def hint(spec: Any) -> Iterator[None]:
     if path is None or not (path == "default" or Path(path).expanduser().exists()):
         yield
         return
-    previous = os.environ.get(VARIABLE)
-    os.environ[VARIABLE] = path
-    try:
+    with environment_variable(VARIABLE, path):
         yield
-    finally:
-        if previous is None:
-            os.environ.pop(VARIABLE, None)
-        else:
-            os.environ[VARIABLE] = previous
 
 
 def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
