@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "src" / "tokenmill"
 LAYERS = [
-    {"errors", "_extras", "_guard", "_arrow", "_env", "base", "records"},  # vocabulary
+    {"errors", "_extras", "_guard", "_arrow", "base", "records"},  # vocabulary
     {"io", "tokenize", "pack"},  # reading, tokenizers, packing over lengths
     {"engine", "report", "shards"},  # stages and executors, manifests and ledgers, the shard format
     {"route", "split", "loader"},  # the router, the validation split, the loader over shards
