@@ -1,6 +1,5 @@
-"""What this process's environment holds: a variable set for the duration of a block (a hint to a fork server
-that starts inside it: the server inherits the environment it starts with), an installed package's version
-(part of the caches' keys)."""
+"""A variable set in this process's environment for the duration of a block (a hint to a fork server that
+starts inside it: the server inherits the environment it starts with)."""
 
 from __future__ import annotations
 
@@ -20,13 +19,3 @@ def environment_variable(name: str, value: str) -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = previous
-
-
-def package_version(package: str) -> str:
-    """The installed version of ``package``, or ``"none"``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return "none"

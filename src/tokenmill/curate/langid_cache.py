@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from tokenmill._env import package_version
 from tokenmill.curate.langid_batch import Tables, tables_of
 from tokenmill.tokenize.sources import cache_dir
 
@@ -46,7 +45,13 @@ def cached_tables(model: Path, candidates: Sequence[str], load: Callable[[], Any
 
 
 def entry_key(model: Path, candidates: Sequence[str]) -> str:
-    h = hashlib.sha256(f"{VERSION}\0{package_version('py3langid')}\0{','.join(sorted(set(candidates)))}\0".encode())
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        langid_version = version("py3langid")
+    except PackageNotFoundError:
+        langid_version = "none"
+    h = hashlib.sha256(f"{VERSION}\0{langid_version}\0{','.join(sorted(set(candidates)))}\0".encode())
     h.update(Path(model).read_bytes())
     return h.hexdigest()[:32]
 

@@ -24,8 +24,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tokenmill._env import package_version
-
 CHECK_VERSION = 1  # bump when the check or the shapes change, so older verdicts are not trusted
 NOT_KEYED = ("verify", "on_mismatch")  # options that change what is checked, not the ids written
 
@@ -34,7 +32,7 @@ def run_key(tokenizer: Any, template: Any, options: Any) -> str:
     """What decides the ids of every example of a run (not its shape): see the module docstring."""
     rendering = {k: v for k, v in sorted(vars(options).items()) if k not in NOT_KEYED}
     parts = [str(CHECK_VERSION), tokenizer.fingerprint, template.digest, json.dumps(rendering, default=str),
-             _code_digest(), *(package_version(p) for p in ("transformers", "gigatoken", "jinja2"))]
+             _code_digest(), *(_version(p) for p in ("transformers", "gigatoken", "jinja2"))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -46,6 +44,15 @@ def _code_digest() -> str:
     for path in sorted([*here.glob("*.py"), *here.glob("*.jinja"), *(here.parent / "tokenize").glob("*.py")]):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "none"
 
 
 def _dir(key: str) -> Path:

@@ -19,8 +19,6 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokenmill._env import package_version
-
 CHECK_VERSION = 1  # bump when the check itself changes, so older verdicts are not trusted
 
 SAMPLE = [
@@ -104,7 +102,13 @@ def _warn(name: str, reference, problem: str) -> None:
 
 def verdict_key(fingerprint: str, texts: Sequence[str]) -> str:
     """Cache key of one parity verdict: tokenizer, every text checked, gigatoken and check versions."""
-    h = hashlib.sha256(f"{CHECK_VERSION}\0{package_version('gigatoken')}\0{fingerprint}\0".encode())
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        giga = version("gigatoken")
+    except PackageNotFoundError:
+        giga = "none"
+    h = hashlib.sha256(f"{CHECK_VERSION}\0{giga}\0{fingerprint}\0".encode())
     for text in texts:
         h.update(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
     return h.hexdigest()
