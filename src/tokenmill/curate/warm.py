@@ -25,8 +25,6 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tokenmill._env import environment_variable
-
 VARIABLE = "TOKENMILL_WARM_STEPS"
 SERVER_MODULE = "tokenmill.curate._warm_server"
 MAX_HINT = 64 << 10  # bytes of pickled steps an environment variable carries (Linux allows 128 KiB)
@@ -67,8 +65,15 @@ def hint(steps: Sequence[Any]) -> Iterator[None]:
     if not payload or len(payload) > MAX_HINT:
         yield
         return
-    with environment_variable(VARIABLE, payload):
+    previous = os.environ.get(VARIABLE)
+    os.environ[VARIABLE] = payload
+    try:
         yield
+    finally:
+        if previous is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = previous
 
 
 def warm_from_environment() -> list[str]:

@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokenmill._env import environment_variable
-
 VARIABLE = "TOKENMILL_PREBUILD_TOKENIZER"
 SERVER_MODULE = "tokenmill.tokenize._prebuild_server"
 
@@ -37,8 +35,15 @@ def hint(spec: Any) -> Iterator[None]:
     if path is None or not (path == "default" or Path(path).expanduser().exists()):
         yield
         return
-    with environment_variable(VARIABLE, path):
+    previous = os.environ.get(VARIABLE)
+    os.environ[VARIABLE] = path
+    try:
         yield
+    finally:
+        if previous is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = previous
 
 
 def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
