@@ -84,9 +84,15 @@ def quality_normalise(texts: pa.Array) -> pa.Array:
 
 
 class ReferenceIdentifier(BatchIdentifier):
-    """The batched identifier with its first state passes (a gather per pass, masks by offset), one model copy
-    per text and its rows summed one by one in a Python loop (the softmax's ``exp`` is the shipped one, tested
-    on its own against ``math.exp``)."""
+    """The batched identifier with its first state passes (py3langid's own automaton tables, two gathers per
+    pass, masks by offset), one model copy per text and its rows summed one by one in a Python loop (the
+    softmax's ``exp`` is the shipped one, tested on its own against ``math.exp``)."""
+
+    def __init__(self, ident, **kwargs):
+        super().__init__(ident, **kwargs)
+        self.nextmove = np.asarray(ident.tk_nextmove).astype(np.int64)
+        self.rowbase = np.asarray(ident.tk_row).astype(np.int64) << 8
+        self.output = np.asarray(ident.tk_output).astype(np.int64)
 
     def _states(self, buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         offset = np.arange(len(buf), dtype=np.int64) - np.repeat(starts, lens)

@@ -66,7 +66,7 @@ def test_other_candidates_or_another_model_file_never_reuse_an_entry(cache, tmp_
 def test_an_entry_that_does_not_read_back_is_ignored_and_written_again(cache, damage):
     _load(None, ["en", "de", "fr"])
     (entry,) = cache.iterdir()
-    target = entry / "nextmove.npy"
+    target = entry / "nextrow.npy"
     if damage == "truncate":
         target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
     elif damage == "garbage":

@@ -5,7 +5,9 @@ counts the byte n-gram features the states emit, and scores them with naive Baye
 after byte *t* is the longest suffix of the text that is a prefix of some feature, so it depends only on
 the last ``depth`` bytes (``depth``: the deepest state, 6 for the shipped model). The state of every
 position of every text is therefore found with ``depth`` vectorised passes over the concatenated bytes,
-each restarting from the root at the window's first byte (and never reading across a text boundary).
+each restarting from the root at the window's first byte (and never reading across a text boundary). The
+tables are kept composed for those passes: for every (state, byte) the next state's row (``nextrow``) and the
+feature that state emits (``emit``), so each pass is one gather and the last one yields the features.
 Feature counts per text come from one sort; each text's naive-Bayes scores are its features' model rows
 weighted and summed, then py3langid's own length temperature, softmax and alias folding. The labels are
 py3langid's; the probabilities agree with it to float32 rounding (tested against
@@ -19,7 +21,7 @@ CPUs): the rows are summed one after another in feature order, ``log1p`` of the 
 library's, and the softmax's ``exp`` is a double-precision polynomial made of IEEE additions and
 multiplications (tested under every numpy dispatch level and several OpenBLAS kernels).
 
-Memory: the model as float32 (about 57 MB) and int32 automaton tables (about 40 MB), the :class:`Tables`,
+Memory: the model as float32 (about 57 MB) and two int32 automaton tables (about 80 MB), the :class:`Tables`,
 plus about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default). The tables are
 memory-mapped from a cache that every process shares (:mod:`tokenmill.curate.langid_cache`).
 """
@@ -62,30 +64,33 @@ def automaton_depth(nextmove: np.ndarray, rowbase: np.ndarray) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Tables:
-    """What :class:`BatchIdentifier` reads of a py3langid model: the automaton (``nextmove``, ``rowbase``
-    pre-shifted by 8, ``output``: int32), its ``depth``, the naive-Bayes tables as float32 (``ptc``: feature x
-    class, ``pc``), the class labels and py3langid's alias column pairs (first, duplicate)."""
+    """What :class:`BatchIdentifier` reads of a py3langid model: the automaton composed with itself, indexed by
+    a state's row (its index shifted by 8) plus a byte: ``nextrow`` (the next state's row) and ``emit`` (the
+    feature the next state emits, -1 for none), both int32, and ``root`` (the first state's row); its
+    ``depth``; the naive-Bayes tables as float32 (``ptc``: feature x class, ``pc``), the class labels and
+    py3langid's alias column pairs (first, duplicate)."""
 
-    nextmove: np.ndarray
-    rowbase: np.ndarray
-    output: np.ndarray
+    nextrow: np.ndarray
+    emit: np.ndarray
     ptc: np.ndarray
     pc: np.ndarray
     classes: tuple[str, ...]
     alias_pairs: tuple[tuple[int, int], ...]
     depth: int
+    root: int
 
-    ARRAYS: ClassVar[tuple[str, ...]] = ("nextmove", "rowbase", "output", "ptc", "pc")
+    ARRAYS: ClassVar[tuple[str, ...]] = ("nextrow", "emit", "ptc", "pc")
 
 
 def tables_of(ident: Any) -> Tables:
     """The tables of a loaded ``py3langid.langid.LanguageIdentifier`` (about 0.3 s of conversions)."""
-    nextmove = np.asarray(ident.tk_nextmove).astype(np.int32)
-    rowbase = (np.asarray(ident.tk_row).astype(np.int64) << 8).astype(np.int32)
-    return Tables(nextmove, rowbase, np.asarray(ident.tk_output).astype(np.int32),
+    nextmove = np.asarray(ident.tk_nextmove).astype(np.int64)
+    rowbase = np.asarray(ident.tk_row).astype(np.int64) << 8
+    output = np.asarray(ident.tk_output).astype(np.int32)
+    return Tables(rowbase[nextmove].astype(np.int32), output[nextmove],
                   np.asarray(ident.nb_ptc, dtype=np.float32), np.asarray(ident.nb_pc, dtype=np.float32),
                   tuple(ident.nb_classes), tuple((int(i), int(j)) for i, j in ident._alias_pairs),
-                  automaton_depth(nextmove, rowbase))
+                  automaton_depth(nextmove, rowbase), int(rowbase[0]))
 
 
 class BatchIdentifier:
@@ -94,7 +99,6 @@ class BatchIdentifier:
     def __init__(self, model: Any, *, chunk_bytes: int = 4 << 20):
         tables = model if isinstance(model, Tables) else tables_of(model)
         self.tables = tables
-        self.nextmove, self.rowbase, self.output = tables.nextmove, tables.rowbase, tables.output
         self.ptc, self.pc, self.depth = tables.ptc, tables.pc, tables.depth
         self.classes = list(tables.classes)
         self.chunk_bytes = chunk_bytes
@@ -116,35 +120,35 @@ class BatchIdentifier:
             start = stop
         return labels, probs
 
-    def _states(self, buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-        """The automaton's state after every byte: pass ``j`` (from ``depth - 1`` down to 0) feeds the byte ``j``
-        back (``buf`` shifted by ``j``); a window that would start before its text's first byte restarts at
-        the root (the first ``j`` positions of each text, reset after the pass)."""
-        state = np.zeros(len(buf), dtype=np.int32)
-        shifted = np.empty_like(buf)
+    def _features(self, buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The feature emitted after every byte (-1: none). Pass ``j`` (from ``depth - 1`` down to 0) feeds the
+        byte ``j`` back (``buf`` shifted by ``j``) to the rows the previous pass reached; a window that would
+        start before its text's first byte restarts at the root (the first ``j`` positions of each text, reset
+        after the pass)."""
+        t = self.tables
+        row = np.full(len(buf), t.root, dtype=np.int32)
+        idx = np.empty_like(row)
         heads = [starts[lens > k] + k for k in range(self.depth)]  # the k-th byte of every text that has one
-        for j in range(self.depth - 1, -1, -1):
-            if j:
-                shifted[:j] = 0
-                shifted[j:] = buf[:-j]
-            idx = np.take(self.rowbase, state)  # np.take: about twice the speed of indexing with int32
-            idx += shifted if j else buf
-            state = np.take(self.nextmove, idx)
+        for j in range(self.depth - 1, 0, -1):
+            idx[:j] = row[:j]
+            np.add(row[j:], buf[:max(len(buf) - j, 0)], out=idx[j:])
+            np.take(t.nextrow, idx, out=row, mode="clip")  # every index is in range; "clip" skips a copy of out
             for k in range(j):
-                state[heads[k]] = 0
-        return state
+                row[heads[k]] = t.root
+        np.add(row, buf, out=idx)
+        return np.take(t.emit, idx)
 
     def _classify(self, encoded: list[bytes]) -> tuple[list[str], np.ndarray]:
         n = len(encoded)
         lens = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
         buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).astype(np.int32)
         starts = np.cumsum(lens) - lens
-        feature = np.take(self.output, self._states(buf, starts, lens))
+        feature = self._features(buf, starts, lens)
         hit = feature >= 0
         seen = np.concatenate([[0], np.cumsum(hit)])
         doc = np.repeat(np.arange(n, dtype=np.int64), seen[starts + lens] - seen[starts])  # per feature emitted
         nfeat = self.ptc.shape[0]
-        keys, counts = np.unique(doc * nfeat + feature[hit], return_counts=True)
+        keys, counts = _counted(doc * nfeat + feature[hit])
         d, f = keys // nfeat, keys % nfeat
         weights = log1p_counts(counts)
         scores = np.zeros((n, self.ptc.shape[1]), dtype=np.float32)
@@ -153,7 +157,7 @@ class BatchIdentifier:
         rows = np.empty((int((ends - bounds).max(initial=0)), self.ptc.shape[1]), dtype=np.float32)
         for lo, hi in zip(bounds.tolist(), ends.tolist()):
             part = rows[:hi - lo]  # one buffer for every text's rows of the model: no allocation per text
-            np.take(self.ptc, f[lo:hi], axis=0, out=part)
+            np.take(self.ptc, f[lo:hi], axis=0, out=part, mode="clip")  # in range; "clip": no copy of out
             part *= weights[lo:hi, None]
             np.add.reduce(part, axis=0, out=scores[d[lo]])  # row after row, in feature order
         scores[d[bounds]] += self.pc  # featureless texts keep all-zero scores: a uniform distribution, as in py3langid
@@ -168,6 +172,15 @@ class BatchIdentifier:
             scores[:, j] = 0.0
         best = scores.argmax(axis=1)
         return [self.classes[k] for k in best], scores[np.arange(n), best].astype(np.float64)
+
+
+def _counted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_counts=True)``, from one sort."""
+    if len(keys) == 0:
+        return keys, np.zeros(0, dtype=np.int64)
+    keys = np.sort(keys)
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return keys[first], np.diff(np.r_[first, len(keys)])
 
 
 @functools.lru_cache(maxsize=4)

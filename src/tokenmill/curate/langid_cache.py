@@ -30,7 +30,7 @@ import numpy as np
 from tokenmill.curate.langid_batch import Tables, tables_of
 from tokenmill.tokenize.sources import cache_dir
 
-VERSION = 1
+VERSION = 2
 
 
 def cached_tables(model: Path, candidates: Sequence[str], load: Callable[[], Any]) -> Tables:
@@ -67,7 +67,8 @@ def read_entry(entry: Path) -> Tables | None:
                 return None
             arrays[name] = arr
         return Tables(**arrays, classes=tuple(meta["classes"]),
-                      alias_pairs=tuple((int(i), int(j)) for i, j in meta["alias_pairs"]), depth=int(meta["depth"]))
+                      alias_pairs=tuple((int(i), int(j)) for i, j in meta["alias_pairs"]), depth=int(meta["depth"]),
+                      root=int(meta["root"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -78,7 +79,7 @@ def write_entry(entry: Path, tables: Tables) -> None:
     try:
         tmp.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {"classes": list(tables.classes), "alias_pairs": [list(p) for p in tables.alias_pairs],
-                                "depth": tables.depth, "dtypes": {}, "shapes": {}}
+                                "depth": tables.depth, "root": tables.root, "dtypes": {}, "shapes": {}}
         for name in Tables.ARRAYS:
             arr = np.ascontiguousarray(getattr(tables, name))
             np.save(tmp / f"{name}.npy", arr, allow_pickle=False)
