@@ -107,15 +107,20 @@ def _parts(out: Path, files: int) -> dict:
 
 @pytest.fixture
 def reads(monkeypatch):
-    """The ``columns`` of every ``pyarrow.parquet.read_table`` call."""
+    """The ``columns`` of every ``pyarrow.parquet.read_table`` and ``ParquetFile.read`` call."""
     seen: list = []
-    real = pq.read_table
+    real_table, real_read = pq.read_table, pq.ParquetFile.read
 
-    def spy(path, *args, columns=None, **kw):
+    def spy_table(path, *args, columns=None, **kw):
         seen.append(columns)
-        return real(path, *args, columns=columns, **kw)
+        return real_table(path, *args, columns=columns, **kw)
 
-    monkeypatch.setattr(pq, "read_table", spy)
+    def spy_read(self, columns=None, *args, **kw):
+        seen.append(columns)
+        return real_read(self, columns, *args, **kw)
+
+    monkeypatch.setattr(pq, "read_table", spy_table)
+    monkeypatch.setattr(pq.ParquetFile, "read", spy_read)
     return seen
 
 

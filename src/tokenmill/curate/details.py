@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
+
+from tokenmill.report.ledger import file_schema, read_columns
 
 BINS = 20
 
@@ -97,7 +98,7 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
         parts = [p for p in parts if p.exists()]
         if not parts:
             continue
-        schemas = {p: pq.read_schema(p) for p in parts}  # each part's footer read once, for every column below
+        schemas = {p: file_schema(p) for p in parts}  # each part's footer read once, for every column below
         names = set().union(*(schema.names for schema in schemas.values()))
         detail: dict[str, Any] = {}
         col = f"{entry['name']}.{size_stat}"
@@ -123,7 +124,7 @@ def _columns(schemas: dict[Path, Any], column: str):
 
     for p, schema in schemas.items():
         if column in schema.names and not pa.types.is_null(schema.field(column).type):
-            yield pq.read_table(p, columns=[column]).column(column).to_numpy(zero_copy_only=False)
+            yield read_columns(p, [column]).column(column).to_numpy(zero_copy_only=False)
 
 
 def attach(funnel: dict, directory: Path, manifest: dict) -> dict:

@@ -24,14 +24,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from tokenmill.curate.callables import RecordedPlainStep
 from tokenmill.curate.cascade import decisions
 from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
-from tokenmill.report.ledger import REJECTED, read_stage_parts, stage_parts
+from tokenmill.report.ledger import REJECTED, read_columns, read_stage_parts, stage_parts
 
 
 def build_funnel(records: int, rejected: Counter, steps: list[dict], filtered: Counter) -> dict:
@@ -76,7 +75,7 @@ def ledger_counts(out: Path, manifest: dict) -> tuple[int, Counter, Counter]:
     reasons: Counter = Counter()
     records = 0
     for rel in files:
-        column = pq.read_table(out / rel, columns=["reason"]).column("reason")
+        column = read_columns(out / rel, ["reason"]).column("reason")
         records += len(column)
         reasons.update(r for r in column.to_pylist() if r is not None)
     rejected = Counter({k.split(":", 1)[1]: v for k, v in reasons.items() if k.startswith(REJECTED + ":")})

@@ -63,8 +63,8 @@ def read_rows(paths: list[Path]) -> list[dict]:
     for path in paths:
         if not path.is_file():
             continue
-        names = [c for c in COLUMNS if c in pq.read_schema(path).names]
-        rows.extend(pq.read_table(path, columns=names).to_pylist())
+        with pq.ParquetFile(path) as pf:
+            rows.extend(pf.read(columns=[c for c in COLUMNS if c in pf.schema_arrow.names]).to_pylist())
     return rows
 
 
