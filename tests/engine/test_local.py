@@ -158,3 +158,29 @@ def test_an_error_raised_in_a_worker_arrives_with_its_message(tmp_path):
     with pytest.raises(ConfigError) as caught:
         run_workflow([_stage(2, Refuse())], out=tmp_path, fingerprint="a", executor=LocalExecutor(workers=2))
     assert caught.value.problems in (["unit unit-000000: refused"], ["unit unit-000001: refused"])
+
+
+@dataclass
+class ReadEnvironment:
+    """Reports the value of one environment variable as the worker sees it."""
+
+    name: str
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        return UnitResult(stats=Stats(input=1, kept=1, bytes_in=10), outputs=[],
+                          data={"value": os.environ.get(self.name), "pid": os.getpid()})
+
+
+def test_workers_of_a_later_run_see_the_driver_environment_of_that_run(tmp_path, monkeypatch):
+    """The fork server outlives a run and its children inherit its environment; each run's workers must see
+    the environment of that run's driver (TOKENMILL_CACHE above all), not the first run's."""
+    seen = []
+    for k, value in enumerate(["first", "second", None]):
+        if value is None:
+            monkeypatch.delenv("TOKENMILL_TEST_VALUE", raising=False)
+        else:
+            monkeypatch.setenv("TOKENMILL_TEST_VALUE", value)
+        results = _run(tmp_path / str(k), 4, workers=2, task=ReadEnvironment("TOKENMILL_TEST_VALUE"))
+        assert len({r.data["pid"] for r in results} - {os.getpid()}) >= 1  # workers ran them, not this process
+        seen.append({r.data["value"] for r in results})
+    assert seen == [{"first"}, {"second"}, {None}]

@@ -25,7 +25,9 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-VARIABLE = "TOKENMILL_WARM_STEPS"
+from tokenmill.engine.workers import server_only
+
+VARIABLE = server_only("TOKENMILL_WARM_STEPS")
 SERVER_MODULE = "tokenmill.curate._warm_server"
 MAX_HINT = 64 << 10  # bytes of pickled steps an environment variable carries (Linux allows 128 KiB)
 # what every curate worker runs, whatever the steps: the map stages' tasks and what they read and write

@@ -43,7 +43,12 @@ from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
-from tokenmill.engine.workers import die_with_parent, watch_main_process, worker_died  # guards the fork server
+from tokenmill.engine.workers import (  # guards the fork server
+    die_with_parent,
+    watch_main_process,
+    worker_died,
+    worker_environment,
+)
 
 __all__ = ["LocalExecutor", "atomic_write", "commit_unit", "default_workers", "process_peak_rss_mb"]
 
@@ -140,7 +145,8 @@ class LocalExecutor(Held):
             preload_in_forkserver(preload)
             forkserver.ensure_running()  # returns once the server is spawned, not when its imports are done
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context(method),
-                                         initializer=_start_worker, initargs=(tuple(preload), os.getpid()))
+                                         initializer=_start_worker,
+                                         initargs=(tuple(preload), os.getpid(), worker_environment()))
         pool = self._pool
 
         def spawn() -> None:
@@ -244,13 +250,26 @@ def _setup(task: Task) -> None:
 _INSTALLED: dict[str, Any] = {}  # the handle of the task this worker holds -> the task
 
 
-def _start_worker(preload: Sequence[str], main_pid: int) -> None:
-    """Pool initializer: first make sure this worker cannot outlive the run (engine/workers.py), then import
-    the ``preload`` modules."""
+def _start_worker(preload: Sequence[str], main_pid: int, environ: dict[str, str]) -> None:
+    """Pool initializer: first make sure this worker cannot outlive the run (engine/workers.py), then take
+    the driver's environment (less the fork server's messages), then import the ``preload`` modules.
+
+    A fork server lives as long as the process that started it and its children inherit *its* environment:
+    without this, the workers of a later run in the same process (a notebook, a test session, a library
+    caller) would read the environment of the first run, its ``TOKENMILL_CACHE`` among them, and write their
+    caches where the driver never looks."""
     die_with_parent()
     watch_main_process(main_pid)
+    adopt_environment(environ)
     for name in preload:
         importlib.import_module(name)
+
+
+def adopt_environment(environ: dict[str, str]) -> None:
+    """Make ``os.environ`` equal to ``environ`` (variables it lacks removed, the others set)."""
+    for name in [k for k in os.environ if k not in environ]:
+        del os.environ[name]
+    os.environ.update(environ)
 
 
 def _commit_installed(handle: tuple[str, str], unit: Unit, state: Any) -> UnitResult:

@@ -127,6 +127,20 @@ def start_worker(install: Callable[[Any], None], payload: bytes, main_pid: int) 
 
 GUARD_MODULE = "tokenmill.engine._forkserver"
 MAIN_PID_VARIABLE = "TOKENMILL_MAIN_PID"  # read by the fork server, which inherits this process's environment
+_SERVER_ONLY: set[str] = set()
+
+
+def server_only(name: str) -> str:
+    """Mark the environment variable ``name`` as a message from the driver to the fork server it starts (the
+    server reads it once and drops it): the pool workers, which take the driver's environment as they start
+    (:func:`worker_environment`), do not take it. Returns ``name``."""
+    _SERVER_ONLY.add(name)
+    return name
+
+
+def worker_environment() -> dict[str, str]:
+    """This process's environment as a pool worker should have it: all of it but the fork server's messages."""
+    return {k: v for k, v in os.environ.items() if k not in _SERVER_ONLY}
 
 
 def guard_forkserver() -> None:

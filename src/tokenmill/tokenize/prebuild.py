@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-VARIABLE = "TOKENMILL_PREBUILD_TOKENIZER"
+from tokenmill.engine.workers import server_only
+
+VARIABLE = server_only("TOKENMILL_PREBUILD_TOKENIZER")
 SERVER_MODULE = "tokenmill.tokenize._prebuild_server"
 
 
