@@ -18,7 +18,18 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics import ngrams
 from tokenmill.curate.heuristics.rules import above, below, check_number, first_rule
-from tokenmill.curate.heuristics.text import WS, count, duplicates, ratio, split, splitlines, strip, text_column, words
+from tokenmill.curate.heuristics.text import (
+    WS,
+    Words,
+    count,
+    duplicates,
+    ratio,
+    split,
+    splitlines,
+    strip,
+    text_column,
+    words,
+)
 from tokenmill.curate.step import Scored
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
@@ -67,7 +78,7 @@ class GopherQuality:
         n_plain = np.bincount(w.parents, weights=plain, minlength=len(text)).astype(np.int64)
         plain_chars = np.bincount(w.parents, weights=np.where(plain, w.lengths, 0), minlength=len(text))
         lines = splitlines(text)
-        alpha = w.pieces().per_row(w.match(r"\pL"))
+        alpha = w.per_row(w.match(r"\pL"))
         return Scored({
             "words": n_words,
             "non_symbol_words": n_plain,
@@ -77,17 +88,23 @@ class GopherQuality:
             "bullet_lines_ratio": ratio(lines.per_row(lines.match(BULLET_LINE)), lines.counts),
             "ellipsis_lines_ratio": ratio(lines.per_row(lines.match(ELLIPSIS_LINE)), lines.counts),
             "alpha_words_ratio": ratio(alpha, n_words),
-            "stop_words": self._stop_words(w.pieces()),
+            "stop_words": self._stop_words(w),
         })
 
-    def _stop_words(self, named) -> np.ndarray:
-        """Distinct stop words (exact, case-sensitive match of a whole word) per document."""
-        idx = pc.index_in(named.values, value_set=pa.array(self.stop_words, pa.large_string()))
-        hit = np.asarray(pc.is_valid(idx), dtype=bool)
+    def _stop_words(self, w: Words) -> np.ndarray:
+        """Distinct stop words (exact, case-sensitive match of a whole word) per document, looked up once per
+        distinct word."""
+        n_rows = len(w.counts)
+        stop = pa.array(self.stop_words, pa.large_string())
+        if w.firsts is None:  # words assembled without their first occurrences: every word looked up
+            idx = np.asarray(pc.index_in(w.values, value_set=stop).fill_null(-1), dtype=np.int64)
+        else:
+            idx = np.asarray(pc.index_in(w.distinct(), value_set=stop).fill_null(-1), dtype=np.int64)[w.ids]
+        hit = idx >= 0
         if not hit.any():
-            return np.zeros(named.n_rows, dtype=np.int64)
-        key = named.parents[hit] * len(self.stop_words) + np.asarray(idx.filter(pa.array(hit)), dtype=np.int64)
-        return np.bincount(np.unique(key) // len(self.stop_words), minlength=named.n_rows).astype(np.int64)
+            return np.zeros(n_rows, dtype=np.int64)
+        key = w.parents[hit] * len(self.stop_words) + idx[hit]
+        return np.bincount(np.unique(key) // len(self.stop_words), minlength=n_rows).astype(np.int64)
 
     def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:
         """Every rule with its mask (``None``: disabled), in decision order."""

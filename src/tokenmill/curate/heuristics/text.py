@@ -156,17 +156,36 @@ def duplicates(pieces: Pieces, lengths: np.ndarray | None = None) -> tuple[np.nd
 class Words:
     """The words of every row, in order. Per word: ``ids`` (equal ids = equal strings), ``lengths``
     (characters), ``symbol`` (made of symbol characters only); ``parents`` (its row); ``counts`` words per
-    row. ``values`` holds the words as strings, in the same order.
+    row. :attr:`values` holds the words as strings, in the same order.
+
+    The strings are kept as ``source`` (and ``where``: each word's position in it, ``None`` when ``source``
+    is the words themselves), and assembled in order on first use of :attr:`values`: the steps match and
+    count the distinct words (:meth:`distinct`, one per id), which :func:`split_words` has already.
     """
 
-    values: pa.Array
+    source: pa.Array
     ids: np.ndarray
     lengths: np.ndarray
     symbol: np.ndarray
     parents: np.ndarray
     counts: np.ndarray
     firsts: np.ndarray | None = None  # per id: the position of its first word (ids numbered in that order)
+    where: np.ndarray | None = None
     _cum: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _values: pa.Array | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def values(self) -> pa.Array:
+        if self._values is None:
+            self._values = self.source if self.where is None else self.source.take(pa.array(self.where))
+        return self._values
+
+    def distinct(self) -> pa.Array:
+        """Each distinct word once, in id order (the word at each of :attr:`firsts`)."""
+        if self.firsts is None:
+            raise ValueError("these words were assembled without their first occurrences")
+        at = self.firsts if self.where is None else self.where[self.firsts]
+        return self.source.take(pa.array(at))
 
     def pieces(self) -> Pieces:
         return Pieces(self.values, self.parents, self.counts)
@@ -177,12 +196,15 @@ class Words:
             self._cum = np.concatenate([[0], np.cumsum(self.lengths)])
         return self._cum
 
+    def per_row(self, weights: np.ndarray | None = None) -> np.ndarray:
+        """Sum of ``weights`` (or the number of words) per row."""
+        return np.bincount(self.parents, weights=weights, minlength=len(self.counts))
+
     def match(self, pattern: str) -> np.ndarray:
         """A bool per word: ``pattern`` (RE2) found in it, matched once per distinct word."""
         if self.firsts is None:
             return self.pieces().match(pattern)
-        distinct = self.values.take(pa.array(self.firsts))
-        return np.asarray(pc.match_substring_regex(distinct, pattern), dtype=bool)[self.ids]
+        return np.asarray(pc.match_substring_regex(self.distinct(), pattern), dtype=bool)[self.ids]
 
 
 def _chars(*categories: str) -> str:
@@ -291,8 +313,8 @@ def split_words(text: pa.Array, *, counts_only: bool = False):
     pos = _positions((np.cumsum(per_distinct) - per_distinct)[which], k)
     ids, firsts = _first_occurrence_ids(once.ids[pos], int(once.ids.max(initial=-1)) + 1)
     parents = np.repeat(chunks.parents, k)
-    return Words(once.values.take(pa.array(pos)), ids, once.lengths[pos], once.symbol[pos], parents,
-                 np.bincount(parents, minlength=chunks.n_rows), firsts)
+    return Words(once.values, ids, once.lengths[pos], once.symbol[pos], parents,
+                 np.bincount(parents, minlength=chunks.n_rows), firsts, where=pos)
 
 
 def _first_occurrence_ids(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -453,6 +475,7 @@ def _positions(start: np.ndarray, counts: np.ndarray) -> np.ndarray:
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    group_start = np.cumsum(counts) - counts
-    within = np.arange(total) - np.repeat(group_start, counts)
-    return np.repeat(start, counts) + within
+    shift = np.asarray(start, dtype=np.int64) - (np.cumsum(counts) - counts)  # start[i] less the i-th group's first slot
+    out = np.repeat(shift, counts)
+    out += np.arange(total, dtype=np.int64)
+    return out
