@@ -10,6 +10,7 @@ import random
 import numpy as np
 import oraclekit as ref
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from tokenmill.curate.heuristics.refinedweb import RefinedWeb
@@ -129,6 +130,29 @@ def test_words_shared_between_equal_chunks_equal_the_words_of_every_chunk(seed):
     firsts = np.unique(want.ids, return_index=True)[1]
     np.testing.assert_array_equal(got.firsts, firsts)
     np.testing.assert_array_equal(got.match(r"^[\pL\pN]"), got.pieces().match(r"^[\pL\pN]"))
+
+
+@pytest.mark.parametrize("max_chunks", [1 << 19, 300, 1])
+def test_words_of_batch_after_batch_equal_the_words_of_every_chunk_whatever_the_lexicon_holds(max_chunks, monkeypatch):
+    """The lexicon keeps the chunks of earlier batches (and empties itself when full): batches that share
+    chunks, repeat earlier ones or hold none of them give the reference words, ids and first occurrences."""
+    from tokenmill.curate.heuristics import text as T
+
+    monkeypatch.setattr(T, "LEXICON", T.Lexicon(max_chunks=max_chunks))
+    batches = [random_batch(seed, 120).column("text").to_pylist() for seed in (20, 21, 20)]
+    batches += [WORDS_EXTRA, batches[1][:7] + WORDS_EXTRA[:2], [], [" "]]
+    for texts in batches:
+        text = T.text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())}))
+        got, want = T.split_words(text), ref.split_words(text)
+        assert got.values.to_pylist() == want.values.to_pylist()
+        for field in ("ids", "lengths", "symbol", "parents", "counts"):
+            a, b_ = getattr(got, field), getattr(want, field)
+            assert a.dtype == b_.dtype and np.array_equal(a, b_), field
+        np.testing.assert_array_equal(got.firsts, np.unique(want.ids, return_index=True)[1])
+        assert got.distinct().to_pylist() == want.values.take(pa.array(got.firsts)).to_pylist()
+        np.testing.assert_array_equal(T.split_words(text, counts_only=True), want.counts)
+        held = len(pc.unique(pc.list_flatten(pc.utf8_split_whitespace(text))))
+        assert len(T.LEXICON.chunks) <= max(max_chunks, held)  # bounded, but a batch keeps its own chunks
 
 
 def test_words_of_no_text():

@@ -296,35 +296,115 @@ def split_words(text: pa.Array, *, counts_only: bool = False):
     need them do the work.
 
     A chunk's words depend on the chunk alone, and web text repeats its chunks (a batch of 1,024 crawl
-    documents has about one distinct chunk in five), so the chunks are split once per distinct string and
-    the words copied to every occurrence; ``ids`` are numbered by first occurrence in the batch, as a
-    dictionary encoding of the words themselves numbers them.
+    documents has about one distinct chunk in five; most of a batch's distinct chunks were in the batches
+    before it), so each distinct chunk is split once per process (:class:`Lexicon`) and its words copied to
+    every occurrence; ``ids`` are numbered by first occurrence in the batch, as a dictionary encoding of the
+    words themselves numbers them.
     """
     chunks = from_lists(pc.utf8_split_whitespace(text))
     enc = pc.dictionary_encode(chunks.values)
     which = np.asarray(enc.indices, dtype=np.int64)
-    distinct = enc.dictionary
-    parts = _chunk_parts(distinct)
-    per_distinct = sum(p.counts for p in parts)
+    distinct = enc.dictionary.cast(pa.large_string())
     if counts_only:
+        per_distinct = LEXICON.counts(distinct)
         return np.bincount(chunks.parents, weights=per_distinct[which], minlength=chunks.n_rows).astype(np.int64)
-    once = _assemble(parts, Pieces(distinct, np.arange(len(distinct)), np.ones(len(distinct), dtype=np.int64)))
-    k = per_distinct[which]
-    pos = _positions((np.cumsum(per_distinct) - per_distinct)[which], k)
-    ids, firsts = _first_occurrence_ids(once.ids[pos], int(once.ids.max(initial=-1)) + 1)
+    lex = LEXICON
+    at = lex.place(distinct)[which]  # every chunk occurrence's place in the lexicon
+    k = lex.count[at].astype(np.int64)
+    pos = _positions(lex.start[at], k)
+    ids, firsts = _first_occurrence_ids(lex.labels[pos], len(lex.vocab))
     parents = np.repeat(chunks.parents, k)
-    return Words(once.values, ids, once.lengths[pos], once.symbol[pos], parents,
+    return Words(lex.words, ids, lex.lengths[pos].astype(np.int64), lex.symbol[pos], parents,
                  np.bincount(parents, minlength=chunks.n_rows), firsts, where=pos)
 
 
+class Lexicon:
+    """The distinct chunks this process has split, with their words, for the batches that follow.
+
+    A chunk's words depend on the chunk alone, so what this holds never changes a result, only what a batch
+    has to split: the chunks no batch before it held. Per chunk (in the order they came): where its words
+    start in the word table and how many; per word of the table: its string, a label (equal labels, equal
+    strings: its index in ``vocab``), its length in characters and whether it is made of symbols only.
+    Bounded by ``max_chunks`` (about 60 bytes a chunk, 30 MB at the default): a batch that would pass it
+    empties the lexicon first, and then holds the working set of that batch alone.
+    """
+
+    def __init__(self, max_chunks: int = 1 << 19):
+        self.max_chunks = max_chunks
+        self.clear()
+
+    def clear(self) -> None:
+        empty = pa.nulls(0, pa.large_string())  # not pa.array([]): a Python list would make pyarrow import pandas
+        self.chunks, self.words, self.vocab = empty, empty, empty
+        self.start = np.zeros(0, dtype=np.int64)
+        self.count = np.zeros(0, dtype=np.int32)
+        self.labels = np.zeros(0, dtype=np.int64)
+        self.lengths = np.zeros(0, dtype=np.int32)
+        self.symbol = np.zeros(0, dtype=bool)
+
+    def find(self, distinct: pa.Array) -> np.ndarray:
+        """Each string's index among the known chunks, -1 where it is not one."""
+        if not len(self.chunks) or not len(distinct):
+            return np.full(len(distinct), -1, dtype=np.int64)
+        return np.asarray(pc.index_in(distinct, value_set=self.chunks).fill_null(-1), dtype=np.int64)
+
+    def counts(self, distinct: pa.Array) -> np.ndarray:
+        """The number of words of each of ``distinct``, without adding the unknown ones."""
+        at = self.find(distinct)
+        per = np.zeros(len(distinct), dtype=np.int64)
+        known = at >= 0
+        per[known] = self.count[at[known]]
+        if not known.all():
+            per[~known] = sum(p.counts for p in _chunk_parts(distinct.filter(pa.array(~known))))
+        return per
+
+    def place(self, distinct: pa.Array) -> np.ndarray:
+        """Each of ``distinct`` (distinct strings)'s index among the known chunks, splitting those not known."""
+        if len(self.chunks) + len(distinct) > self.max_chunks:
+            self.clear()
+        at = self.find(distinct)
+        new = np.flatnonzero(at < 0)
+        if len(new):
+            at[new] = len(self.chunks) + np.arange(len(new), dtype=np.int64)
+            self._add(distinct if len(new) == len(distinct) else distinct.take(pa.array(new)))
+        return at
+
+    def _add(self, fresh: pa.Array) -> None:
+        parts = _chunk_parts(fresh)
+        per = sum(p.counts for p in parts)
+        values = _interleave(parts, per)
+        enc = pc.dictionary_encode(values)
+        label = self.find_words(enc.dictionary)
+        miss = np.flatnonzero(label < 0)
+        label[miss] = len(self.vocab) + np.arange(len(miss), dtype=np.int64)
+        self.vocab = pa.concat_arrays([self.vocab, enc.dictionary.take(pa.array(miss))])
+        self.start = np.concatenate([self.start, len(self.words) + np.cumsum(per) - per])
+        self.count = np.concatenate([self.count, per.astype(np.int32)])
+        self.labels = np.concatenate([self.labels, label[np.asarray(enc.indices, dtype=np.int64)]])
+        self.lengths = np.concatenate([self.lengths, np.asarray(pc.utf8_length(values), dtype=np.int32)])
+        self.symbol = np.concatenate([self.symbol, _symbol_only(values)])
+        self.words = pa.concat_arrays([self.words, values])
+        self.chunks = pa.concat_arrays([self.chunks, fresh])
+
+    def find_words(self, words: pa.Array) -> np.ndarray:
+        """Each word's label, -1 where the vocabulary lacks it."""
+        if not len(self.vocab) or not len(words):
+            return np.full(len(words), -1, dtype=np.int64)
+        return np.asarray(pc.index_in(words, value_set=self.vocab).fill_null(-1), dtype=np.int64)
+
+
+LEXICON = Lexicon()
+
+
 def _first_occurrence_ids(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``labels`` (equal labels = equal strings, each of ``0..n-1`` present) renumbered by first occurrence,
-    and the position of each new number's first occurrence."""
+    """``labels`` (equal labels = equal strings, each below ``n``; not every one need occur) renumbered 0, 1,
+    ... by first occurrence, and the position of each new number's first occurrence."""
     first = np.full(n, len(labels), dtype=np.int64)
     np.minimum.at(first, labels, np.arange(len(labels), dtype=np.int64))
-    order = np.argsort(first)
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n, dtype=np.int64)
+    present = np.flatnonzero(first < len(labels))
+    order = present[np.argsort(first[present])]
+    rank = np.zeros(n, dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
     return rank[labels], first[order]
 
 
@@ -357,9 +437,9 @@ def _chunk_parts(values: pa.Array) -> list[Pieces]:
     ]
 
 
-def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
-    """Interleave per-chunk token lists ``parts`` (each ``Pieces`` with ``parents`` = chunk index) in order."""
-    k = sum(p.counts for p in parts)
+def _interleave(parts: list[Pieces], k: np.ndarray) -> pa.Array:
+    """The words of per-chunk token lists ``parts`` (each ``Pieces`` with ``parents`` = chunk index), chunk
+    after chunk and in part order within a chunk; ``k``: words per chunk (the sum of the parts' counts)."""
     base = np.cumsum(k) - k
     order, seen = [], np.zeros(len(k), dtype=np.int64)
     for p in parts:
@@ -368,11 +448,21 @@ def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
     order = np.concatenate(order)
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))
-    values = pa.concat_arrays([p.values.cast(pa.large_string()) for p in parts]).take(pa.array(inverse))
+    return pa.concat_arrays([p.values.cast(pa.large_string()) for p in parts]).take(pa.array(inverse))
+
+
+def _symbol_only(values: pa.Array) -> np.ndarray:
+    """Per word: made of symbol characters only."""
+    return np.asarray(pc.binary_length(pc.utf8_ltrim(values, characters=SYMBOL_CHARS)), dtype=np.int64) == 0
+
+
+def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
+    """Interleave per-chunk token lists ``parts`` (each ``Pieces`` with ``parents`` = chunk index) in order."""
+    k = sum(p.counts for p in parts)
+    values = _interleave(parts, k)
     parents = np.repeat(chunks.parents, k)
     ids = np.asarray(pc.dictionary_encode(values).indices, dtype=np.int64)
-    symbol = np.asarray(pc.binary_length(pc.utf8_ltrim(values, characters=SYMBOL_CHARS)), dtype=np.int64) == 0
-    return Words(values, ids, np.asarray(pc.utf8_length(values), dtype=np.int64), symbol,
+    return Words(values, ids, np.asarray(pc.utf8_length(values), dtype=np.int64), _symbol_only(values),
                  parents, np.bincount(parents, minlength=chunks.n_rows))
 
 
