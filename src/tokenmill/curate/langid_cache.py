@@ -4,7 +4,7 @@ Loading the shipped model costs about 0.65 s of CPU in every process that identi
 decompression of 4.5 MB into 60 MB of arrays, py3langid's conversion to Python lists, then the batch
 identifier's own conversions and automaton depth (:func:`tokenmill.curate.langid_batch.tables_of`). The
 first load writes the result, :class:`~tokenmill.curate.langid_batch.Tables`, under
-``$TOKENMILL_CACHE/langid/<key>/`` (one ``.npy`` per array plus ``tables.json``: about 100 MB for the
+``$TOKENMILL_CACHE/langid/<key>/`` (one ``.npy`` per array plus ``tables.json``: about 130 MB for the
 shipped model); later loads map those files read-only (milliseconds), and every process that maps them
 shares one copy in the page cache.
 
