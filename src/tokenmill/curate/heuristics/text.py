@@ -325,7 +325,7 @@ class Lexicon:
     has to split: the chunks no batch before it held. Per chunk (in the order they came): where its words
     start in the word table and how many; per word of the table: its string, a label (equal labels, equal
     strings: its index in ``vocab``), its length in characters and whether it is made of symbols only.
-    Bounded by ``max_chunks`` (about 60 bytes a chunk, 30 MB at the default): a batch that would pass it
+    Bounded by ``max_chunks`` (about 85 bytes a chunk, 45 MB at the default): a batch that would pass it
     empties the lexicon first, and then holds the working set of that batch alone.
     """
 
