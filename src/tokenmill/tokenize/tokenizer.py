@@ -233,12 +233,24 @@ class Tokenizer:
         """
         arrow = _is_arrow_strings(texts)
         if self.backend == "gigatoken":
+            small = _small_batch(texts, arrow)
+            if small is not None:
+                return self._encode_each(small)
             batch = _awkward_strings(texts) if arrow else list(texts)
             return _flat_from_awkward(self._fast_encoder.encode_batch(batch))
         lists = self.reference.encode_batch(texts.to_pylist() if arrow else texts)
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
         np.cumsum([len(x) for x in lists], out=offsets[1:])
         ids = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.uint32, count=int(offsets[-1]))
+        return ids, offsets
+
+    def _encode_each(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode_batch` of a few texts, one call each: gigatoken's batch call imports ``awkward``
+        (0.1-0.2 s, most of a tiny run's encoding) and hands its work to threads; the ids are the same."""
+        parts = [self._fast_encoder.encode(t) for t in texts]
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=offsets[1:])
+        ids = np.concatenate(parts).astype(np.uint32, copy=False) if parts else np.zeros(0, dtype=np.uint32)
         return ids, offsets
 
     def encode_rendered(self, text: str, *, literal_spans: Sequence[Span] = ()) -> tuple[np.ndarray, ...]:
@@ -416,6 +428,23 @@ def _is_arrow_strings(texts: Any) -> bool:
     import pyarrow as pa
 
     return isinstance(texts, pa.Array) and (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type))
+
+
+SMALL_BATCH_TEXTS = 256  # a batch of at most this many texts and SMALL_BATCH_CHARS is encoded text by text
+SMALL_BATCH_CHARS = 1 << 20
+
+
+def _small_batch(texts: Any, arrow: bool) -> list[str] | None:
+    """The texts of a batch small enough to encode one by one (``Tokenizer._encode_each``), else None."""
+    if len(texts) > SMALL_BATCH_TEXTS:
+        return None
+    if arrow:
+        if texts.null_count or sum(b.size for b in texts.buffers() if b is not None) > 2 * SMALL_BATCH_CHARS:
+            return None  # nulls: the batch path names the problem
+        texts = texts.to_pylist()
+    else:
+        texts = list(texts)
+    return texts if sum(map(len, texts)) <= SMALL_BATCH_CHARS else None
 
 
 def _awkward_strings(texts):
