@@ -155,6 +155,28 @@ def test_words_of_batch_after_batch_equal_the_words_of_every_chunk_whatever_the_
         assert len(T.LEXICON.chunks) <= max(max_chunks, held)  # bounded, but a batch keeps its own chunks
 
 
+def test_words_split_from_several_threads_at_once_equal_the_reference(monkeypatch):
+    """The lexicon is shared by the threads of a process: batches split concurrently (numpy and Arrow release
+    the GIL), with a lexicon small enough to empty itself often, still give the reference words."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenmill.curate.heuristics import text as T
+
+    monkeypatch.setattr(T, "LEXICON", T.Lexicon(max_chunks=2000))
+    texts = [T.text_column(pa.record_batch({"text": pa.array(random_batch(seed, 80).column("text").to_pylist(),
+                                                                pa.large_string())})) for seed in range(30, 38)]
+    want = [ref.split_words(t) for t in texts]
+
+    def check(k: int) -> bool:
+        got = T.split_words(texts[k % len(texts)])
+        w = want[k % len(texts)]
+        return (got.values.to_pylist() == w.values.to_pylist() and np.array_equal(got.ids, w.ids)
+                and np.array_equal(got.lengths, w.lengths) and np.array_equal(got.symbol, w.symbol))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(check, range(48)))
+
+
 def test_words_of_no_text():
     from tokenmill.curate.heuristics.text import split_words
 

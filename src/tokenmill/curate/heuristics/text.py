@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -262,8 +263,9 @@ _CACHE: list = []  # [(text, Words)]: the last batch's words, shared by the step
 def words(text: pa.Array) -> Words:
     """:func:`split_words` of ``text``, remembered for the next call on the very same array (several steps
     score one batch in turn; the cached array is held, so its buffers cannot be reused by another)."""
-    if _CACHE and _same(_CACHE[0][0], text):
-        return _CACHE[0][1]
+    held = _CACHE[0] if _CACHE else None  # one read: another thread may replace the entry meanwhile
+    if held is not None and _same(held[0], text):
+        return held[1]
     result = split_words(text)
     _CACHE[:] = [(text, result)]
     return result
@@ -281,8 +283,9 @@ def _same(a: pa.Array, b: pa.Array) -> bool:
 def count_words(text: pa.Array) -> np.ndarray:
     """Words per row, as ``words(text).counts`` (from the cache when it holds ``text``, else without
     assembling the words)."""
-    if _CACHE and _same(_CACHE[0][0], text):
-        return _CACHE[0][1].counts
+    held = _CACHE[0] if _CACHE else None
+    if held is not None and _same(held[0], text):
+        return held[1].counts
     return split_words(text, counts_only=True)
 
 
@@ -308,14 +311,27 @@ def split_words(text: pa.Array, *, counts_only: bool = False):
     if counts_only:
         per_distinct = LEXICON.counts(distinct)
         return np.bincount(chunks.parents, weights=per_distinct[which], minlength=chunks.n_rows).astype(np.int64)
-    lex = LEXICON
-    at = lex.place(distinct)[which]  # every chunk occurrence's place in the lexicon
+    at, lex = LEXICON.place(distinct)
+    at = at[which]  # every chunk occurrence's place in the lexicon
     k = lex.count[at].astype(np.int64)
     pos = _positions(lex.start[at], k)
     ids, firsts = _first_occurrence_ids(lex.labels[pos], len(lex.vocab))
     parents = np.repeat(chunks.parents, k)
     return Words(lex.words, ids, lex.lengths[pos].astype(np.int64), lex.symbol[pos], parents,
                  np.bincount(parents, minlength=chunks.n_rows), firsts, where=pos)
+
+
+@dataclass(frozen=True)
+class LexiconView:
+    """The tables of a :class:`Lexicon` at one moment (what a batch's chunk indices point into)."""
+
+    start: np.ndarray
+    count: np.ndarray
+    words: pa.Array
+    labels: np.ndarray
+    lengths: np.ndarray
+    symbol: np.ndarray
+    vocab: pa.Array
 
 
 class Lexicon:
@@ -331,6 +347,7 @@ class Lexicon:
 
     def __init__(self, max_chunks: int = 1 << 19):
         self.max_chunks = max_chunks
+        self._lock = threading.Lock()  # one batch at a time: steps may score from several threads of a process
         self.clear()
 
     def clear(self) -> None:
@@ -350,24 +367,28 @@ class Lexicon:
 
     def counts(self, distinct: pa.Array) -> np.ndarray:
         """The number of words of each of ``distinct``, without adding the unknown ones."""
-        at = self.find(distinct)
+        with self._lock:
+            at, count = self.find(distinct), self.count
         per = np.zeros(len(distinct), dtype=np.int64)
         known = at >= 0
-        per[known] = self.count[at[known]]
+        per[known] = count[at[known]]
         if not known.all():
             per[~known] = sum(p.counts for p in _chunk_parts(distinct.filter(pa.array(~known))))
         return per
 
-    def place(self, distinct: pa.Array) -> np.ndarray:
-        """Each of ``distinct`` (distinct strings)'s index among the known chunks, splitting those not known."""
-        if len(self.chunks) + len(distinct) > self.max_chunks:
-            self.clear()
-        at = self.find(distinct)
-        new = np.flatnonzero(at < 0)
-        if len(new):
-            at[new] = len(self.chunks) + np.arange(len(new), dtype=np.int64)
-            self._add(distinct if len(new) == len(distinct) else distinct.take(pa.array(new)))
-        return at
+    def place(self, distinct: pa.Array) -> tuple[np.ndarray, LexiconView]:
+        """Each of ``distinct`` (distinct strings)'s index among the known chunks, splitting those not known,
+        and the tables those indices point into (a snapshot: adding replaces the arrays, never edits them)."""
+        with self._lock:
+            if len(self.chunks) + len(distinct) > self.max_chunks:
+                self.clear()
+            at = self.find(distinct)
+            new = np.flatnonzero(at < 0)
+            if len(new):
+                at[new] = len(self.chunks) + np.arange(len(new), dtype=np.int64)
+                self._add(distinct if len(new) == len(distinct) else distinct.take(pa.array(new)))
+            return at, LexiconView(self.start, self.count, self.words, self.labels, self.lengths, self.symbol,
+                                   self.vocab)
 
     def _add(self, fresh: pa.Array) -> None:
         parts = _chunk_parts(fresh)
