@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.report.rejects import UNIT_DIR
@@ -98,8 +99,6 @@ def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:
         return None
     docs = _join(tables) if tables else None
     table = _with_rejects(docs, rejects)
-    import pyarrow.compute as pc
-
     locs = pc.fill_null(table.column("loc"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
     if len(locs) < 2 or bool(np.all(locs[1:] >= locs[:-1])):
         return table  # already in input order (no reject lands among the documents): no copy
@@ -114,31 +113,64 @@ def _keys(table: pa.Table) -> list:
     return [("loc", loc) if loc is not None else ("id", i) for loc, i in zip(locs, ids)]
 
 
+def _unique_locs(table: pa.Table) -> np.ndarray | None:
+    """The ``loc`` column as int64 when every row has one and no two rows share one, else None."""
+    if "loc" not in table.column_names:
+        return None
+    col = table.column("loc")
+    if col.null_count or not pa.types.is_integer(col.type):
+        return None
+    locs = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if len(locs) > 1 and len(np.unique(locs)) != len(locs):
+        return None
+    return locs
+
+
+def _matches(first: pa.Table, later: pa.Table, index: dict | None, first_locs: np.ndarray | None) -> np.ndarray:
+    """For each row of ``first``, the row of ``later`` with the same key (:func:`_keys`), -1 where none.
+
+    When both tables key every row by a distinct line, by a sort (no Python object per row); else by the keys."""
+    later_locs = _unique_locs(later) if first_locs is not None else None
+    n = first.num_rows
+    where = np.full(n, -1, dtype=np.int64)
+    if later_locs is not None:
+        order = np.argsort(first_locs, kind="stable")
+        sorted_locs = first_locs[order]
+        pos = np.searchsorted(sorted_locs, later_locs)
+        hit = pos < n
+        hit[hit] = sorted_locs[pos[hit]] == later_locs[hit]
+        where[order[pos[hit]]] = np.flatnonzero(hit)
+        return where
+    if index is None:
+        index = {k: i for i, k in enumerate(_keys(first))}
+    for j, k in enumerate(_keys(later)):
+        i = index.get(k)
+        if i is not None:
+            where[i] = j
+    return where
+
+
 def _join(tables: list[pa.Table]) -> pa.Table:
     first = tables[0]
     n = first.num_rows
-    index = {k: i for i, k in enumerate(_keys(first))}
+    first_locs = _unique_locs(first)
+    index = None if first_locs is not None else {k: i for i, k in enumerate(_keys(first))}
     cols: dict[str, pa.Array] = {c: first.column(c) for c in IDENTITY if c in first.column_names}
-    reason = np.array(first.column("reason").to_pylist(), dtype=object)
+    reason = first.column("reason").cast(pa.string())
     stats = {c: first.column(c) for c in first.column_names if c not in (*IDENTITY, "kept", "reason")}
     for later in tables[1:]:
-        where = np.full(n, -1, dtype=np.int64)
-        for j, k in enumerate(_keys(later)):
-            i = index.get(k)
-            if i is not None:
-                where[i] = j
+        where = _matches(first, later, index, first_locs)
         picks = pa.array(where, mask=where < 0)
         for c in later.column_names:
             if c in (*IDENTITY, "kept", "reason"):
                 continue
             name = c if c not in stats else f"{c}@{len(stats)}"  # one step twice in a workflow: both kept
             stats[name] = later.column(c).take(picks)
-        theirs = np.array(later.column("reason").take(picks).to_pylist(), dtype=object)
-        fresh = (reason == None) & (theirs != None)  # noqa: E711 -- elementwise over object arrays
-        reason[fresh] = theirs[fresh]
+        reason = pc.coalesce(reason, later.column("reason").cast(pa.string()).take(picks))  # the first stage's reason
+    reason = reason.combine_chunks() if isinstance(reason, pa.ChunkedArray) else reason
     cols["url"] = cols.get("url", pa.nulls(n, pa.string()))
-    cols["kept"] = pa.array(reason == None, pa.bool_())  # noqa: E711
-    cols["reason"] = pa.array(reason.tolist(), pa.string())
+    cols["kept"] = pc.is_null(reason)
+    cols["reason"] = reason
     return pa.table({**cols, **stats})
 
 
@@ -153,8 +185,10 @@ def _with_rejects(docs: pa.Table | None, rejects: list[dict]) -> pa.Table:
         extra = pa.table({c: pa.array(rows[c], type=docs.schema.field(c).type) if c in rows
                           else pa.nulls(len(rejects), docs.schema.field(c).type) for c in docs.column_names})
         table = pa.concat_tables([docs.cast(extra.schema) if docs.schema != extra.schema else docs, extra])
-    record = [f"{s}:{loc}" for s, loc in zip(table.column("source").to_pylist(), table.column("loc").to_pylist())]
-    return table.add_column(0, "record", pa.array(record, pa.string()))
+    source = pc.fill_null(table.column("source").cast(pa.string()), "None")  # as f"{source}:{loc}" writes them
+    loc = pc.fill_null(table.column("loc").cast(pa.string()), "None")
+    record = pc.binary_join_element_wise(source, loc, ":").combine_chunks()
+    return table.add_column(0, "record", record)
 
 
 _TYPES = {"id": pa.string(), "source": pa.string(), "loc": pa.int64(), "url": pa.string(), "kept": pa.bool_(),
