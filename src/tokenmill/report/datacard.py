@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import yaml
 
 from tokenmill.base.files import atomic_write
 from tokenmill.errors import InputError
+from tokenmill.report.ledger import read_columns
 
 SIZE_BOUNDS = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
@@ -63,8 +63,7 @@ def read_rows(paths: list[Path]) -> list[dict]:
     for path in paths:
         if not path.is_file():
             continue
-        with pq.ParquetFile(path) as pf:
-            rows.extend(pf.read(columns=[c for c in COLUMNS if c in pf.schema_arrow.names]).to_pylist())
+        rows.extend(read_columns(path, COLUMNS, present=True).to_pylist())
     return rows
 
 

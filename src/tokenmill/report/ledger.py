@@ -113,53 +113,47 @@ def _keys(table: pa.Table) -> list:
     return [("loc", loc) if loc is not None else ("id", i) for loc, i in zip(locs, ids)]
 
 
-def _unique_locs(table: pa.Table) -> np.ndarray | None:
-    """The ``loc`` column as int64 when every row has one and no two rows share one, else None."""
+def _lines(table: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """(order, sorted lines) of a part whose every row has a line (``loc``) and no two rows share one; None
+    otherwise (its rows are then matched by :func:`_keys`)."""
     if "loc" not in table.column_names:
         return None
     col = table.column("loc")
     if col.null_count or not pa.types.is_integer(col.type):
         return None
     locs = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
-    if len(locs) > 1 and len(np.unique(locs)) != len(locs):
+    order = np.argsort(locs, kind="stable")
+    ordered = locs[order]
+    if len(ordered) > 1 and not bool(np.all(ordered[1:] != ordered[:-1])):
         return None
-    return locs
-
-
-def _matches(first: pa.Table, later: pa.Table, index: dict | None, first_locs: np.ndarray | None) -> np.ndarray:
-    """For each row of ``first``, the row of ``later`` with the same key (:func:`_keys`), -1 where none.
-
-    When both tables key every row by a distinct line, by a sort (no Python object per row); else by the keys."""
-    later_locs = _unique_locs(later) if first_locs is not None else None
-    n = first.num_rows
-    where = np.full(n, -1, dtype=np.int64)
-    if later_locs is not None:
-        order = np.argsort(first_locs, kind="stable")
-        sorted_locs = first_locs[order]
-        pos = np.searchsorted(sorted_locs, later_locs)
-        hit = pos < n
-        hit[hit] = sorted_locs[pos[hit]] == later_locs[hit]
-        where[order[pos[hit]]] = np.flatnonzero(hit)
-        return where
-    if index is None:
-        index = {k: i for i, k in enumerate(_keys(first))}
-    for j, k in enumerate(_keys(later)):
-        i = index.get(k)
-        if i is not None:
-            where[i] = j
-    return where
+    return order, ordered
 
 
 def _join(tables: list[pa.Table]) -> pa.Table:
     first = tables[0]
     n = first.num_rows
-    first_locs = _unique_locs(first)
-    index = None if first_locs is not None else {k: i for i, k in enumerate(_keys(first))}
+    first_lines = _lines(first)
+    index: dict | None = None  # key -> row of ``first``, built only when some part lacks distinct lines
     cols: dict[str, pa.Array] = {c: first.column(c) for c in IDENTITY if c in first.column_names}
     reason = first.column("reason").cast(pa.string())
     stats = {c: first.column(c) for c in first.column_names if c not in (*IDENTITY, "kept", "reason")}
     for later in tables[1:]:
-        where = _matches(first, later, index, first_locs)
+        where = np.full(n, -1, dtype=np.int64)  # per row of ``first``: the row of ``later`` with its key
+        later_lines = _lines(later) if first_lines is not None else None
+        if later_lines is not None:  # both keyed by distinct lines: match by a sort, no Python object per row
+            order, ordered = first_lines
+            theirs = later_lines[1]
+            pos = np.searchsorted(ordered, theirs)
+            hit = pos < n
+            hit[hit] = ordered[pos[hit]] == theirs[hit]
+            where[order[pos[hit]]] = later_lines[0][hit]
+        else:
+            if index is None:
+                index = {k: i for i, k in enumerate(_keys(first))}
+            for j, k in enumerate(_keys(later)):
+                i = index.get(k)
+                if i is not None:
+                    where[i] = j
         picks = pa.array(where, mask=where < 0)
         for c in later.column_names:
             if c in (*IDENTITY, "kept", "reason"):
@@ -223,11 +217,14 @@ def read_stage_parts(directory: Path, files: list[str]) -> pa.Table | None:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def read_columns(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+def read_columns(path: Path, columns: Sequence[str] | None = None, *, present: bool = False) -> pa.Table:
     """``pq.read_table(path, columns=columns)`` for one file, through its footer alone: ``read_table`` builds a
     dataset on every call, about ten times the cost of the read for a unit's small ledger part, and the
-    report and the funnel read every part once per column."""
+    report and the funnel read every part once per column. ``present``: only those of ``columns`` the file
+    has (none is an error)."""
     with pq.ParquetFile(path) as pf:
+        if columns is not None and present:
+            columns = [c for c in columns if c in pf.schema_arrow.names]
         return pf.read(columns=list(columns) if columns is not None else None)
 
 
@@ -249,12 +246,9 @@ def stage_values(directory: Path, files: list[str], column: str) -> np.ndarray:
     pieces = []
     for f in files:
         path = Path(directory) / f
-        if not path.exists():
-            continue
-        with pq.ParquetFile(path) as pf:
-            if column in pf.schema_arrow.names:
-                values = pf.read(columns=[column]).column(column).to_numpy(zero_copy_only=False)
-                pieces.append(np.asarray(values, dtype=np.float64))
+        table = read_columns(path, [column], present=True) if path.exists() else None
+        if table is not None and table.num_columns:
+            pieces.append(np.asarray(table.column(column).to_numpy(zero_copy_only=False), dtype=np.float64))
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
 
 
