@@ -55,7 +55,8 @@ def test_curate_runs_on_the_cluster_the_file_names_and_the_flag_overrides_it(ray
     local = _run(path, tmp_path / "local", "--engine", "local", "--workers", "1")
     assert (on_ray["run"]["engine"], local["run"]["engine"]) == ("ray", "local")
     assert on_ray["counts"] == local["counts"] and on_ray["counts"]["filtered"]
-    for rel in [*local["documents"], *(p for parts in local["stage_ledgers"].values() for p in parts)]:
+    assert on_ray["stage_packs"] == local["stage_packs"]
+    for rel in [*local["documents"], *local["decision_ledger"]["files"], *local["stage_packs"]]:
         assert (tmp_path / "ray" / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes(), rel
 
 

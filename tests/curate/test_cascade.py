@@ -17,6 +17,7 @@ from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.pii import Pii
 from tokenmill.curate.run import run_curate
 from tokenmill.records import DOCUMENT
+from tokenmill.report.ledger import read_columns
 
 
 def LengthFilter(**params):
@@ -77,7 +78,7 @@ def test_curate_accounting_identity_with_filtered_by_step_and_rule(tmp_path):
     assert set(c["rejected"]) == {"wrong_type", "invalid_utf8", "malformed_json"}
     assert all(k.split(":")[0] in {"url_v1", "language_v1", "license_v1"} for k in c["filtered"])
     assert c["filtered"]["url_v1:blocked_domain"] == 2 and c["filtered"]["license_v1:not_allowed"] >= 1
-    ledger = pq.read_table(tmp_path / "out" / "steps" / "curate" / "ledger" / "unit-000000.parquet")
+    ledger = read_columns(tmp_path / "out" / "steps" / "curate" / "ledger" / "unit-000000.parquet")  # packed
     docs = pq.read_table(tmp_path / "out" / "documents" / "unit-000000.parquet")
     assert ledger.num_rows == c["input"] - sum(c["rejected"].values())
     assert sum(ledger.column("kept").to_pylist()) == docs.num_rows == c["kept"]
@@ -99,7 +100,8 @@ def test_curate_same_bytes_with_one_or_two_workers(tmp_path):
     a = run_curate([str(tmp_path / "in")], out=tmp_path / "a", steps=steps, workers=1, report=False)
     b = run_curate([str(tmp_path / "in")], out=tmp_path / "b", steps=steps, workers=2, report=False)
     assert a["counts"] == b["counts"]
-    for rel in a["documents"] + a["stage_ledgers"]["curate"]:
+    assert a["stage_packs"] == ["steps/curate/ledger-000000.zip"]  # the stage's parts, packed
+    for rel in a["documents"] + a["decision_ledger"]["files"] + a["stage_packs"]:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
 
 

@@ -68,7 +68,7 @@ def test_corpus_step_between_document_steps(tmp_path):
         write_corpus(tmp_path / "in" / f"f{i}.jsonl", bad_rows=False)
     steps = [{"name": "language", "languages": ["en"]}, ExactText(), {"name": "pii"}]
     m = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1)
-    assert m["stages"] == ["curate_v1", "exact_text_v1", "curate_2_v1"]
+    assert m["stages"] == ["curate_v1", "exact_text_v1", "curate_2_v1", "ledger_v1"]  # the ledger stage last
     assert [s["stage"] for s in m["steps"]] == ["curate", "exact_text", "curate_2"]
     c = m["counts"]
     english = 6

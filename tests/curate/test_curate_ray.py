@@ -16,7 +16,8 @@ from raykit import STEPS, DieOnce, write_web_corpus  # noqa: E402
 from tokenmill.curate.run import run_curate  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 
-COMPARED = ("counts", "identity", "funnel", "documents", "stage_ledgers", "decision_ledger", "stages")
+COMPARED = ("counts", "identity", "funnel", "documents", "stage_ledgers", "stage_packs", "decision_ledger",
+            "stages")
 
 
 def _outputs(root: Path) -> dict[str, bytes]:

@@ -24,6 +24,7 @@ from tokenmill.curate.presets import PRESETS, preset_specs  # noqa: E402
 from tokenmill.curate.quality import train_quality  # noqa: E402
 from tokenmill.curate.run import run_curate  # noqa: E402
 from tokenmill.errors import ConfigError  # noqa: E402
+from tokenmill.report.ledger import file_schema  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -126,7 +127,7 @@ def test_dedup_then_top_fraction_in_one_curate_run(dclm_run):
     for stage in ("exact_dedup", "minhash_dedup", "quality_apply"):
         files = m["stage_ledgers"][stage]
         assert [Path(f).stem for f in files] == [Path(f).stem for f in m["documents"]]
-        assert "loc" in pq.read_table(tmp / "out" / files[0]).column_names
+        assert "loc" in file_schema(tmp / "out" / files[0]).names
     assert m["stage_ledgers"]["quality_apply"][0].startswith("steps/quality/ledger/")
     assert set(m["run"]["stage_seconds"]) == set(m["stages"])  # wall seconds of every stage
 
@@ -168,7 +169,7 @@ run_curate([sys.argv[1]], out=sys.argv[2], steps=json.loads(sys.argv[3]), execut
 '''
 STAGES = ["curate", "exact_dedup.hash", "exact_dedup.groups", "exact_dedup", "minhash_dedup.signatures",
           "minhash_dedup.buckets", "minhash_dedup.verify", "minhash_dedup.components", "minhash_dedup",
-          "quality_score", "quality_apply", "curate_11"]
+          "quality_score", "quality_apply", "curate_11", "ledger"]
 
 
 def test_the_run_has_the_stages_the_kill_test_names(dclm_run):
@@ -177,7 +178,8 @@ def test_the_run_has_the_stages_the_kill_test_names(dclm_run):
 
 # one stage of each kind (a one-unit stage dies with its files staged; the others after one committed unit);
 # tests/curate/test_dedup_minhash.py kills each MinHash stage on its own
-@pytest.mark.parametrize("stage", ["exact_dedup.groups", "minhash_dedup.components", "quality_score", "quality_apply"])
+@pytest.mark.parametrize("stage", ["exact_dedup.groups", "minhash_dedup.components", "quality_score", "quality_apply",
+                                   "ledger"])
 def test_killed_in_a_stage_resumes_to_the_same_bytes(stage, dclm_run, model, tmp_path):
     clean = _tree(dclm_run[0] / "out")
     src = dclm_run[0] / "in"  # the same input paths: the manifest and the report name them
@@ -282,7 +284,9 @@ def test_a_finished_run_leaves_one_state_file_per_stage_and_no_intermediate(dclm
     out = tmp / "out"
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert [f for f in files if f.startswith("_work/")] == ["_work/quality_score/cut.json"]
-    assert not [f for f in files if f.startswith("steps/") and "/ledger/" not in f]  # no step's documents copy
+    steps = [f for f in files if f.startswith("steps/")]  # no step's documents copy, no loose ledger part
+    assert steps == sorted(f"steps/{Path(rel).parent.parent.name}/ledger-000000.zip"
+                           for rel in {files[0] for files in m["stage_ledgers"].values() if files})
     assert not [f for f in files if "/done/" in f or "/tmp/" in f]
     assert sorted(f for f in files if f.endswith("index.jsonl")) == sorted(f"_state/{k}/index.jsonl" for k in m["stages"])
     before = _tree(out)

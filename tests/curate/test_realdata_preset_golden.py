@@ -3,7 +3,7 @@ code before those steps' fast paths (real-data tier).
 
 ``curate ../shared/data/pretrain --preset P --workers 1`` for ``gopher``, ``c4``, ``fineweb``, ``refinedweb``
 and ``dclm`` (its model trained here from the shared quality sets, one thread, a fixed seed). Each output
-table (``documents/``, ``ledger/`` and the stages' ledger parts) is digested by its content (its schema
+table (``documents/``, ``ledger/`` and the stages' ledger parts, read in their packs) is digested by its content (its schema
 and every value, written as one Arrow IPC stream), so the check does not depend on the Parquet writer's
 version; ``golden/realdata_presets.json`` holds the digests taken from commit 889b348, before the fast
 paths, then once more when the language step's probabilities became the same bits on every CPU (they had
@@ -25,13 +25,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.cli import main
+from tokenmill.report.ledger import open_part
 
 GOLDEN = Path(__file__).parent / "golden" / "realdata_presets.json"
 PRESETS = ["gopher", "c4", "fineweb", "refinedweb", "dclm"]
 
 
 def content_digest(path: Path) -> str:
-    table = pq.read_table(path)
+    table = pq.read_table(open_part(path))  # a stage's part is read in its pack
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table.combine_chunks())
@@ -45,12 +46,13 @@ def kept(rel: str) -> bool:
 
 
 def tables(out: Path) -> dict[str, str]:
-    found = {}
-    for path in sorted(out.rglob("*.parquet")):
-        rel = path.relative_to(out).as_posix()
-        if kept(rel):
-            found[rel] = content_digest(path)
-    return found
+    """Each output table's digest by its logical path (a stage's ledger parts, packed once the run has ended,
+    by the paths the manifest names them by)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    parts = [rel for files in manifest["stage_ledgers"].values() for rel in files]
+    loose = [p.relative_to(out).as_posix() for p in out.rglob("*.parquet")]
+    assert not [rel for rel in loose if "/ledger/" in rel], "a stage's part left unpacked"
+    return {rel: content_digest(out / rel) for rel in sorted({*loose, *parts}) if kept(rel)}
 
 
 @pytest.fixture(scope="module")

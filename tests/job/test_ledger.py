@@ -72,23 +72,63 @@ def test_corpus_steps_put_their_reason_and_statistics_in_the_one_table(tmp_path)
         assert column in table.column_names, column
     dup = table.filter(pc.equal(table.column("reason"), "exact_dedup_v1:duplicate"))
     assert min(dup.column("exact_dedup.group_size").to_pylist()) >= 2
-    # nothing but the one table is under ledger/ (the stages' own parts live under steps/)
-    assert all(p.parent.name == "ledger" and p.parent.parent.name in (s["stage"] for s in manifest["steps"])
-               for p in (out / "steps").rglob("ledger/*.parquet"))
+    # nothing but the one table is under ledger/; the stages' own parts are packed under steps/<stage>/
+    stages = {s["stage"] for s in manifest["steps"]}
+    packed = sorted(p.relative_to(out).as_posix() for p in (out / "steps").rglob("*") if p.is_file())
+    assert packed == sorted(manifest["stage_packs"]) and {Path(p).parent.name for p in packed} <= stages
+    assert all(Path(p).name == "ledger-000000.zip" for p in packed)
     funnel = recompute(out, {})
     assert funnel["kept"] == manifest["counts"]["kept"] == _documents(out)
 
 
-def test_units_killed_and_resumed_give_the_same_ledger_bytes(tmp_path):
+def _outputs(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.parts[len(out.parts)] in ("documents", "ledger", "steps")}
+
+
+def test_a_ledger_stage_killed_between_packs_resumes_to_the_same_bytes(tmp_path, monkeypatch):
+    from tokenmill.curate import join
+    from tokenmill.errors import StageError
+
+    monkeypatch.setattr(join, "PACK_UNITS", 2)  # several packs out of a small input
     inputs = _inputs(tmp_path)
     steps = [{"name": "gopher_quality"}, {"name": "exact_dedup"}]
     a = run_curate(inputs, out=tmp_path / "a", steps=steps, workers=1, unit_bytes=4_000, progress=False, report=False)
-    run_curate(inputs, out=tmp_path / "b", steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
-    for rel in a["decision_ledger"]["files"]:  # the finalize step runs again on a resume of a finished run
-        (tmp_path / "b" / rel).unlink()
-    run_curate(inputs, out=tmp_path / "b", steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
-    for rel in a["decision_ledger"]["files"]:
-        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    assert len(a["stage_packs"]) > 2 and {Path(p).name for p in a["stage_packs"]} >= {"ledger-000000.zip",
+                                                                                      "ledger-000001.zip"}
+    call = join.JoinTask.__call__
+
+    def dies_at_the_second_pack(self, unit, staging):
+        if unit.index == 1:
+            raise StageError("killed")
+        return call(self, unit, staging)
+
+    monkeypatch.setattr(join.JoinTask, "__call__", dies_at_the_second_pack)
+    with pytest.raises(StageError):
+        run_curate(inputs, out=tmp_path / "b", steps=steps, workers=1, unit_bytes=4_000, progress=False, report=False)
+    b = tmp_path / "b"
+    assert (b / "ledger").is_dir() and (b / "steps" / "curate" / "ledger").is_dir()  # loose parts kept until the end
+    monkeypatch.setattr(join.JoinTask, "__call__", call)
+    resumed = run_curate(inputs, out=b, steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
+    assert _outputs(b) == _outputs(tmp_path / "a")  # no loose part left, every pack and ledger file the same
+    assert resumed["decision_ledger"] == a["decision_ledger"] and resumed["funnel"] == a["funnel"]
+    assert ledger_problems(b, resumed, kept_documents=_documents(b)) == []
+
+
+def test_a_run_killed_after_the_ledger_stage_ended_drops_the_loose_parts_on_resume(tmp_path):
+    import zipfile
+
+    inputs = _inputs(tmp_path)
+    steps = [{"name": "gopher_quality"}, {"name": "exact_dedup"}]
+    a = run_curate(inputs, out=tmp_path / "a", steps=steps, workers=1, unit_bytes=4_000, progress=False, report=False)
+    clean = _outputs(tmp_path / "a")
+    for rel in a["stage_packs"]:  # the parts put back beside their packs, as a kill before the drop leaves them
+        with zipfile.ZipFile(tmp_path / "a" / rel) as zf:
+            zf.extractall(tmp_path / "a" / Path(rel).parent / "ledger")
+    assert _outputs(tmp_path / "a") != clean
+    again = run_curate(inputs, out=tmp_path / "a", steps=steps, workers=1, unit_bytes=4_000, progress=False,
+                       report=False)
+    assert _outputs(tmp_path / "a") == clean and again["funnel"] == a["funnel"]
 
 
 def test_pretrain_with_a_preset_writes_the_same_kind_of_ledger(tmp_path):

@@ -85,7 +85,7 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
 
     Each ledger part is read alone and only for the columns shown, and the counts are summed: memory is one
     part's column, whatever the number of documents."""
-    from tokenmill.report.ledger import stage_parts
+    from tokenmill.report.ledger import part_exists, stage_parts
 
     out: dict[str, dict] = {}
     for entry in manifest.get("steps", []):
@@ -95,7 +95,7 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
         if not size_stat and not hists:
             continue
         parts = [Path(directory) / f for f in stage_parts(manifest).get(entry["stage"], [])]
-        parts = [p for p in parts if p.exists()]
+        parts = [p for p in parts if part_exists(p)]
         if not parts:
             continue
         schemas = {p: file_schema(p) for p in parts}  # each part's footer read once, for every column below

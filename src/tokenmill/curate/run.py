@@ -8,7 +8,8 @@ pretrain``); the last stage is always a map stage writing ``documents/`` (with n
 ends with a corpus step), so the kept documents are in one place whatever the steps.
 
 Output directory: ``documents/<unit>.parquet`` (id, text, source, url, license, meta, loc),
-``ledger/<unit>.parquet``, ``steps/<stage>/ledger/<unit>.parquet`` (each stage's part), ``manifest.json``
+``ledger/<unit>.parquet``, ``steps/<stage>/ledger-<pack>.zip`` (each stage's parts, one stored zip per pack
+of units, written with the ledger by the last stage, :mod:`tokenmill.curate.join`), ``manifest.json``
 (steps, counts, identity, funnel), ``rejects.jsonl``, ``report.html``. The intermediate documents of
 earlier stages (``_work/<stage>/documents/``, ``steps/<step>/docs/``) are dropped by the last stage that
 reads them, once it has ended (``StagePlan.drop``): a finished run leaves no copy of the corpus but
@@ -25,6 +26,8 @@ from typing import Any
 
 from tokenmill.curate.build import build_steps, step_specs
 from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.join import STAGE as JOIN
+from tokenmill.curate.join import decision_ledger, join_stage, stage_packs
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
@@ -226,10 +229,14 @@ def _run(stages: list[Stage], placed: list[dict], routed: Inputs, config: dict, 
     from tokenmill.report.rejects import merge_rejects
 
     stage_seconds: dict[str, float] = {}
-    results = run_workflow(stages, out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
+    ledger = join_stage(out, [u.name for u in routed.units], [_unit_size(u) for u in routed.units],
+                        lambda ctx: stage_ledgers(stages, ctx.results))
+    results = run_workflow([*stages, ledger], out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
                            executor=executor, progress=stage_progress(progress, stage_seconds), locked=True)
     n_rejects = merge_rejects(out, [u.name for u in routed.units])
     manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
+    manifest["stages"].append(ledger.key)
+    manifest["stage_packs"] = stage_packs(results[JOIN])
     manifest["track"] = workflow
     manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
     manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
@@ -251,7 +258,7 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
                 if r.cut is not None}
         if entry["kind"] == "corpus" and len(cuts) == 1:
             entry["cut"] = cuts.pop()
-    every = [r for s in stages for r in results[s.name]]
+    every = [r for s in stages for r in results[s.name]] + list(results.get(JOIN, []))
     step_seconds: dict[str, float] = {}
     for r in every:
         for k, v in r.step_seconds.items():
@@ -266,11 +273,16 @@ def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], res
         "counts": stats.to_dict(),
         "identity": stats.identity_line(),
         "documents": [r.docs for r in outputs(last, Documents, stage=stages[-1].name)],
-        "stage_ledgers": {s.name: [r.ledger for r in _documents(results[s.name], s.name) if r.ledger] for s in stages},
+        "stage_ledgers": stage_ledgers(stages, results),
         "run": {"seconds": round(seconds, 3), "step_seconds": step_seconds, "units": len(routed.units),
                 "peak_rss": {"main_mb": process_peak_rss_mb(),
                              "largest_worker_mb": max((r.peak_rss_mb for r in every), default=0.0)}},
     }
+
+
+def stage_ledgers(stages: Sequence[Stage], results: dict[str, list[UnitResult]]) -> dict[str, list[str]]:
+    """Each documents stage's ledger parts (logical paths: ``steps/<stage>/ledger/<unit>.parquet``)."""
+    return {s.name: [r.ledger for r in _documents(results[s.name], s.name) if r.ledger] for s in stages}
 
 
 def _documents(results: list[UnitResult], stage: str) -> list[Documents]:
@@ -280,10 +292,9 @@ def _documents(results: list[UnitResult], stage: str) -> list[Documents]:
 
 def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, report: bool) -> None:
     from tokenmill.curate.funnel import funnel_from_ledger
-    from tokenmill.report.ledger import write_ledger
     from tokenmill.report.manifest import write_manifest
 
-    manifest["decision_ledger"] = write_ledger(out, manifest["stage_ledgers"], units)
+    manifest["decision_ledger"] = decision_ledger(results[JOIN])
     manifest["funnel"] = funnel_from_ledger(out, manifest)
     write_manifest(out, manifest)
     from tokenmill.report.datacard import write_datacard

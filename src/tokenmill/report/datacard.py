@@ -59,9 +59,11 @@ def ledger_files(out: Path, manifest: dict) -> list[list[Path]]:
 
 def read_rows(paths: list[Path]) -> list[dict]:
     """The rows of ``paths`` (only the columns a card counts)."""
+    from tokenmill.report.ledger import part_exists
+
     rows: list[dict] = []
     for path in paths:
-        if not path.is_file():
+        if not part_exists(path):
             continue
         rows.extend(read_columns(path, COLUMNS, present=True).to_pylist())
     return rows

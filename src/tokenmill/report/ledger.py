@@ -15,15 +15,30 @@
 Invariants (tested on every preset and on Ray): rows = input records, ``record`` unique, kept rows =
 documents written, every row not kept has a reason. It is built once at the end of the run from the
 stages' own parts (``steps/<stage>/ledger/<unit>.parquet``, the engine's per-stage files, which
-``tokenmill funnel --set`` replays) and from the units' rejects, so a resumed run writes the same bytes.
+``tokenmill funnel --set`` replays) and from the units' rejects, so a resumed run writes the same bytes:
+by a curate run's last stage, in its workers (:mod:`tokenmill.curate.join`), by :func:`write_ledger` in
+the driver for ``pretrain --preset`` (one stage).
 Cost: one pass over the parts' columns, one unit at a time (memory bounded by a unit, not the corpus).
+
+**Packed stage parts.** Once a curate run's ledger stage has ended (:mod:`tokenmill.curate.join`), each
+stage's parts are no longer one file per unit: they are members of ``steps/<stage>/ledger-<pack>.zip``
+(stored, not compressed: each member is the unit's part byte for byte, named ``<unit>.parquet``; ``unzip``
+gives the loose files back), one archive per pack of consecutive units. The manifest keeps naming the parts
+by their logical paths (``steps/<stage>/ledger/<unit>.parquet``); :func:`part_exists`, :func:`read_columns`
+and :func:`file_schema` find a part that is not on disk in its stage's packs, reading the member in place
+(a memory-mapped slice of the archive, no copy and no extraction).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import struct
+import threading
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,30 +59,51 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
     the unit whose name is its file's stem.
     """
     out = Path(out)
+    by_unit = parts_by_unit(out, stage_parts, unit_names)
+    schema = ledger_schema(by_unit)
+    entry: dict = {"files": [], "rows": 0, "kept": 0, "columns": []}
+    for name in unit_names:
+        add_entry(entry, write_unit(out, out, name, by_unit[name], schema))
+    return entry
+
+
+def parts_by_unit(out: Path, stage_parts: dict[str, list[str]], unit_names: Sequence[str]) -> dict[str, list[Path]]:
+    """Each unit's ledger parts (absolute paths, in stage order); a part belongs to the unit named by its stem."""
     by_unit: dict[str, list[Path]] = {name: [] for name in unit_names}
     for files in stage_parts.values():
         for rel in files:
             if Path(rel).stem in by_unit:
-                by_unit[Path(rel).stem].append(out / rel)
-    (out / LEDGER_DIR).mkdir(exist_ok=True)
-    schema = _schema(by_unit)
-    files, rows, kept, columns = [], 0, 0, {}
-    for name in unit_names:
-        table = unit_ledger(by_unit[name], _rejects(out, name))
-        if table is None:
-            continue
-        table = _conform(table, schema)
-        rel = f"{LEDGER_DIR}/{name}.parquet"
-        pq.write_table(table, out / rel, compression="zstd")
-        files.append(rel)
-        pa.default_memory_pool().release_unused()  # the unit's buffers go back now, not at the next unit's peak
-        rows += table.num_rows
-        kept += int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))
-        columns.update(dict.fromkeys(table.column_names))
-    return {"files": files, "rows": rows, "kept": kept, "columns": list(columns)}
+                by_unit[Path(rel).stem].append(Path(out) / rel)
+    return by_unit
 
 
-def _schema(by_unit: dict[str, list[Path]]) -> dict[str, pa.DataType]:
+def write_unit(out: Path, target: Path, name: str, parts: list[Path], schema: dict[str, pa.DataType]) -> dict | None:
+    """Join one unit's ``parts`` (and its rejects, under ``out``) and write ``target/ledger/<name>.parquet``;
+    its entry (``file``, ``rows``, ``kept``, ``columns``), or None for a unit with no row."""
+    table = unit_ledger(parts, _rejects(Path(out), name))
+    if table is None:
+        return None
+    table = _conform(table, schema)
+    rel = f"{LEDGER_DIR}/{name}.parquet"
+    (Path(target) / LEDGER_DIR).mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, Path(target) / rel, compression="zstd")
+    pa.default_memory_pool().release_unused()  # the unit's buffers go back now, not at the next unit's peak
+    return {"file": rel, "rows": table.num_rows, "columns": table.column_names,
+            "kept": int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))}
+
+
+def add_entry(entry: dict, unit: dict | None) -> dict:
+    """Add one unit's :func:`write_unit` entry to a ``decision_ledger`` entry (``files``, ``rows``, ``kept``,
+    ``columns`` in first-seen order)."""
+    if unit is not None:
+        entry["files"].append(unit["file"])
+        entry["rows"] += unit["rows"]
+        entry["kept"] += unit["kept"]
+        entry["columns"] = list(dict.fromkeys([*entry["columns"], *unit["columns"]]))
+    return entry
+
+
+def ledger_schema(by_unit: dict[str, list[Path]]) -> dict[str, pa.DataType]:
     """Every column of the run's ledger, in order, with one type for all units: a statistic that is null
     in every row of one unit's part (``decontaminate.benchmark`` where nothing matched) takes the type other
     units give it, so ``pyarrow.parquet.read_table(DIR/"ledger")`` reads the directory as one table."""
@@ -75,7 +111,7 @@ def _schema(by_unit: dict[str, list[Path]]) -> dict[str, pa.DataType]:
     stages = max((len(parts) for parts in by_unit.values()), default=0)
     for k in range(stages):  # stage order: a unit's k-th part is its k-th stage's
         for parts in by_unit.values():
-            if k < len(parts) and parts[k].exists():
+            if k < len(parts) and part_exists(parts[k]):
                 for f in file_schema(parts[k]):
                     if f.name not in types or pa.types.is_null(types[f.name]):
                         types[f.name] = f.type
@@ -94,7 +130,7 @@ def _conform(table: pa.Table, schema: dict[str, pa.DataType]) -> pa.Table:
 
 def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:
     """One unit's rows: the first stage's documents joined with every later stage's part, plus the rejects."""
-    tables = [read_columns(p) for p in parts if p.exists()]
+    tables = [read_columns(p) for p in parts if part_exists(p)]
     if not tables and not rejects:
         return None
     docs = _join(tables) if tables else None
@@ -211,7 +247,7 @@ def stage_parts(manifest: dict) -> dict[str, list[str]]:
 
 def read_stage_parts(directory: Path, files: list[str]) -> pa.Table | None:
     """One stage's ledger parts of a run, concatenated (None when it wrote none)."""
-    tables = [read_columns(Path(directory) / f) for f in files if (Path(directory) / f).exists()]
+    tables = [read_columns(Path(directory) / f) for f in files if part_exists(Path(directory) / f)]
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive")
@@ -222,7 +258,7 @@ def read_columns(path: Path, columns: Sequence[str] | None = None, *, present: b
     dataset on every call, about ten times the cost of the read for a unit's small ledger part, and the
     report and the funnel read every part once per column. ``present``: only those of ``columns`` the file
     has (none is an error)."""
-    with pq.ParquetFile(path) as pf:
+    with pq.ParquetFile(open_part(path)) as pf:
         if columns is not None and present:
             columns = [c for c in columns if c in pf.schema_arrow.names]
         return pf.read(columns=list(columns) if columns is not None else None)
@@ -230,13 +266,13 @@ def read_columns(path: Path, columns: Sequence[str] | None = None, *, present: b
 
 def file_schema(path: Path) -> pa.Schema:
     """The Arrow schema of one Parquet file, from its footer."""
-    with pq.ParquetFile(path) as pf:
+    with pq.ParquetFile(open_part(path)) as pf:
         return pf.schema_arrow
 
 
 def stage_schema(directory: Path, files: list[str]) -> pa.Schema | None:
     """The schema :func:`read_stage_parts` would give, from the parts' footers alone (None when none exists)."""
-    schemas = [file_schema(Path(directory) / f) for f in files if (Path(directory) / f).exists()]
+    schemas = [file_schema(Path(directory) / f) for f in files if part_exists(Path(directory) / f)]
     return pa.unify_schemas(schemas, promote_options="permissive") if schemas else None
 
 
@@ -246,10 +282,94 @@ def stage_values(directory: Path, files: list[str], column: str) -> np.ndarray:
     pieces = []
     for f in files:
         path = Path(directory) / f
-        table = read_columns(path, [column], present=True) if path.exists() else None
+        table = read_columns(path, [column], present=True) if part_exists(path) else None
         if table is not None and table.num_columns:
             pieces.append(np.asarray(table.column(column).to_numpy(zero_copy_only=False), dtype=np.float64))
     return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float64)
+
+
+PACK_PREFIX = "ledger-"
+
+
+def pack_name(stage_dir: str, pack: str) -> str:
+    """The archive of pack ``pack`` of the stage whose parts live in ``stage_dir`` (``steps/<stage>/ledger``)."""
+    return f"{Path(stage_dir).parent.as_posix()}/{PACK_PREFIX}{pack}.zip"
+
+
+def write_pack(target: Path, members: Sequence[tuple[str, Path]]) -> None:
+    """Write the stored (uncompressed) zip ``target`` of ``members`` (``(name, file)``, in order), with fixed
+    timestamps and attributes: the same members give the same bytes on every run and machine."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, path in members:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            info.external_attr = 0o644 << 16
+            info.file_size = path.stat().st_size
+            with open(path, "rb") as src, zf.open(info, "w", force_zip64=info.file_size >= zipfile.ZIP64_LIMIT) as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+
+
+_PACKS: dict[tuple[str, int, int], dict[str, tuple[int, int]]] = {}  # (archive, size, mtime) -> members
+_PACKS_LOCK = threading.Lock()
+
+
+def _members(archive: str) -> dict[str, tuple[int, int]]:
+    """``{member name: (data offset, size)}`` of one stored archive, read once per version of the file."""
+    st = os.stat(archive)
+    key = (archive, st.st_size, st.st_mtime_ns)
+    with _PACKS_LOCK:
+        found = _PACKS.get(key)
+    if found is not None:
+        return found
+    members: dict[str, tuple[int, int]] = {}
+    with zipfile.ZipFile(archive) as zf, open(archive, "rb") as fh:
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                continue  # not written by tokenmill: a part is read in place or not at all
+            fh.seek(info.header_offset)
+            header = fh.read(30)
+            name_len, extra_len = struct.unpack("<HH", header[26:30])
+            members[info.filename] = (info.header_offset + 30 + name_len + extra_len, info.file_size)
+    with _PACKS_LOCK:
+        if len(_PACKS) > 4096:
+            _PACKS.clear()
+        _PACKS[key] = members
+    return members
+
+
+def _packed(path: Path) -> tuple[str, int, int] | None:
+    """``(archive, offset, size)`` of the part ``path`` (``.../steps/<stage>/ledger/<unit>.parquet``) inside
+    its stage's packs, or None."""
+    folder = path.parent.parent
+    try:
+        with os.scandir(folder) as entries:
+            archives = sorted(e.path for e in entries if e.name.startswith(PACK_PREFIX) and e.name.endswith(".zip"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for archive in archives:
+        hit = _members(archive).get(path.name)
+        if hit is not None:
+            return archive, hit[0], hit[1]
+    return None
+
+
+def part_exists(path: Path) -> bool:
+    """Whether the ledger part ``path`` is there: as a file, or as a member of its stage's packs."""
+    return Path(path).exists() or _packed(Path(path)) is not None
+
+
+def open_part(path: Any) -> Any:
+    """What ``pq.ParquetFile`` or ``pq.read_table`` opens for the ledger part ``path``: the path itself, or its
+    packed member's bytes in place (a zero-copy slice of the memory-mapped archive)."""
+    if not isinstance(path, (str, Path)) or Path(path).exists():
+        return path
+    hit = _packed(Path(path))
+    if hit is None:
+        return path  # missing: the reader's own error names it
+    archive, offset, size = hit
+    return pa.BufferReader(pa.memory_map(archive).read_at(size, offset))  # the slice keeps the mapping alive
 
 
 def read_ledger(directory: str | Path, manifest: dict | None = None) -> pa.Table | None:
