@@ -69,6 +69,21 @@ def read_rows(paths: list[Path]) -> list[dict]:
     return rows
 
 
+def read_batches(path: Path, rows: int = 8192):
+    """The rows of one ledger file (only the columns a card counts), ``rows`` at a time: a unit's file as
+    Python dicts is tens of MB at 64 MiB units, and the card needs one row at a time."""
+    import pyarrow.parquet as pq
+
+    from tokenmill.report.ledger import open_part, part_exists
+
+    if not part_exists(path):
+        return
+    with pq.ParquetFile(open_part(path)) as pf:
+        columns = [c for c in COLUMNS if c in pf.schema_arrow.names]
+        for batch in pf.iter_batches(batch_size=rows, columns=columns):
+            yield batch.to_pylist()
+
+
 def _final(rows: list[dict]) -> dict[tuple, dict]:
     """One merged row per document (source, loc): every stage's columns, the first reason that removed it."""
     docs: dict[tuple, dict] = {}
@@ -133,7 +148,11 @@ def tally(out: Path, manifest: dict) -> Tally:
     """The card's counts over the run's ledger, one group of files at a time (:func:`ledger_files`)."""
     acc = Tally()
     for group in ledger_files(out, manifest):
-        acc.add(_final(read_rows(group)))
+        if len(group) == 1:  # a file of the run's one table: each record is one row, counted a batch at a time
+            for rows in read_batches(group[0]):
+                acc.add(_final(rows))
+        else:
+            acc.add(_final(read_rows(group)))
     return acc
 
 
