@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.curate.join import pack_units
-from tokenmill.engine.stage import Unit
 from tokenmill.report.ledger import (
     file_schema,
     open_part,
@@ -82,7 +81,7 @@ def test_a_rewritten_pack_is_read_afresh(tmp_path):
 
 
 def test_packs_are_runs_of_consecutive_units_within_both_bounds():
-    units = [Unit(i, f"u{i}", size) for i, size in enumerate([5, 5, 5, 20, 1, 1, 1, 1])]
-    assert pack_units(units, max_bytes=10, max_units=3) == [[0, 1], [2], [3], [4, 5, 6], [7]]
-    assert pack_units(units, max_bytes=1 << 40, max_units=1024) == [list(range(8))]
+    sizes = [5, 5, 5, 20, 1, 1, 1, 1]
+    assert pack_units(sizes, max_bytes=10, max_units=3) == [[0, 1], [2], [3], [4, 5, 6], [7]]
+    assert pack_units(sizes, max_bytes=1 << 40, max_units=1024) == [list(range(8))]
     assert pack_units([], max_bytes=10, max_units=3) == []

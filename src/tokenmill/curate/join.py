@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.report.ledger import add_entry, ledger_schema, pack_name, parts_by_unit, write_pack, write_unit
+from tokenmill.report.ledger import add_entry, ledger_schema, new_entry, pack_name, parts_by_unit, write_pack, write_unit
 
 STAGE = "ledger"
 VERSION = 1
@@ -52,12 +51,12 @@ class JoinTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         out, pack = Path(self.out), unit.payload
         schema = dict(self.schema)
-        entry: dict[str, Any] = {"files": [], "rows": 0, "kept": 0, "columns": []}
+        entry = new_entry()
         members: dict[str, list[tuple[str, Path]]] = {d: [] for d in self.stage_dirs}
         for name, rels in zip(pack.names, pack.parts):
             add_entry(entry, write_unit(out, staging, name, [out / r for r in rels], schema))
             for rel in rels:
-                folder = str(Path(rel).parent.as_posix())
+                folder = Path(rel).parent.as_posix()
                 if folder in members and (out / rel).exists():
                     members[folder].append((Path(rel).name, out / rel))
         packs = []
@@ -69,18 +68,18 @@ class JoinTask:
         return UnitResult(outputs=[*entry["files"], *packs], data={"ledger": entry, "packs": packs})
 
 
-def pack_units(units: Sequence[Any], *, max_bytes: int = PACK_INPUT_BYTES, max_units: int = PACK_UNITS) -> list[list[int]]:
-    """Consecutive runs of ``units`` (anything with ``size``, the input bytes) of at most ``max_bytes`` and
+def pack_units(sizes: Sequence[int], *, max_bytes: int = PACK_INPUT_BYTES, max_units: int = PACK_UNITS) -> list[list[int]]:
+    """Consecutive runs of the units whose input bytes are ``sizes``, of at most ``max_bytes`` and
     ``max_units``, as lists of positions; a unit larger than ``max_bytes`` is a pack alone."""
     packs: list[list[int]] = []
-    size = 0
-    for k, u in enumerate(units):
-        weight = max(0, int(getattr(u, "size", 0) or 0))
-        if not packs or len(packs[-1]) >= max_units or (packs[-1] and size + weight > max_bytes):
+    total = 0
+    for k, size in enumerate(sizes):
+        size = max(0, int(size or 0))
+        if not packs or len(packs[-1]) >= max_units or total + size > max_bytes:
             packs.append([])
-            size = 0
+            total = 0
         packs[-1].append(k)
-        size += weight
+        total += size
     return packs
 
 
@@ -91,10 +90,9 @@ def join_stage(out: Path, unit_names: Sequence[str], unit_sizes: Sequence[int],
     def plan(ctx: StageContext) -> StagePlan:
         parts = stage_ledgers(ctx)
         by_unit = parts_by_unit(out, parts, unit_names)
-        stage_dirs = tuple(dict.fromkeys(str(Path(rel).parent.as_posix()) for files in parts.values() for rel in files))
-        sized = [Unit(k, n, s) for k, (n, s) in enumerate(zip(unit_names, unit_sizes))]
+        stage_dirs = tuple(dict.fromkeys(Path(rel).parent.as_posix() for files in parts.values() for rel in files))
         units = []
-        for k, members in enumerate(pack_units(sized, max_bytes=PACK_INPUT_BYTES, max_units=PACK_UNITS)):
+        for k, members in enumerate(pack_units(unit_sizes, max_bytes=PACK_INPUT_BYTES, max_units=PACK_UNITS)):
             names = tuple(unit_names[i] for i in members)
             rels = tuple(tuple(str(p.relative_to(out).as_posix()) for p in by_unit[n]) for n in names)
             units.append(Unit(k, f"{k:06d}", sum(unit_sizes[i] for i in members), payload=PackUnits(names, rels)))
@@ -108,13 +106,9 @@ def join_stage(out: Path, unit_names: Sequence[str], unit_sizes: Sequence[int],
 
 def decision_ledger(results: Sequence[UnitResult]) -> dict:
     """The manifest's ``decision_ledger`` entry from the stage's results (packs in unit order)."""
-    entry: dict[str, Any] = {"files": [], "rows": 0, "kept": 0, "columns": []}
+    entry = new_entry()
     for r in results:
-        part = r.data.get("ledger") or {}
-        entry["files"] += part.get("files", [])
-        entry["rows"] += part.get("rows", 0)
-        entry["kept"] += part.get("kept", 0)
-        entry["columns"] = list(dict.fromkeys([*entry["columns"], *part.get("columns", [])]))
+        add_entry(entry, r.data["ledger"])
     return entry
 
 

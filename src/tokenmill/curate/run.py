@@ -242,7 +242,7 @@ def _run(stages: list[Stage], placed: list[dict], routed: Inputs, config: dict, 
     manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
     manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
     manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
-    _finish(out, manifest, results, [u.name for u in routed.units], report=report)
+    _finish(out, manifest, results, report=report)
     return manifest
 
 
@@ -290,7 +290,7 @@ def _documents(results: list[UnitResult], stage: str) -> list[Documents]:
     return outputs(results, Documents, stage=stage) if all("docs" in r.data for r in results) else []
 
 
-def _finish(out: Path, manifest: dict, results: dict, units: list[str], *, report: bool) -> None:
+def _finish(out: Path, manifest: dict, results: dict, *, report: bool) -> None:
     from tokenmill.curate.funnel import funnel_from_ledger
     from tokenmill.report.manifest import write_manifest
 

@@ -61,7 +61,7 @@ def write_ledger(out: Path, stage_parts: dict[str, list[str]], unit_names: list[
     out = Path(out)
     by_unit = parts_by_unit(out, stage_parts, unit_names)
     schema = ledger_schema(by_unit)
-    entry: dict = {"files": [], "rows": 0, "kept": 0, "columns": []}
+    entry = new_entry()
     for name in unit_names:
         add_entry(entry, write_unit(out, out, name, by_unit[name], schema))
     return entry
@@ -79,7 +79,7 @@ def parts_by_unit(out: Path, stage_parts: dict[str, list[str]], unit_names: Sequ
 
 def write_unit(out: Path, target: Path, name: str, parts: list[Path], schema: dict[str, pa.DataType]) -> dict | None:
     """Join one unit's ``parts`` (and its rejects, under ``out``) and write ``target/ledger/<name>.parquet``;
-    its entry (``file``, ``rows``, ``kept``, ``columns``), or None for a unit with no row."""
+    its :func:`new_entry`-shaped entry (one file), or None for a unit with no row."""
     table = unit_ledger(parts, _rejects(Path(out), name))
     if table is None:
         return None
@@ -88,18 +88,22 @@ def write_unit(out: Path, target: Path, name: str, parts: list[Path], schema: di
     (Path(target) / LEDGER_DIR).mkdir(parents=True, exist_ok=True)
     pq.write_table(table, Path(target) / rel, compression="zstd")
     pa.default_memory_pool().release_unused()  # the unit's buffers go back now, not at the next unit's peak
-    return {"file": rel, "rows": table.num_rows, "columns": table.column_names,
+    return {"files": [rel], "rows": table.num_rows, "columns": table.column_names,
             "kept": int(np.sum(table.column("kept").to_numpy(zero_copy_only=False)))}
 
 
-def add_entry(entry: dict, unit: dict | None) -> dict:
-    """Add one unit's :func:`write_unit` entry to a ``decision_ledger`` entry (``files``, ``rows``, ``kept``,
-    ``columns`` in first-seen order)."""
-    if unit is not None:
-        entry["files"].append(unit["file"])
-        entry["rows"] += unit["rows"]
-        entry["kept"] += unit["kept"]
-        entry["columns"] = list(dict.fromkeys([*entry["columns"], *unit["columns"]]))
+def new_entry() -> dict:
+    """An empty ``decision_ledger`` entry: ``files``, ``rows``, ``kept``, ``columns`` (in first-seen order)."""
+    return {"files": [], "rows": 0, "kept": 0, "columns": []}
+
+
+def add_entry(entry: dict, other: dict | None) -> dict:
+    """Add ``other`` (a unit's :func:`write_unit` entry, or a whole pack's) to ``entry``, after its files."""
+    if other is not None:
+        entry["files"] += other["files"]
+        entry["rows"] += other["rows"]
+        entry["kept"] += other["kept"]
+        entry["columns"] = list(dict.fromkeys([*entry["columns"], *other["columns"]]))
     return entry
 
 
@@ -311,47 +315,67 @@ def write_pack(target: Path, members: Sequence[tuple[str, Path]]) -> None:
                     dst.write(chunk)
 
 
-_PACKS: dict[tuple[str, int, int], dict[str, tuple[int, int]]] = {}  # (archive, size, mtime) -> members
-_PACKS_LOCK = threading.Lock()
+_INDEX: dict[str, tuple[int, dict[str, tuple[str, int, int, tuple[int, int]]]]] = {}  # folder -> (its mtime, parts)
+_INDEX_LOCK = threading.Lock()
 
 
 def _members(archive: str) -> dict[str, tuple[int, int]]:
-    """``{member name: (data offset, size)}`` of one stored archive, read once per version of the file."""
-    st = os.stat(archive)
-    key = (archive, st.st_size, st.st_mtime_ns)
-    with _PACKS_LOCK:
-        found = _PACKS.get(key)
-    if found is not None:
-        return found
+    """``{member name: (data offset, size)}`` of one stored archive (a member not stored is left out: not
+    written by tokenmill, it is read in place or not at all)."""
     members: dict[str, tuple[int, int]] = {}
     with zipfile.ZipFile(archive) as zf, open(archive, "rb") as fh:
         for info in zf.infolist():
             if info.compress_type != zipfile.ZIP_STORED:
-                continue  # not written by tokenmill: a part is read in place or not at all
+                continue
             fh.seek(info.header_offset)
             header = fh.read(30)
             name_len, extra_len = struct.unpack("<HH", header[26:30])
             members[info.filename] = (info.header_offset + 30 + name_len + extra_len, info.file_size)
-    with _PACKS_LOCK:
-        if len(_PACKS) > 4096:
-            _PACKS.clear()
-        _PACKS[key] = members
     return members
+
+
+def _folder_index(folder: str) -> dict[str, tuple[str, int, int, tuple[int, int]]]:
+    """Every packed part of one stage folder: ``{name: (archive, offset, size, (archive size, mtime))}``, the
+    first archive in name order winning."""
+    index: dict[str, tuple[str, int, int, tuple[int, int]]] = {}
+    with os.scandir(folder) as entries:
+        archives = sorted(e.path for e in entries if e.name.startswith(PACK_PREFIX) and e.name.endswith(".zip"))
+    for archive in archives:
+        st = os.stat(archive)
+        for name, (offset, size) in _members(archive).items():
+            index.setdefault(name, (archive, offset, size, (st.st_size, st.st_mtime_ns)))
+    return index
 
 
 def _packed(path: Path) -> tuple[str, int, int] | None:
     """``(archive, offset, size)`` of the part ``path`` (``.../steps/<stage>/ledger/<unit>.parquet``) inside
-    its stage's packs, or None."""
-    folder = path.parent.parent
+    its stage's packs, or None. The folder's archives are indexed once per version of the folder (its
+    mtime), so a reader of every part costs one stat per part, not a listing and a look into every archive;
+    an archive rewritten in place since (another size or mtime) has its folder indexed again."""
+    folder = str(path.parent.parent)
     try:
-        with os.scandir(folder) as entries:
-            archives = sorted(e.path for e in entries if e.name.startswith(PACK_PREFIX) and e.name.endswith(".zip"))
+        stamp = os.stat(folder).st_mtime_ns
     except (FileNotFoundError, NotADirectoryError):
         return None
-    for archive in archives:
-        hit = _members(archive).get(path.name)
-        if hit is not None:
-            return archive, hit[0], hit[1]
+    with _INDEX_LOCK:
+        cached = _INDEX.get(folder)
+    for fresh in (False, True):
+        if fresh or cached is None or cached[0] != stamp:
+            cached = (stamp, _folder_index(folder))
+            with _INDEX_LOCK:
+                if len(_INDEX) > 4096:
+                    _INDEX.clear()
+                _INDEX[folder] = cached
+        hit = cached[1].get(path.name)
+        if hit is None:
+            return None
+        archive, offset, size, version = hit
+        try:
+            st = os.stat(archive)
+        except FileNotFoundError:
+            continue
+        if (st.st_size, st.st_mtime_ns) == version:
+            return archive, offset, size
     return None
 
 
