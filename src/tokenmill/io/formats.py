@@ -18,6 +18,12 @@ import orjson
 import zstandard
 
 from tokenmill._extras import require
+from tokenmill.base.inputs import (  # noqa: F401 (re-exported)
+    COMPRESSION_SUFFIXES,
+    EXTENSIONS,
+    HF_DATASET_MARKERS,
+    split_name,
+)
 from tokenmill.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -27,24 +33,6 @@ ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 HEAD_BYTES = 1 << 16
 
-COMPRESSION_SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
-EXTENSIONS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".jsonlines": "jsonl",
-    ".json": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".feather": "arrow",
-    ".ipc": "arrow",
-    ".txt": "text",
-    ".text": "text",
-    ".md": "text",
-    ".warc": "warc",
-    ".wet": "wet",
-}
-HF_DATASET_MARKERS = ("state.json", "dataset_info.json")
 # what reading a damaged or truncated file raises: it becomes an "unreadable" reject, never a traceback
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, zstandard.ZstdError)
 
@@ -220,16 +208,6 @@ def compression_of(head: bytes) -> str:
     if head.startswith(ZSTD_MAGIC):
         return "zstd"
     return ""
-
-
-def split_name(path: str) -> tuple[str, str]:
-    """(format from the extension or "", compression suffix's kind or "") of a file name."""
-    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
-    stem, dot, ext = name.rpartition(".")
-    compression = COMPRESSION_SUFFIXES.get(f".{ext}", "") if dot else ""
-    if compression:
-        stem, dot, ext = stem.rpartition(".")
-    return (EXTENSIONS.get(f".{ext}", "") if dot else ""), compression
 
 
 def sniff_json(head: bytes) -> str:

@@ -14,20 +14,16 @@ peak memory follows its unit, not the file.
 
 from __future__ import annotations
 
+from tokenmill.base.inputs import DEFAULT_UNIT_BYTES, MIN_UNIT_BYTES, TARGET_UNITS, auto_unit_size  # noqa: F401
 from tokenmill.errors import ConfigError
 from tokenmill.io.base import InputFile, WorkUnit
 from tokenmill.io.columnar import arrow_ranges, parquet_ranges
 from tokenmill.io.jsonfmt import line_ranges
 
-DEFAULT_UNIT_BYTES = 64 << 20  # the largest unit the automatic rule picks
-MIN_UNIT_BYTES = 4 << 20  # the smallest: below it a unit's fixed costs (files, marker, writers) dominate
-TARGET_UNITS = 16  # units the rule aims at: several per worker on the cores of one machine
-
 
 def auto_unit_bytes(files: list[InputFile]) -> int:
     """The unit size for ``files`` when the user gave none: total bytes / 16, clamped to [4 MiB, 64 MiB]."""
-    total = sum(max(f.size, 0) for f in files)
-    return int(min(DEFAULT_UNIT_BYTES, max(MIN_UNIT_BYTES, -(-total // TARGET_UNITS))))
+    return auto_unit_size(sum(max(f.size, 0) for f in files))
 
 
 def plan_units(files: list[InputFile], *, unit_bytes: int | None = None) -> list[WorkUnit]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenmill.base.inputs import estimate_units  # noqa: F401 (re-exported)
 from tokenmill.errors import RoutingError
 
 
@@ -97,13 +98,3 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
             lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
     hint = "" if any(r.kind == "preference" for r in wrong) else "\nPass --force to process it anyway."
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)
-
-
-def estimate_units(files: list, *, unit_bytes: int | None) -> int:
-    """About how many work units ``files`` make, from their sizes alone (a hint for starting workers)."""
-    from tokenmill.io.units import auto_unit_bytes
-
-    unit_bytes = auto_unit_bytes(files) if unit_bytes is None else unit_bytes
-    splittable = ("jsonl", "parquet", "arrow")
-    return sum(max(1, -(-f.size // max(unit_bytes, 1))) if f.format in splittable and not f.compression else 1
-               for f in files)
