@@ -183,6 +183,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TOKENMILL_CACHE") or Path.home() / ".cache" / "tokenmill")
 
 
+def write_cached(path: Path, data: bytes) -> None:
+    """Write ``data`` to the cache file ``path`` atomically; a read-only cache only costs the computation next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def _json_via_transformers(path: Path) -> bytes:
     """tokenizer.json of a vocab.json + merges.txt directory, converted once by transformers and cached.
 
