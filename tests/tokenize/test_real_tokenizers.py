@@ -126,3 +126,8 @@ def test_small_batches_encoded_text_by_text_give_the_batch_ids(name, dirs, texts
     assert _split(*tok.encode_batch(texts)) == whole
     for lo in range(0, len(texts), 37):  # and in the small batches a run meets
         assert _split(*tok.encode_batch(texts[lo:lo + 37])) == whole[lo:lo + 37]
+    monkeypatch.setattr(T, "SMALL_BATCH_TEXTS", 0)
+    monkeypatch.setattr(T, "_in_worker", lambda: True)  # a pool worker: every batch text by text, from Arrow bytes
+    import pyarrow as pa
+
+    assert _split(*tok.encode_batch(pa.array(texts, pa.large_string()))) == whole

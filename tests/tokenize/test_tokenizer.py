@@ -224,19 +224,23 @@ def test_no_warning_when_fast_path_agrees(tiny_dir):
         assert load_tokenizer(tiny_dir, parity_sample=["extra <|im_start|> text"]).backend == "gigatoken"
 
 
-@pytest.mark.parametrize("texts_limit", [0, 10_000])
-def test_encode_batch_text_by_text_and_in_one_call_give_the_same_ids(tiny, ordinary_ref, monkeypatch, texts_limit):
+@pytest.mark.parametrize("texts_limit,in_worker", [(0, False), (10_000, False), (0, True)])
+def test_encode_batch_text_by_text_and_in_one_call_give_the_same_ids(tiny, ordinary_ref, monkeypatch, texts_limit,
+                                                                      in_worker):
     """A small batch is encoded one text at a time (no ``awkward`` import, no threads), a large one in one
-    gigatoken call: the same ids and offsets either way, from Python strings and from Arrow arrays."""
+    gigatoken call, and any batch in a pool worker text by text over the Arrow array's own bytes: the same ids
+    and offsets every way, from Python strings and from Arrow arrays (sliced ones too)."""
     import pyarrow as pa
 
     from tokenmill.tokenize import tokenizer as T
 
     monkeypatch.setattr(T, "SMALL_BATCH_TEXTS", texts_limit)
     monkeypatch.setattr(T, "SMALL_BATCH_CHARS", 1 << 30 if texts_limit else 0)
+    monkeypatch.setattr(T, "_in_worker", lambda: in_worker)
     for texts in (TEXTS, CORPUS, ["", ""], []):
         want = [ordinary_ref.encode(t, add_special_tokens=False).ids for t in texts]
-        for batch in (texts, pa.array(texts, pa.large_string()), pa.array(texts, pa.string())):
+        padded = pa.array(["x y z", *texts, "tail"], pa.large_string()).slice(1, len(texts))
+        for batch in (texts, pa.array(texts, pa.large_string()), pa.array(texts, pa.string()), padded):
             ids, offsets = tiny.encode_batch(batch)
             assert ids.dtype == np.uint32 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
             assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == want
