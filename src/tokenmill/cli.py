@@ -59,7 +59,10 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
                    "start a local one); overrides engine.address of --config")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``command``: the command about to be parsed, when it is one defined here (the
+    commands defined in their own modules are then left out, and so are those modules' imports: a tenth of a
+    second of a small run's start-up)."""
     parser = argparse.ArgumentParser(prog="tokenmill", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"tokenmill {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -147,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+    if command in sub.choices:
+        return parser
 
     from tokenmill.curate import decontam_cli, quality_cli
 
@@ -515,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
 
         argv = end_eval_list(argv)
     try:
-        args = build_parser().parse_args(argv)  # argparse's own usage errors exit 2
+        args = build_parser(argv[0] if argv else None).parse_args(argv)  # argparse's own usage errors exit 2
+        if args.command in ("pretrain", "sft"):
+            _start_early(args.command, args)
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
@@ -531,6 +538,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _start_early(track: str, args: argparse.Namespace) -> None:
+    """Start the run's fork server now, before the track's imports, when the run will use a pool
+    (tokenmill/job/early.py). From the command line alone: with a pipeline file (which may name other inputs,
+    tokenizer or workers, and is read later) the run starts its pool as before."""
+    if args.config or args.dry_run or args.engine == "ray" or not args.inputs:
+        return
+    from tokenmill.job.early import start_fork_server
+    from tokenmill.job.options import positive_size
+
+    try:
+        unit_bytes = positive_size(args.unit_bytes) if args.unit_bytes else None
+    except ValueError:
+        return  # the run reports it
+    start_fork_server(track, args.inputs, workers=args.workers, unit_bytes=unit_bytes,
+                      tokenizer=args.tokenizer or "default")
 
 
 def _silence_stdout() -> None:

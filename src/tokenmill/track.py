@@ -22,15 +22,11 @@ from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job import Inputs, estimate_units, hold_job, job_fingerprint, plan_inputs, resolve_out, stage_progress
+from tokenmill.job.early import TASK_MODULES
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
 SHARDS_STAGE = "shards"
-# the modules each track's workers need (its task's module first), imported once by the fork server (or by
-# each worker as it starts) while the driver routes (see LocalExecutor.prepare); awkward: gigatoken's output
-# each track's workers' fast encoder is built once, by the fork server (tokenmill/tokenize/prebuild.py)
-TASK_MODULES = {"pretrain": ("tokenmill.pretrain.run", "awkward", "tokenmill.tokenize._prebuild_server"),
-                "sft": ("tokenmill.sft.run",)}
 
 
 @dataclass
