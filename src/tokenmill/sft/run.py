@@ -38,7 +38,7 @@ from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
-from tokenmill.sft.report import example_report, merge, summarize
+from tokenmill.sft.report import add_into, example_report, summarize
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
@@ -118,7 +118,7 @@ class SftTask:
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
-                    report = merge(report, _lacks(self.template, conv, reason))
+                    add_into(report, _lacks(self.template, conv, reason))
                     continue
                 if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
@@ -130,7 +130,7 @@ class SftTask:
                 kept.setdefault(id(writer), (writer, []))[1].append(rendered)
                 stats.tokens += len(rendered.ids)
                 out.count(writer, 1, len(rendered.ids))
-                report = merge(report, example_report(rendered.stats))
+                add_into(report, example_report(rendered.stats))
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present
