@@ -210,13 +210,7 @@ def _json_via_transformers(path: Path) -> bytes:
     if cached.is_file():
         return cached.read_bytes()
     data = _convert_with_transformers(path)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only home only costs the conversion next time
+    write_cached(cached, data)
     return data
 
 
