@@ -106,7 +106,8 @@ def render_budget() -> Iterator[None]:
     """Steps and time of one render counted from zero; a timer interrupts it past the time budget."""
     _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
     timer = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
-    previous = signal.signal(signal.SIGALRM, _on_alarm) if timer else None
+    installed = timer and signal.getsignal(signal.SIGALRM) is _on_alarm  # a render_session is open
+    previous = signal.signal(signal.SIGALRM, _on_alarm) if timer and not installed else None
     if timer:
         signal.setitimer(signal.ITIMER_REAL, MAX_RENDER_SECONDS)
     try:
@@ -115,7 +116,23 @@ def render_budget() -> Iterator[None]:
         _BUDGET.deadline = float("inf")
         if timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            if not installed:
+                signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def render_session() -> Iterator[None]:
+    """The time budget's alarm handler installed once for many renders (each still armed and disarmed by
+    :func:`render_budget`), and the previous handler put back at the end."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
+            or signal.getsignal(signal.SIGALRM) is _on_alarm:
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _on_alarm(signum, frame) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.sft.budget import render_session
 from tokenmill.sft.lacks import lacks_sentence, missing_tool_support
 from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
@@ -213,13 +214,14 @@ def prepare_conversations(
     spans and checks that need the tokenizer's special tokens only, no encoder."""
     shape, special = shape_of(template, tokenizer), special_token_kwargs(tokenizer)
     out: list[Prepared | TemplateError] = []
-    for conv in convs:
-        try:
-            out.append(prepare_conversation(
-                conv, tokenizer=tokenizer, template=template, shape=shape, special=special, policy=policy,
-            ))
-        except TemplateError as exc:
-            out.append(exc)
+    with render_session():  # sft/budget.py: the render alarm's handler installed once for the batch
+        for conv in convs:
+            try:
+                out.append(prepare_conversation(
+                    conv, tokenizer=tokenizer, template=template, shape=shape, special=special, policy=policy,
+                ))
+            except TemplateError as exc:
+                out.append(exc)
     return out
 
 
@@ -414,16 +416,27 @@ def _stats(
     ends: np.ndarray,
 ) -> dict[str, Any]:
     owners, turns = p.owners, p.turns
-    in_turn = _token_owner(starts, ends, [(t.start, t.stop_end) for t in turns])[0]
-    in_reasoning = _token_owner(starts, ends, [t.reasoning for t in turns if t.reasoning])[0]
+    trained = int(np.count_nonzero(mask))
+    if all(t is not None and t.start <= a and b <= t.stop_end for t, (a, b) in zip(owners, p.spans)):
+        assistant = trained  # every trained span lies in its turn, so every token overlapping one overlaps the turn
+        in_turn = None
+    else:
+        in_turn = _token_owner(starts, ends, [(t.start, t.stop_end) for t in turns])[0]
+        assistant = int(np.count_nonzero(mask & in_turn))
+    reasoning_spans = [t.reasoning for t in turns if t.reasoning]
+    if not reasoning_spans:
+        reasoning = 0
+    else:
+        in_reasoning = mask & _token_owner(starts, ends, reasoning_spans)[0]
+        reasoning = int(np.count_nonzero(in_reasoning if in_turn is None else in_reasoning & in_turn))
     by_turn = np.bincount(owner[mask], minlength=len(owners)).tolist() if len(owners) else []
     stats = {
         "tokens": int(len(ids)),
-        "trained_tokens": int(mask.sum()),
-        "trained_by_role": {"assistant": int((mask & in_turn).sum()), "other": int((mask & ~in_turn).sum())},
-        "trained_by_turn": [int(n) for n in by_turn],
-        "reasoning_trained_tokens": int((mask & in_turn & in_reasoning).sum()),
-        "answer_trained_tokens": int((mask & in_turn & ~in_reasoning).sum()),
+        "trained_tokens": trained,
+        "trained_by_role": {"assistant": assistant, "other": trained - assistant},
+        "trained_by_turn": by_turn,
+        "reasoning_trained_tokens": reasoning,
+        "answer_trained_tokens": assistant - reasoning,
         "stop_token_trained": bool(owners) and all(t is None or t.stop_end > t.end for t in owners),
         "control_tokens_neutralised": p.neutralised,
         "control_tokens_real": len(p.control),

@@ -47,6 +47,8 @@ def add_into(total: dict, b: dict) -> dict:
             t.extend([0] * (len(v) - len(t)))
             for i, x in enumerate(v):
                 t[i] += x
+        elif type(t) is int and type(v) is int:  # the common leaf: two counts (a bool is summed by merge)
+            total[k] = t + v
         else:
             total[k] = merge(t, v)
     return total
