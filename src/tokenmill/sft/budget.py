@@ -105,7 +105,7 @@ def _check_repeat(left: Any, right: Any) -> None:
 def render_budget() -> Iterator[None]:
     """Steps and time of one render counted from zero; a timer interrupts it past the time budget."""
     _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
-    timer = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    timer = _alarm_usable()
     installed = timer and signal.getsignal(signal.SIGALRM) is _on_alarm  # a render_session is open
     previous = signal.signal(signal.SIGALRM, _on_alarm) if timer and not installed else None
     if timer:
@@ -124,8 +124,7 @@ def render_budget() -> Iterator[None]:
 def render_session() -> Iterator[None]:
     """The time budget's alarm handler installed once for many renders (each still armed and disarmed by
     :func:`render_budget`), and the previous handler put back at the end."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
-            or signal.getsignal(signal.SIGALRM) is _on_alarm:
+    if not _alarm_usable() or signal.getsignal(signal.SIGALRM) is _on_alarm:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_alarm)
@@ -133,6 +132,11 @@ def render_session() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def _alarm_usable() -> bool:
+    """Whether this thread can set the render alarm (signal handlers belong to the main thread)."""
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
 def _on_alarm(signum, frame) -> None:
