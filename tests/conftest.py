@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,15 @@ def shared_data() -> Path:
 
 
 def pytest_configure(config):
-    # converted tokenizers are cached; keep the suite's cache out of the user's home
+    # converted tokenizers are cached; keep the suite's cache out of the user's home, and give each xdist
+    # worker its own (a test that clears or counts cache entries must not see another worker's)
     import tempfile
 
     os.environ.setdefault("TOKENMILL_CACHE", tempfile.mkdtemp(prefix="tokenmill-cache-"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ["TOKENMILL_CACHE"] = os.path.join(os.environ["TOKENMILL_CACHE"], worker)
+        os.makedirs(os.environ["TOKENMILL_CACHE"], exist_ok=True)
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +53,46 @@ def _fresh_sft_verdicts():
     from tokenmill.tokenize.sources import cache_dir
 
     shutil.rmtree(cache_dir() / "parity-sft", ignore_errors=True)
+
+
+# Tests that must run on one xdist worker, one after another, by their node ids (the controller schedules by
+# node id before any test module is imported, so the groups are named here, not by markers):
+# - "ray": they start or join a Ray cluster; a cluster per worker would share the machine's /tmp/ray session
+#   files, and a test that starts a second cluster beside a running one must know which one is there;
+# - "realdata-quality-model": the session's quality model trained on the shared sets (tests/curate/conftest.py)
+#   is trained once, on the worker that runs them all.
+SERIAL_GROUPS = {
+    "ray": re.compile(r"(?<![a-z])ray(?![a-z])|^tests/cli/test_cli_engine\.py::"),
+    "realdata-quality-model": re.compile(r"^tests/curate/test_realdata_preset_golden\.py::|"
+                                         r"::test_real_data_dclm_preset_with_a_model_trained_by_the_cli"),
+}
+
+
+def serial_group(nodeid: str) -> str | None:
+    return next((name for name, pattern in SERIAL_GROUPS.items() if pattern.search(nodeid.lower())), None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``-n N``'s load scheduling, except that each of :data:`SERIAL_GROUPS` is one unit of work."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return serial_group(nodeid) or nodeid
+
+    return Grouped(config, log)
+
+
+GROUP_FIXTURES = {"ray_cluster": "ray", "realdata_quality_model": "realdata-quality-model"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # a new test that uses a grouped fixture must be named into its group
+        for fixture, group in GROUP_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and serial_group(item.nodeid) != group:
+                raise pytest.UsageError(f"{item.nodeid} uses the {fixture} fixture: add it to SERIAL_GROUPS[{group!r}]")
 
 
 def pytest_report_header(config):

@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -192,14 +191,9 @@ def test_killed_in_a_stage_resumes_to_the_same_bytes(stage, dclm_run, model, tmp
     assert _tree(tmp_path / "out") == clean and m["funnel"] == dclm_run[1]["funnel"]
 
 
-def test_real_data_dclm_preset_with_a_model_trained_by_the_cli(shared_data, tmp_path, capsys):
-    quality = shared_data / "curation" / "quality"
-    with zipfile.ZipFile(quality / "nltk_webtext.zip") as zf:  # raw web text: the negatives
-        zf.extractall(tmp_path / "neg")
-    model = tmp_path / "quality.bin"
-    assert main(["quality", "train", "--positive", str(quality / "openstax_anatomy"), "--negative",
-                 str(tmp_path / "neg" / "webtext"), "--text-mode", "file", "--out", str(model)]) == 0
-    assert "held-out: accuracy" in capsys.readouterr().out
+def test_real_data_dclm_preset_with_a_model_trained_by_the_cli(shared_data, realdata_quality_model, tmp_path, capsys):
+    model, trained = realdata_quality_model  # `tokenmill quality train` on the shared quality sets
+    assert "held-out: accuracy" in trained
     out = tmp_path / "out"
     assert main(["curate", str(shared_data / "pretrain"), "--preset", "dclm", "--quality-model", str(model),
                  "--out", str(out), "--no-progress", "--workers", "1"]) == 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -55,16 +54,9 @@ def tables(out: Path) -> dict[str, str]:
     return {rel: content_digest(out / rel) for rel in sorted({*loose, *parts}) if kept(rel)}
 
 
-@pytest.fixture(scope="module")
-def model(shared_data, tmp_path_factory) -> str:
-    tmp = tmp_path_factory.mktemp("quality")
-    quality = shared_data / "curation" / "quality"
-    with zipfile.ZipFile(quality / "nltk_webtext.zip") as zf:
-        zf.extractall(tmp / "neg")
-    path = tmp / "quality.bin"
-    assert main(["quality", "train", "--positive", str(quality / "openstax_anatomy"), "--negative",
-                 str(tmp / "neg" / "webtext"), "--text-mode", "file", "--out", str(path)]) == 0
-    return str(path)
+@pytest.fixture
+def model(realdata_quality_model) -> str:
+    return realdata_quality_model[0]  # `tokenmill quality train` on the shared quality sets, one seed
 
 
 @pytest.mark.realdata
