@@ -73,14 +73,15 @@ def serial_group(nodeid: str) -> str | None:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``-n N``'s load scheduling, except that each of :data:`SERIAL_GROUPS` is one unit of work."""
+    """``-n N`` schedules whole test modules (a module's fixtures are built once, on one worker), and each of
+    :data:`SERIAL_GROUPS` as one unit of work."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Grouped(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return serial_group(nodeid) or nodeid
+            return serial_group(nodeid) or nodeid.split("::", 1)[0]
 
     return Grouped(config, log)
 

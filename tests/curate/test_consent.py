@@ -216,7 +216,7 @@ def test_machine_text_with_a_classifier_from_quality_train(tmp_path):
                "multifaceted landscape." for i in range(40)]
     human = [f"we went down to the river on day {i} and the water was cold and the dog would not swim" for i in range(40)]
     model = tmp_path / "machine.bin"
-    train_quality(machine, human, out=model)
+    train_quality(machine, human, out=model, quantize=False)  # quantising: test_quality.py
     src = jsonl(tmp_path / "in" / "docs.jsonl", [{"text": machine[0]}, {"text": human[0]}])
     run_curate([str(src)], out=tmp_path / "out", steps=[{"name": "machine_text", "model": str(model)}], workers=1,
                report=False)

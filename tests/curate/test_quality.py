@@ -35,7 +35,8 @@ def _texts(words, n, seed):
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("model") / "quality.bin"
-    train_quality(_texts(FORMAL, 300, 1), _texts(SPAM, 300, 2), out=out)
+    # the full model; the quantised default has its own tests below (training it costs seconds)
+    train_quality(_texts(FORMAL, 300, 1), _texts(SPAM, 300, 2), out=out, quantize=False)
     return str(out)
 
 
@@ -133,7 +134,8 @@ def test_cli_trains_from_labelled_jsonl(tmp_path, capsys):
     rows.append({"text": 5, "label": 1})  # unusable: counted, not fatal
     f = tmp_path / "labelled.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert main(["quality", "train", "--labelled", str(f), "--label-field", "label", "--out", str(tmp_path / "m.bin")]) == 0
+    assert main(["quality", "train", "--labelled", str(f), "--label-field", "label", "--param", "quantize=0",
+                 "--out", str(tmp_path / "m.bin")]) == 0
     out = capsys.readouterr().out
     assert "80 positive and 80 negative" in out and "1 unusable" in out and "AUC" in out
     assert (tmp_path / "m.bin.card.json").exists()

@@ -41,7 +41,7 @@ def _required_params(name: str, tmp_path) -> dict:
         from tokenmill.curate.quality import train_quality
 
         model = tmp_path / "q.bin"
-        train_quality(["good clean prose about history"] * 20, ["buy cheap now click"] * 20, out=model)
+        train_quality(["good clean prose about history"] * 20, ["buy cheap now click"] * 20, out=model, quantize=False)
         return {"model": str(model), "threshold": 0.5}
     return {}
 

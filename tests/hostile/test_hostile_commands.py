@@ -56,7 +56,7 @@ def test_quality_train(tmp_path):
     neg = tmp_path / "neg.jsonl"
     neg.write_text("".join(json.dumps({"text": f"buy cheap pills now {i} click here " * 6}) + "\n" for i in range(20)))
     result = hk.cli("quality", "train", "--positive", tmp_path / "pos.jsonl", "--negative", neg,
-                    "--out", tmp_path / "model.bin")
+                    "--param", "quantize=0", "--out", tmp_path / "model.bin")  # quantising: test_quality.py
     assert result.returncode == 0, result.stderr
     assert "trained on 20 positive and 20 negative documents (4 unusable records skipped" in result.stdout
     _check_rejects(tmp_path / "model.bin.rejects.jsonl", "pos.jsonl", expected)
