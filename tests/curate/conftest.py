@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -29,6 +28,6 @@ def realdata_quality_model(shared_data, tmp_path_factory) -> tuple[str, str]:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(["quality", "train", "--positive", str(quality / "openstax_anatomy"), "--negative",
-                     str(Path(tmp) / "neg" / "webtext"), "--text-mode", "file", "--out", str(path)])
+                     str(tmp / "neg" / "webtext"), "--text-mode", "file", "--out", str(path)])
     assert code == 0, printed.getvalue()
     return str(path), printed.getvalue()
