@@ -90,3 +90,27 @@ def test_eligibility_refuses_what_byte_offsets_cannot_describe():
     assert not pieces.eligible({**bpe, "normalizer": {"type": "Lowercase"}})
     assert not pieces.eligible({**bpe, "model": {"type": "BPE", "byte_fallback": True}})
     assert not pieces.eligible({**bpe, "added_tokens": [{"content": "<s>", "special": True, "rstrip": True}]})
+
+
+def test_a_worker_encodes_rendered_chats_without_the_reference(tok, nfc_tok):
+    """What a pool worker receives (the pickled tokenizer) encodes eligible chats with the fast encoder alone:
+    the reference, a parse of the whole tokenizer.json, is never loaded; a text NFC would change still goes
+    the reference way and loads it then."""
+    import pickle
+    import unicodedata
+
+    stable = [r for r in RENDERS if unicodedata.is_normalized("NFC", r)]
+    assert len(stable) < len(RENDERS)
+    for loaded, texts in ((tok, RENDERS), (nfc_tok, stable)):
+        want = loaded.encode_rendered_batch(texts, [[] for _ in texts])
+        worker = pickle.loads(pickle.dumps(loaded))
+        assert worker._ref is None
+        got = worker.encode_rendered_batch(texts, [[] for _ in texts])
+        for a, b in zip(want, got):
+            _assert_same(a, b)
+        assert worker._ref is None
+    worker = pickle.loads(pickle.dumps(nfc_tok))
+    text = "<|im_start|>e\u0301<|im_end|>"
+    want = nfc_tok.encode_pieces(text, nfc_tok.control_spans(text)[0])
+    _assert_same(worker.encode_rendered_batch([text], [[]])[0], want)
+    assert worker._ref is not None
