@@ -68,6 +68,27 @@ def test_nothing_missing_keeps_the_file_and_its_fingerprint(tmp_path):
     assert load_tokenizer(d).fingerprint == before
 
 
+
+def test_nothing_missing_is_remembered_and_a_missing_token_is_added_every_time(tmp_path, monkeypatch):
+    """A file that holds every declared token is parsed once (then its bytes and the declared tokens say so);
+    one that lacks a token gets it on every load, and a newly declared token is looked for again."""
+    from tokenmill.tokenize import sources
+
+    d = ck.build_tokenizer_dir(tmp_path / "plain")
+    config = json.loads((d / "tokenizer_config.json").read_text())
+    (d / "tokenizer_config.json").write_text(json.dumps({**config, "additional_special_tokens": ["<|im_start|>"]}))
+    first = sources.resolve(d).data
+    calls = []
+    real = sources._add_declared
+    monkeypatch.setattr(sources, "_add_declared", lambda *a: calls.append(a) or real(*a))
+    assert sources.resolve(d).data == first and calls == []
+    (d / "tokenizer_config.json").write_text(json.dumps({**config, "additional_special_tokens": ["<new>"]}))
+    added = sources.resolve(d).data
+    assert len(calls) == 1 and added != first
+    assert sources.resolve(d).data == added and len(calls) == 2
+    assert load_tokenizer(d).special_tokens["<new>"] == json.loads(added)["added_tokens"][-1]["id"]
+
+
 @pytest.mark.realdata
 def test_real_gemma_config_over_a_tokenizer_without_its_tokens(shared_data, tmp_path):
     """Qwen2's BPE under Gemma's tokenizer_config.json: <bos>, <start_of_turn>, <end_of_turn> exist only there."""
