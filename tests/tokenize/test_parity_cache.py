@@ -42,7 +42,7 @@ def test_a_cached_verdict_skips_the_check_and_the_fast_build(cache, tok_dir, mon
     second = load_tokenizer(tok_dir, parity_sample=TEXTS)
     assert calls == [1] and second.backend == "gigatoken" and second._fast is None  # built where it encodes
     assert second.fingerprint == first.fingerprint
-    assert second._ref._ordinary_tok is None  # metadata came from tokenizer.json; nothing encoded yet
+    assert second._ref is None  # metadata came from the cache (tests/tokenize/test_tokenizer_meta.py): nothing parsed
     for text in TEXTS:
         assert second.encode(text) == first.encode(text) == list(first.reference.encode(text))
     load_tokenizer(tok_dir, parity_sample=[*TEXTS, "a new text"])  # other texts: checked again

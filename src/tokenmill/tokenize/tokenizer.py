@@ -23,6 +23,9 @@ Span = tuple[int, int]
 def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
     """Load a tokenizer from a name, directory, file, tokenizer object or ``"default"`` (see README)."""
     source = sources.resolve(spec)
+    known = _checked_from_meta(source, parity_sample) if fast else None
+    if known is not None:
+        return known
     try:
         reference = reference_for(source)
         fingerprint = tokenizer_fingerprint(source, reference)
@@ -36,7 +39,9 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
     except Exception as exc:
         raise TokenizerError(f"tokenizer {source.name!r} ({source.kind}) could not be built: "
                              f"{type(exc).__name__}: {exc}") from exc
-    return Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
+    tok = Tokenizer(source, reference, fast_encoder, fast=use_fast, fingerprint=fingerprint)
+    _remember_meta(tok, reference)
+    return tok
 
 
 def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tokenizer | None:
@@ -53,6 +58,9 @@ def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tok
         source = sources.resolve(spec)
         if source.kind != "hf":
             return None
+        known = _checked_from_meta(source, parity_sample)
+        if known is not None:
+            return known
         reference = reference_for(source)
         fingerprint = tokenizer_fingerprint(source, reference)
     except Exception:  # noqa: BLE001 -- the full load reports what is wrong, with its own message
@@ -60,8 +68,72 @@ def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tok
     if not agreement_cached(fingerprint, parity_sample):
         return None
     tok = Tokenizer(source, reference, None, fast=True, fingerprint=fingerprint)
+    _remember_meta(tok, reference)
     tok.release()
     return tok
+
+
+META_VERSION = 1  # bump when the metadata Tokenizer derives from its files change, so older entries are not used
+META_FIELDS = ("special_tokens", "vocab_size", "bos_token", "eos_token", "bos_id", "eos_id", "pad_id", "add_bos",
+               "fingerprint")
+
+
+def _meta_path(source: sources.Source):
+    """Where a ``tokenizer.json`` tokenizer's metadata is cached: by its bytes and its config (which name the
+    special tokens), under ``$TOKENMILL_CACHE/tokenizer-meta/``; None for other kinds or an odd config."""
+    if source.kind != "hf":
+        return None
+    try:
+        config = orjson.dumps(source.config, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
+    key = hashlib.sha256(f"{source_key(source)}\0".encode() + config).hexdigest()
+    return sources.cache_dir() / "tokenizer-meta" / f"{META_VERSION}-{key}.json"
+
+
+def _remember_meta(tok: Tokenizer, reference) -> None:
+    """Cache what ``tok`` read from its parsed files, so a later load with a cached parity verdict need not parse
+    them (0.3 s for a 150k-token vocabulary, in the main process of every run, before any unit starts)."""
+    path = _meta_path(tok._source)
+    if path is None or _read_meta(path) is not None:
+        return
+    meta = {field: getattr(tok, field) for field in META_FIELDS}
+    meta["pieces"] = list(_piece_path(reference, tok._source))
+    sources.write_cached(path, orjson.dumps(meta))
+
+
+def _checked_from_meta(source: sources.Source, parity_sample: list[str] | None) -> Tokenizer | None:
+    """The tokenizer of ``source`` from its cached metadata, when that is cached and so is the verdict "the fast
+    path agrees" for these texts; no file is parsed and no encoder built (each is built where it is used)."""
+    from tokenmill.tokenize.parity import agreement_cached
+
+    path = _meta_path(source)
+    meta = _read_meta(path) if path is not None else None
+    if meta is None or not agreement_cached(meta["fingerprint"], parity_sample):
+        return None
+    return Tokenizer.from_meta(source, meta)
+
+
+def _read_meta(path) -> dict | None:
+    """A cached metadata entry, or None when there is none or it is damaged (then it is written again)."""
+    try:
+        meta = orjson.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    ok = (isinstance(meta, dict) and all(f in meta for f in META_FIELDS) and isinstance(meta["special_tokens"], dict)
+          and isinstance(meta["fingerprint"], str) and isinstance(meta.get("pieces"), list) and len(meta["pieces"]) == 2)
+    return meta if ok else None
+
+
+def _piece_path(reference, source) -> tuple[bool, bool]:
+    """(whether rendered chats can go through the fast piecewise path, whether the model normalises to NFC), from
+    the parsed ``tokenizer.json``."""
+    if source.kind != "hf":
+        return False, False
+    from tokenmill.tokenize import pieces
+
+    normalizer = reference.json.get("normalizer") or {}
+    return pieces.eligible(reference.json), normalizer.get("type") == "NFC"
 
 
 FINGERPRINT_VERSION = 1  # bump when canonical() changes, so older cached fingerprints are not used
@@ -129,7 +201,22 @@ class Tokenizer:
         self.add_bos = self._add_bos(reference, source)
         self.fingerprint = fingerprint or tokenizer_fingerprint(source, reference)
         self._special_re = self._compile_specials()
-        self._pieces = self._piece_path(reference, source)
+        # read here from the parsed tokenizer.json, so a worker never parses it again (0.3 s for 150k tokens)
+        self._pieces = _piece_path(reference, source) if self.backend == "gigatoken" else (False, False)
+
+    @classmethod
+    def from_meta(cls, source: sources.Source, meta: dict[str, Any]) -> Tokenizer:
+        """The fast-path tokenizer of ``source`` from metadata an earlier load derived from the same files
+        (:func:`_remember_meta`); no reference, no fast encoder yet (each is built on first use)."""
+        tok = cls.__new__(cls)
+        tok._source, tok._ref, tok._fast = source, None, None
+        tok.name, tok.backend, tok.chat_template = source.name, "gigatoken", source.chat_template
+        for field in META_FIELDS:
+            setattr(tok, field, meta[field])
+        tok.special_tokens = {str(k): int(v) for k, v in meta["special_tokens"].items()}
+        tok._special_re = tok._compile_specials()
+        tok._pieces = (bool(meta["pieces"][0]), bool(meta["pieces"][1]))
+        return tok
 
     # -- construction helpers -------------------------------------------------------------------------------
 
@@ -169,16 +256,6 @@ class Tokenizer:
             single = ((reference.json.get("post_processor") or {}).get("single") or [{}])
             return "SpecialToken" in single[0] and self.bos_id is not None
         return source.kind == "sentencepiece" and self.bos_id is not None
-
-    def _piece_path(self, reference, source) -> tuple[bool, bool]:
-        """(whether rendered chats can go through the fast piecewise path, whether the model normalises to NFC),
-        read from the parsed ``tokenizer.json`` here, so a worker never parses it again (0.3 s for 150k tokens)."""
-        if self.backend != "gigatoken" or source.kind != "hf":
-            return False, False
-        from tokenmill.tokenize import pieces
-
-        normalizer = reference.json.get("normalizer") or {}
-        return pieces.eligible(reference.json), normalizer.get("type") == "NFC"
 
     def _compile_specials(self) -> re.Pattern | None:
         if not self.special_tokens:
