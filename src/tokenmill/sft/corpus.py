@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.base.accounting import Stats
-from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_identity
 from tokenmill.engine.outputs import Documents, output, outputs
@@ -118,6 +117,8 @@ def identity(step: Any) -> dict:
 
 
 def _plan_view(upstream: str, column: str, view: str, ctx: StageContext) -> StagePlan:
+    from tokenmill.curate.dedup import common as cm  # corpus steps only: a run without one never imports dedup
+
     return StagePlan(cm.units_of(cm.upstream_parts(ctx, upstream)), ViewTask(str(ctx.out), column, view),
                      {"column": column})
 
@@ -131,6 +132,8 @@ class ViewTask:
     stage: str
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        from tokenmill.curate.dedup import common as cm
+
         part: cm.DocsPart = unit.payload
         table = cm.read_docs(Path(self.out), part)
         table = table.set_column(table.column_names.index("text"), "text", table.column(self.column))
