@@ -28,6 +28,8 @@ def reference_for(source: Source):
 
 # fast encoders built ahead in this process (the fork server: tokenmill.tokenize.prebuild), by source_key
 PREBUILT: dict[str, object] = {}
+# and the byte length of every token of those encoders, when the fork server was asked for them (SFT runs)
+PREBUILT_LENGTHS: dict[str, np.ndarray] = {}
 
 
 def source_key(source: Source) -> str:

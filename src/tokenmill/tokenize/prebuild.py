@@ -26,26 +26,33 @@ from typing import Any
 from tokenmill.engine.workers import server_only
 
 VARIABLE = server_only("TOKENMILL_PREBUILD_TOKENIZER")
+PIECES = server_only("TOKENMILL_PREBUILD_PIECES")
 SERVER_MODULE = "tokenmill.tokenize._prebuild_server"
 
 
 @contextlib.contextmanager
-def hint(spec: Any) -> Iterator[None]:
+def hint(spec: Any, *, pieces: bool = False) -> Iterator[None]:
     """Name ``spec`` to a fork server started inside the block (local paths and ``"default"`` only: a
-    hub name is resolved by the run itself, where its errors are reported)."""
+    hub name is resolved by the run itself, where its errors are reported). ``pieces``: also the byte length
+    of every token, which the SFT track's rendered chats are encoded with (tokenize/pieces.py)."""
     path = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None
     if path is None or not (path == "default" or Path(path).expanduser().exists()):
         yield
         return
-    previous = os.environ.get(VARIABLE)
+    previous = {name: os.environ.get(name) for name in (VARIABLE, PIECES)}
     os.environ[VARIABLE] = path
+    if pieces:
+        os.environ[PIECES] = "1"
+    else:
+        os.environ.pop(PIECES, None)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop(VARIABLE, None)
-        else:
-            os.environ[VARIABLE] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
@@ -56,13 +63,19 @@ def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
 def build_from_environment() -> None:
     """In the fork server: build the fast encoder the driver named, if any (never raises)."""
     spec = os.environ.pop(VARIABLE, None)  # not passed on to the processes this one forks
+    pieces = os.environ.pop(PIECES, None) == "1"
     if not spec:
         return
     try:
-        from tokenmill.tokenize.backends import PREBUILT, fast_for, source_key
+        from tokenmill.tokenize.backends import PREBUILT, PREBUILT_LENGTHS, fast_for, source_key
         from tokenmill.tokenize.sources import resolve
 
         source = resolve(spec)
-        PREBUILT[source_key(source)] = fast_for(source)
+        key = source_key(source)
+        PREBUILT[key] = fast = fast_for(source)
+        if pieces:  # the vocabulary read out of the encoder and measured: 0.1 s each worker need not pay
+            from tokenmill.tokenize.pieces import byte_lengths
+
+            PREBUILT_LENGTHS[key] = byte_lengths(fast.vocab)
     except Exception:  # noqa: BLE001 -- speculative: the run builds (and reports) it where it is needed
         pass

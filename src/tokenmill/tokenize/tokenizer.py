@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 
 from tokenmill.errors import TokenizerError
-from tokenmill.tokenize import sources
+from tokenmill.tokenize import backends, sources
 from tokenmill.tokenize.backends import fast_for, reference_for, source_key
 from tokenmill.tokenize.parity import choose_fast
 
@@ -391,8 +391,15 @@ class Tokenizer:
         if "_piece_table" not in self.__dict__:
             from tokenmill.tokenize import pieces
 
-            ok = self.backend == "gigatoken" and self._pieces[0]
-            self.__dict__["_piece_table"] = pieces.byte_lengths(self._fast_encoder.vocab) if ok else None
+            table = None
+            if self.backend == "gigatoken" and self._pieces[0]:
+                encoder = self._fast_encoder
+                key = source_key(self._source) if backends.PREBUILT_LENGTHS else None
+                if key is not None and backends.PREBUILT.get(key) is encoder:  # the fork server measured this encoder
+                    table = backends.PREBUILT_LENGTHS.get(key)
+                if table is None:
+                    table = pieces.byte_lengths(encoder.vocab)
+            self.__dict__["_piece_table"] = table
         return self.__dict__["_piece_table"]
 
     def control_spans(self, text: str, literal_spans: Sequence[Span] = ()) -> tuple[list[Span], int]:
