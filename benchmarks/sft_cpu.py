@@ -6,8 +6,8 @@ The command line run as a user runs it (`tokenmill sft FILES --workers 2`), with
 Qwen2.5 template of ``sft_throughput.py``; its process tree is polled every 30 ms (``pretrain_cpu.measure``), so
 each process's CPU is told apart: ``main`` routes the inputs, loads the tokenizer's metadata, checks the template
 and commits units; the ``fork server`` imports the track and builds the fast encoder once; ``forked`` are the
-pool workers (normalise, render, encode, mask, write). One unverified run first fills the SFT verdict cache, so
-every timed run is a re-run with cached verdicts. Prints one row per run; the sources take turns, so a change of
+pool workers (normalise, render, encode, mask, write). One untimed run of each version first fills its SFT
+verdict cache, so every timed run is a re-run with cached verdicts. Prints one row per run; the sources take turns, so a change of
 the machine's load falls on all of them.
 """
 

@@ -132,7 +132,6 @@ def main() -> None:
         if "floor" not in results or total < sum(results["floor"][k] for k in ("build_s", "render_s", "encode_s")):
             results["floor"] = floor
     rows, figures = table(results, args.workers)
-    argv = " ".join(a for a in sys.argv[1:])
     body = "\n".join([
         f"Machine: {machine()}; 1-minute load average {load_before:.1f} when the run began, "
         f"{os.getloadavg()[0]:.1f} when it ended. Best of {args.repeat} runs of each, the pipelines taking turns; "
@@ -144,7 +143,7 @@ def main() -> None:
         f"TRL / floor: {results['trl']['seconds'] / figures['floor_wall']:.2f}x wall, "
         f"{results['trl']['cpu_s'] / figures['floor_cpu']:.2f}x per CPU second: no pipeline that renders each "
         "conversation with the template and encodes it can beat TRL by more here.",
-        "", f"Reproduce: `python benchmarks/sft_floor.py {argv}`",
+        "", f"Reproduce: `python benchmarks/sft_floor.py {' '.join(sys.argv[1:])}`",
     ])
     print(body)
     if not args.no_write:
