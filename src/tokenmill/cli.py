@@ -508,10 +508,7 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; the exit status is 0, 1 (data or configuration error) or 2 (usage error)."""
-    if argv is None:  # the `tokenmill` command itself, not a caller's process: pyarrow's pandas probe is not needed
-        from tokenmill._arrow import skip_pandas_probe
-
-        skip_pandas_probe(command=True)
+    command_line = argv is None  # the `tokenmill` command itself, not a caller's process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]
@@ -523,6 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(argv[0] if argv else None).parse_args(argv)  # argparse's own usage errors exit 2
         if args.command in ("pretrain", "sft"):
             _start_early(args.command, args)
+        if command_line:  # after the fork server's start: importing pyarrow here takes 0.15 s
+            from tokenmill._arrow import skip_pandas_probe
+
+            skip_pandas_probe(command=True)  # pyarrow's pandas probe is not needed: no user code runs here
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code

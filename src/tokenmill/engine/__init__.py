@@ -3,11 +3,13 @@
 See ``docs/architecture.md``; the vocabulary is in :mod:`tokenmill.engine.stage`.
 """
 
-from tokenmill.engine.local import LocalExecutor
-from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult, total
-from tokenmill.engine.workflow import Executor, StageState, run_workflow
+from tokenmill.base.lazy import lazy_exports
 
-__all__ = [
-    "Executor", "LocalExecutor", "Stage", "StageContext", "StagePlan", "StageState", "Unit", "UnitResult",
-    "run_workflow", "total",
-]
+# imported on first use (base/lazy.py): the command line imports `tokenmill.engine.workers` alone, first
+_EXPORTS = {
+    "LocalExecutor": "tokenmill.engine.local",
+    **dict.fromkeys(("Stage", "StageContext", "StagePlan", "Unit", "UnitResult", "total"), "tokenmill.engine.stage"),
+    **dict.fromkeys(("Executor", "StageState", "run_workflow"), "tokenmill.engine.workflow"),
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

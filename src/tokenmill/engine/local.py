@@ -44,7 +44,9 @@ from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.workers import (  # guards the fork server
+    default_workers,
     die_with_parent,
+    preload_in_forkserver,
     watch_main_process,
     worker_died,
     worker_environment,
@@ -56,10 +58,6 @@ __all__ = ["LocalExecutor", "atomic_write", "commit_unit", "default_workers", "p
 # wait() (which walks every pending future) stays cheap -- submitting 100,000 units at once made the driver
 # quadratic (BENCHMARKS.md, "The driver at 100,000 units")
 IN_FLIGHT = 8
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 class Held:
@@ -190,21 +188,6 @@ class LocalExecutor(Held):
         finally:
             os.unlink(path)
         return results
-
-
-def preload_in_forkserver(modules: Sequence[str]) -> None:
-    """Have the fork server import ``modules`` once as it starts, after its own guard module, so that every
-    process it forks (each pool worker, the tokenizer loader) starts with them imported instead of importing
-    them again (pyarrow, numpy and the track's task module: about a CPU-second per worker on 2 cores).
-
-    Only the first start of the fork server reads the list: a server already running keeps what it has (its
-    workers then import the modules themselves, in their initializer). The server never encodes, so it
-    starts no tokenizer thread pools that a fork could not carry.
-    """
-    from multiprocessing import forkserver
-
-    current = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
-    forkserver.set_forkserver_preload(current + [m for m in modules if m not in current])
 
 
 def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:

@@ -12,17 +12,14 @@ A workflow (``pretrain``, ``sft``, ``curate``, ``decontaminate``, ``synth``, ``s
 function that returns its stages; it runs them inside :func:`hold_job`.
 """
 
-from tokenmill.job.driver import (
-           check_file_target,
-           check_job,
-           hold_job,
-           holding,
-           job_fingerprint,
-           pick_executor,
-           resolve_out,
-           stage_progress,
-)
-from tokenmill.job.inputs import Inputs, estimate_units, plan_inputs, refuse_misrouted
+from tokenmill.base.lazy import lazy_exports
 
-__all__ = ["Inputs", "check_file_target", "check_job", "estimate_units", "hold_job", "holding", "job_fingerprint",
-           "pick_executor", "plan_inputs", "refuse_misrouted", "resolve_out", "stage_progress"]
+# the driver's names, imported on first use (base/lazy.py): `tokenmill.job.options` and `tokenmill.job.early`,
+# which the command line reads first, need neither module
+_EXPORTS = {
+    **dict.fromkeys(("check_file_target", "check_job", "hold_job", "holding", "job_fingerprint", "pick_executor",
+                     "resolve_out", "stage_progress"), "tokenmill.job.driver"),
+    **dict.fromkeys(("Inputs", "estimate_units", "plan_inputs", "refuse_misrouted"), "tokenmill.job.inputs"),
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -41,6 +41,7 @@ class BudgetExceeded(Exception):
 class _Budget(threading.local):
     steps = 0
     deadline = float("inf")
+    session = False  # a render_session of this thread has installed the alarm handler
 
 
 _BUDGET = _Budget()
@@ -101,36 +102,43 @@ def _check_repeat(left: Any, right: Any) -> None:
                                  reason="too_long")
 
 
-@contextmanager
-def render_budget() -> Iterator[None]:
-    """Steps and time of one render counted from zero; a timer interrupts it past the time budget."""
-    _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
-    timer = _alarm_usable()
-    installed = timer and signal.getsignal(signal.SIGALRM) is _on_alarm  # a render_session is open
-    previous = signal.signal(signal.SIGALRM, _on_alarm) if timer and not installed else None
-    if timer:
-        signal.setitimer(signal.ITIMER_REAL, MAX_RENDER_SECONDS)
-    try:
-        yield
-    finally:
+class render_budget:
+    """Steps and time of one render counted from zero; a timer interrupts it past the time budget.
+
+    A class rather than a generator context manager, and no ``signal.getsignal`` (it builds an enum) on the way
+    in: it runs once per conversation, and inside a :func:`render_session` only arms and disarms the timer."""
+
+    __slots__ = ("_timer", "_previous")
+
+    def __enter__(self) -> None:
+        _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
+        self._timer, self._previous = _alarm_usable(), None
+        if self._timer:
+            if not _BUDGET.session:
+                self._previous = signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, MAX_RENDER_SECONDS)
+
+    def __exit__(self, *exc_info: object) -> None:
         _BUDGET.deadline = float("inf")
-        if timer:
+        if self._timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            if not installed:
-                signal.signal(signal.SIGALRM, previous)
+            if not _BUDGET.session:
+                signal.signal(signal.SIGALRM, signal.SIG_DFL if self._previous is None else self._previous)
 
 
 @contextmanager
 def render_session() -> Iterator[None]:
     """The time budget's alarm handler installed once for many renders (each still armed and disarmed by
     :func:`render_budget`), and the previous handler put back at the end."""
-    if not _alarm_usable() or signal.getsignal(signal.SIGALRM) is _on_alarm:
+    if not _alarm_usable() or _BUDGET.session or signal.getsignal(signal.SIGALRM) is _on_alarm:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_alarm)
+    _BUDGET.session = True
     try:
         yield
     finally:
+        _BUDGET.session = False
         signal.signal(signal.SIGALRM, previous)
 
 

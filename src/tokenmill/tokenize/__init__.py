@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
-from tokenmill.tokenize.tokenizer import Tokenizer, load_tokenizer
+from tokenmill.base.lazy import lazy_exports
 
-__all__ = ["Tokenizer", "load_tokenizer"]
+# imported on first use (base/lazy.py): the command line imports `tokenmill.tokenize.prebuild` alone, first
+_EXPORTS = {"Tokenizer": "tokenmill.tokenize.tokenizer", "load_tokenizer": "tokenmill.tokenize.tokenizer"}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
