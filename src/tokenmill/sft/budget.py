@@ -112,7 +112,7 @@ class render_budget:
 
     def __enter__(self) -> None:
         _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
-        self._timer, self._previous = _alarm_usable(), None
+        self._timer, self._previous = _BUDGET.session or _alarm_usable(), None  # a session is the main thread's
         if self._timer:
             if not _BUDGET.session:
                 self._previous = signal.signal(signal.SIGALRM, _on_alarm)

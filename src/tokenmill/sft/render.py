@@ -397,9 +397,11 @@ def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, in
     """
     if not spans:
         return np.zeros(len(starts), dtype=bool), np.full(len(starts), -1, dtype=np.int64)
-    bounds = np.array(spans, dtype=np.int64)
-    idx = np.searchsorted(bounds[:, 1], starts, side="right")
-    mask = (idx < len(spans)) & (ends > bounds[np.minimum(idx, len(spans) - 1), 0])
+    n = len(spans)
+    lo = np.fromiter((a for a, _ in spans), dtype=np.int64, count=n)
+    hi = np.fromiter((b for _, b in spans), dtype=np.int64, count=n)  # contiguous: searchsorted copies no view
+    idx = hi.searchsorted(starts, side="right")
+    mask = (idx < n) & (ends > lo[np.minimum(idx, n - 1)])
     return mask, np.where(mask, idx, -1)
 
 

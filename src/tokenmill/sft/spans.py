@@ -33,6 +33,7 @@ from tokenmill.errors import TemplateError
 START, END = "\U000f0000", "\U000f0001"
 _INDEX_BASE, _INDEX_MAX = 0x100000, 0xFFFD  # field k -> chr(_INDEX_BASE + k)
 _SENTINEL = re.compile("[\U000f0000\U000f0001][\U00100000-\U0010fffd]")
+_SPLIT = re.compile(f"({_SENTINEL.pattern})")
 _RESERVED = re.compile("[\U000f0000\U000f0001\U00100000-\U0010fffd]")
 _THINK_TAG = re.compile(r"(</?think>)")
 
@@ -102,7 +103,7 @@ def mark_messages(messages: list[dict], *, record_id: str = "?") -> list[dict]:
         marked = dict(m)
         for key in _MARKED_KEYS:
             if isinstance(m.get(key), str):
-                if _RESERVED.search(m[key]):
+                if not m[key].isascii() and _RESERVED.search(m[key]):  # isascii: a flag of the string, no scan
                     _refuse_reserved(m[key], record_id, i)
                 k = reasoning_of(i) if key in ("reasoning_content", "thinking") else texts_of(i)
                 marked[key] = mark_text(m[key], k)
@@ -157,11 +158,14 @@ class Cut:
 
 def cut_sentinels(marked: str) -> Cut:
     """Cut every sentinel out of ``marked``; pair each start with the next end of the same field."""
-    cut, open_at = Cut(marked), {}
-    for k, m in enumerate(_SENTINEL.finditer(marked)):
-        at = m.start()
-        cut.marks.append(at)
-        here, sentinel = at - 2 * k, m.group()
+    parts = _SPLIT.split(marked)  # text, sentinel, text, ..., text: one pass finds and cuts them all
+    if len(parts) == 1:
+        return Cut(marked)
+    texts = parts[0::2]
+    cut, open_at, here = Cut("".join(texts)), {}, 0
+    for k, sentinel in enumerate(parts[1::2]):
+        here += len(texts[k])  # where the sentinel stood in the plain text
+        cut.marks.append(here + 2 * k)
         i = ord(sentinel[1]) - _INDEX_BASE
         if sentinel[0] == START:
             if i in open_at:
@@ -171,7 +175,5 @@ def cut_sentinels(marked: str) -> Cut:
             cut.spans.setdefault(i, []).append((open_at.pop(i), here))
         else:
             cut.unpaired.add(i)
-    if cut.marks:
-        cut.text = _SENTINEL.sub("", marked)
-        cut.unpaired.update(open_at)
+    cut.unpaired.update(open_at)
     return cut

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,11 @@ class ChatTemplate:
     source: str
     origin: str = "builtin:chatml"
 
-    @property
+    @cached_property  # read for every conversation: searched once per template object
     def digest(self) -> str:
         return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
 
-    @property
+    @cached_property
     def has_generation_blocks(self) -> bool:
         return bool(_GENERATION_TAG.search(self.source))
 
