@@ -36,3 +36,22 @@ def test_a_render_inside_a_session_is_interrupted_and_the_callers_handler_comes_
         assert signal.getsignal(signal.SIGALRM) is mine
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_sessions_ticks_stop_only_a_render_past_its_deadline(monkeypatch):
+    import time
+
+    monkeypatch.setattr(budget, "MAX_RENDER_SECONDS", 0.4)  # ticks every 0.1 s
+    with render_session():
+        assert signal.getitimer(signal.ITIMER_REAL)[1] == pytest.approx(0.1)
+        for _ in range(3):
+            with render_budget():  # within its budget: ticks come and go
+                end = time.monotonic() + 0.25
+                while time.monotonic() < end:
+                    pass
+            time.sleep(0.3)  # between renders: a tick finds no deadline
+        started = time.monotonic()
+        with pytest.raises(BudgetExceeded, match="time budget"), render_budget():
+            _busy()
+        assert time.monotonic() - started < 0.4 + 0.1 + 0.2  # stopped by the first tick past the deadline
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -117,3 +117,27 @@ def test_pool_workers_start_with_the_encoder_the_fork_server_built(tmp_path):
     units = len(list(Path(tmp_path / "out").glob("shard-*.json")))
     assert counts["kept"] == 400 and units > 2
     assert counts["extra"].get("prebuilt", 0) >= units  # every batch of every unit saw the server's encoder
+
+
+def test_token_byte_lengths_are_cached_by_the_source_and_a_wrong_size_table_is_measured_again(
+        monkeypatch, tmp_path):
+    from test_tokenizer import train_dir
+
+    from tokenmill.tokenize import pieces
+
+    monkeypatch.setenv("TOKENMILL_CACHE", str(tmp_path / "cache"))
+    source = resolve(train_dir(tmp_path / "tok"))
+    fast = backends.fast_for(source)
+    want = pieces.byte_lengths(fast.vocab).tolist()
+    assert backends.token_byte_lengths(source, fast).tolist() == want  # measured and written
+    [cached] = (tmp_path / "cache" / "encoders").glob("*.lengths")
+
+    def no_measure(vocab):
+        raise AssertionError("a cached table is read, not measured")
+
+    with monkeypatch.context() as m:
+        m.setattr(pieces, "byte_lengths", no_measure)
+        assert backends.token_byte_lengths(source, fast).tolist() == want
+    cached.write_bytes(cached.read_bytes()[:-8])  # one token short: not this encoder's table
+    assert backends.token_byte_lengths(source, fast).tolist() == want
+    assert len(cached.read_bytes()) == 8 * fast.vocab_size  # written again

@@ -105,41 +105,48 @@ def _check_repeat(left: Any, right: Any) -> None:
 class render_budget:
     """Steps and time of one render counted from zero; a timer interrupts it past the time budget.
 
-    A class rather than a generator context manager, and no ``signal.getsignal`` (it builds an enum) on the way
-    in: it runs once per conversation, and inside a :func:`render_session` only arms and disarms the timer."""
+    Outside a :func:`render_session` the alarm is installed, armed and put back for this render. Inside one,
+    entering and leaving only set the render's deadline: the session's ticking alarm raises once the
+    deadline has passed (no system call per render, and no ``signal.getsignal``, which builds an enum)."""
 
     __slots__ = ("_timer", "_previous")
 
     def __enter__(self) -> None:
         _BUDGET.steps, _BUDGET.deadline = 0, time.monotonic() + MAX_RENDER_SECONDS
-        self._timer, self._previous = _BUDGET.session or _alarm_usable(), None  # a session is the main thread's
+        self._timer = not _BUDGET.session and _alarm_usable()
         if self._timer:
-            if not _BUDGET.session:
-                self._previous = signal.signal(signal.SIGALRM, _on_alarm)
+            self._previous = signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, MAX_RENDER_SECONDS)
 
     def __exit__(self, *exc_info: object) -> None:
         _BUDGET.deadline = float("inf")
         if self._timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            if not _BUDGET.session:
-                signal.signal(signal.SIGALRM, signal.SIG_DFL if self._previous is None else self._previous)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL if self._previous is None else self._previous)
 
 
 @contextmanager
 def render_session() -> Iterator[None]:
-    """The time budget's alarm handler installed once for many renders (each still armed and disarmed by
-    :func:`render_budget`), and the previous handler put back at the end."""
+    """Many renders under one alarm: installed once, ticking every :func:`_tick_seconds` until the session
+    ends, raising in the render whose deadline has passed; the previous handler is put back at the end."""
     if not _alarm_usable() or _BUDGET.session or signal.getsignal(signal.SIGALRM) is _on_alarm:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     _BUDGET.session = True
+    tick = _tick_seconds()
+    signal.setitimer(signal.ITIMER_REAL, tick, tick)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         _BUDGET.session = False
         signal.signal(signal.SIGALRM, previous)
+
+
+def _tick_seconds() -> float:
+    """How often a session's alarm looks at the render's deadline: a render stops at most this late."""
+    return min(0.5, MAX_RENDER_SECONDS / 4)
 
 
 def _alarm_usable() -> bool:
@@ -148,6 +155,8 @@ def _alarm_usable() -> bool:
 
 
 def _on_alarm(signum, frame) -> None:
+    if _BUDGET.session and time.monotonic() <= _BUDGET.deadline:
+        return  # a session's tick between renders, or within a render's budget
     raise BudgetExceeded(f"the render took more than {MAX_RENDER_SECONDS:g} s (time budget)")
 
 

@@ -73,9 +73,9 @@ def build_from_environment() -> None:
         source = resolve(spec)
         key = source_key(source)
         PREBUILT[key] = fast = fast_for(source)
-        if pieces:  # the vocabulary read out of the encoder and measured: 0.1 s each worker need not pay
-            from tokenmill.tokenize.pieces import byte_lengths
+        if pieces:  # the vocabulary's byte lengths, which each worker need not measure (cached by the source)
+            from tokenmill.tokenize.backends import token_byte_lengths
 
-            PREBUILT_LENGTHS[key] = byte_lengths(fast.vocab)
+            PREBUILT_LENGTHS[key] = token_byte_lengths(source, fast)
     except Exception:  # noqa: BLE001 -- speculative: the run builds (and reports) it where it is needed
         pass

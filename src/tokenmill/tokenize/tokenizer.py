@@ -389,8 +389,6 @@ class Tokenizer:
     def _piece_lengths(self) -> np.ndarray | None:
         """Token byte lengths of the fast encoder when rendered chats can go through it (built once per process)."""
         if "_piece_table" not in self.__dict__:
-            from tokenmill.tokenize import pieces
-
             table = None
             if self.backend == "gigatoken" and self._pieces[0]:
                 encoder = self._fast_encoder
@@ -398,7 +396,7 @@ class Tokenizer:
                 if key is not None and backends.PREBUILT.get(key) is encoder:  # the fork server measured this encoder
                     table = backends.PREBUILT_LENGTHS.get(key)
                 if table is None:
-                    table = pieces.byte_lengths(encoder.vocab)
+                    table = backends.token_byte_lengths(self._source, encoder)
             self.__dict__["_piece_table"] = table
         return self.__dict__["_piece_table"]
 
