@@ -53,5 +53,5 @@ def test_a_sessions_ticks_stop_only_a_render_past_its_deadline(monkeypatch):
         started = time.monotonic()
         with pytest.raises(BudgetExceeded, match="time budget"), render_budget():
             _busy()
-        assert time.monotonic() - started < 0.4 + 0.1 + 0.2  # stopped by the first tick past the deadline
+        assert time.monotonic() - started < 2.0  # stopped by a tick past the deadline (0.4 s), not left running
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
