@@ -119,8 +119,7 @@ def prepare_run(
 
     def start_workers(files: list[InputFile]) -> None:
         if callable(prepare):
-            # both tracks' workers encode with the fast encoder the fork server builds (SFT: and its token lengths)
-            with prebuild.hint(tokenizer, pieces=track == "sft"):
+            with prebuild.hint(tokenizer):  # both tracks' workers encode with the fast encoder the fork server builds
                 prepare(estimate_units(files, unit_bytes=unit_bytes), preload=prebuild.with_server(TASK_MODULES[track]))
 
     planned = plan_inputs(track, inputs, text_mode=text_mode, schemas=schemas, exclude=exclude, force=force,

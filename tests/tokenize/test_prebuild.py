@@ -45,37 +45,28 @@ def test_a_prebuilt_encoder_is_the_one_a_shipped_tokenizer_encodes_with(monkeypa
 
 
 
-def test_an_sft_hint_also_measures_the_tokens_and_workers_use_that_table(monkeypatch, tmp_path):
-    """With ``pieces=True`` (SFT runs) the server also keeps every token's byte length; a worker's piecewise
-    encoder takes that table (no vocabulary read of its own) and encodes rendered chats as a fresh load does."""
+def test_a_shipped_tokenizer_reads_the_cached_token_lengths_and_encodes_as_a_fresh_load(monkeypatch, tmp_path):
+    """A worker's piecewise encoder takes its token byte lengths from the cache beside the encoder's JSON (no
+    vocabulary read of its own once a process has measured them) and encodes rendered chats as a fresh load does."""
     from test_tokenizer import train_dir
 
     from tokenmill.tokenize import pieces
 
     d = train_dir(tmp_path / "tok")
-    monkeypatch.delenv(prebuild.PIECES, raising=False)
-    with prebuild.hint(d, pieces=True):
-        assert os.environ[prebuild.PIECES] == "1"
-        with prebuild.hint(d):  # a pretraining hint inside: no table asked for
-            assert prebuild.PIECES not in os.environ
-        assert os.environ[prebuild.PIECES] == "1"
-    assert prebuild.PIECES not in os.environ
-    for asked in (False, True):
-        monkeypatch.setattr(backends, "PREBUILT", {})
-        monkeypatch.setattr(backends, "PREBUILT_LENGTHS", {})
-        with prebuild.hint(d, pieces=asked):
-            prebuild.build_from_environment()
-        key = backends.source_key(resolve(d))
-        assert list(backends.PREBUILT) == [key] and list(backends.PREBUILT_LENGTHS) == ([key] if asked else [])
-        fresh = load_tokenizer(d)
-        shipped = pickle.loads(pickle.dumps(fresh))
-        table = shipped._piece_lengths()
-        assert (table is backends.PREBUILT_LENGTHS[key]) if asked else (table is not None)
-        assert table.tolist() == pieces.byte_lengths(fresh._fast_encoder.vocab).tolist()
-        text = "<|im_start|>user\nHi ünï 🎉<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
-        for got, want in zip(shipped.encode_rendered_batch([text], [[]])[0], fresh.encode_pieces(
-                text, fresh.control_spans(text)[0])):
-            assert got.tolist() == want.tolist()
+    fresh = load_tokenizer(d)
+    want = pieces.byte_lengths(fresh._fast_encoder.vocab).tolist()
+    assert fresh._piece_lengths().tolist() == want  # measured, and written to the cache
+    shipped = pickle.loads(pickle.dumps(fresh))
+
+    def no_measure(vocab):
+        raise AssertionError("the worker reads the cached table")
+
+    monkeypatch.setattr(pieces, "byte_lengths", no_measure)
+    assert shipped._piece_lengths().tolist() == want
+    text = "<|im_start|>user\nHi ünï 🎉<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+    for got, want_col in zip(shipped.encode_rendered_batch([text], [[]])[0], fresh.encode_pieces(
+            text, fresh.control_spans(text)[0])):
+        assert got.tolist() == want_col.tolist()
 
 
 def test_a_bad_named_tokenizer_is_left_to_the_run(monkeypatch, tmp_path):

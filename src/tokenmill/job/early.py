@@ -47,7 +47,7 @@ def start_fork_server(track: str, inputs: Sequence[str], *, workers: int | None,
         return False
     from multiprocessing import forkserver
 
-    with prebuild.hint(tokenizer, pieces=track == "sft"):
+    with prebuild.hint(tokenizer):
         preload_in_forkserver(prebuild.with_server(TASK_MODULES[track]))
         forkserver.ensure_running()  # returns once the server is spawned: its imports and build go on there
     return True

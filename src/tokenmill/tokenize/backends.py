@@ -28,8 +28,6 @@ def reference_for(source: Source):
 
 # fast encoders built ahead in this process (the fork server: tokenmill.tokenize.prebuild), by source_key
 PREBUILT: dict[str, object] = {}
-# and the byte length of every token of those encoders, when the fork server was asked for them (SFT runs)
-PREBUILT_LENGTHS: dict[str, np.ndarray] = {}
 
 
 def source_key(source: Source) -> str:
@@ -76,9 +74,9 @@ def _hf_fast_cached(source: Source):
 
 def token_byte_lengths(source: Source, fast) -> np.ndarray:
     """The byte length of every token of ``fast`` (the encoder of ``source``), cached beside its JSON under
-    ``$TOKENMILL_CACHE/encoders/``: reading 150k tokens out of the encoder to measure them costs 0.1 s, on the
-    path of an SFT run's first unit (the fork server's build). A cached table whose size is not the encoder's
-    vocabulary size is measured again."""
+    ``$TOKENMILL_CACHE/encoders/``: reading 150k tokens out of the encoder to measure them costs 0.1 s, before
+    each SFT worker's first unit. A cached table whose size is not the encoder's vocabulary size is measured
+    again."""
     from tokenmill.tokenize.pieces import byte_lengths
 
     path = cache_dir() / "encoders" / f"{FAST_JSON_VERSION}-{source_key(source)}.lengths"

@@ -26,33 +26,26 @@ from typing import Any
 from tokenmill.engine.workers import server_only
 
 VARIABLE = server_only("TOKENMILL_PREBUILD_TOKENIZER")
-PIECES = server_only("TOKENMILL_PREBUILD_PIECES")
 SERVER_MODULE = "tokenmill.tokenize._prebuild_server"
 
 
 @contextlib.contextmanager
-def hint(spec: Any, *, pieces: bool = False) -> Iterator[None]:
+def hint(spec: Any) -> Iterator[None]:
     """Name ``spec`` to a fork server started inside the block (local paths and ``"default"`` only: a
-    hub name is resolved by the run itself, where its errors are reported). ``pieces``: also the byte length
-    of every token, which the SFT track's rendered chats are encoded with (tokenize/pieces.py)."""
+    hub name is resolved by the run itself, where its errors are reported)."""
     path = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None
     if path is None or not (path == "default" or Path(path).expanduser().exists()):
         yield
         return
-    previous = {name: os.environ.get(name) for name in (VARIABLE, PIECES)}
+    previous = os.environ.get(VARIABLE)
     os.environ[VARIABLE] = path
-    if pieces:
-        os.environ[PIECES] = "1"
-    else:
-        os.environ.pop(PIECES, None)
     try:
         yield
     finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        if previous is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = previous
 
 
 def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
@@ -63,19 +56,13 @@ def with_server(modules: tuple[str, ...]) -> tuple[str, ...]:
 def build_from_environment() -> None:
     """In the fork server: build the fast encoder the driver named, if any (never raises)."""
     spec = os.environ.pop(VARIABLE, None)  # not passed on to the processes this one forks
-    pieces = os.environ.pop(PIECES, None) == "1"
     if not spec:
         return
     try:
-        from tokenmill.tokenize.backends import PREBUILT, PREBUILT_LENGTHS, fast_for, source_key
+        from tokenmill.tokenize.backends import PREBUILT, fast_for, source_key
         from tokenmill.tokenize.sources import resolve
 
         source = resolve(spec)
-        key = source_key(source)
-        PREBUILT[key] = fast = fast_for(source)
-        if pieces:  # the vocabulary's byte lengths, which each worker need not measure (cached by the source)
-            from tokenmill.tokenize.backends import token_byte_lengths
-
-            PREBUILT_LENGTHS[key] = token_byte_lengths(source, fast)
+        PREBUILT[source_key(source)] = fast_for(source)
     except Exception:  # noqa: BLE001 -- speculative: the run builds (and reports) it where it is needed
         pass

@@ -387,17 +387,11 @@ class Tokenizer:
                                    control_id=self.special_tokens, nfc=self._pieces[1])
 
     def _piece_lengths(self) -> np.ndarray | None:
-        """Token byte lengths of the fast encoder when rendered chats can go through it (built once per process)."""
+        """Token byte lengths of the fast encoder when rendered chats can go through it (read once per process,
+        from the cache beside the encoder's JSON)."""
         if "_piece_table" not in self.__dict__:
-            table = None
-            if self.backend == "gigatoken" and self._pieces[0]:
-                encoder = self._fast_encoder
-                key = source_key(self._source) if backends.PREBUILT_LENGTHS else None
-                if key is not None and backends.PREBUILT.get(key) is encoder:  # the fork server measured this encoder
-                    table = backends.PREBUILT_LENGTHS.get(key)
-                if table is None:
-                    table = backends.token_byte_lengths(self._source, encoder)
-            self.__dict__["_piece_table"] = table
+            ok = self.backend == "gigatoken" and self._pieces[0]
+            self.__dict__["_piece_table"] = backends.token_byte_lengths(self._source, self._fast_encoder) if ok else None
         return self.__dict__["_piece_table"]
 
     def control_spans(self, text: str, literal_spans: Sequence[Span] = ()) -> tuple[list[Span], int]:
