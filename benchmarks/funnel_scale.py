@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO, machine, run_per_process, update_section  # noqa: E402
+from common import REPO, compile_sources, machine, run_per_process, update_section  # noqa: E402
 
 HEADING = "The dclm funnel then pretrain at scale: tokenmill vs datatrove"
 EOS = "<|endoftext|>"
@@ -261,6 +261,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--run", help=argparse.SUPPRESS)
     p.add_argument("--cut", type=float, default=0.5, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    compile_sources()
     shared = Path(args.shared)
     if args.run:  # the datatrove side, in its own process
         work = Path(args.work)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from common import REPO, machine, update_section
+from common import REPO, compile_sources, machine, update_section
 from pretrain_throughput import build_corpus, tokenizer_dir
 
 HEADING = "Pretraining track: CPU by process"
@@ -106,6 +106,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only", choices=("all", "startup"), default="all",
                    help="startup: only the 0.1 MB run (the start-up figure), each source in turn, --runs times")
     args = p.parse_args(argv)
+    compile_sources(*(s.split("=", 1)[1] for s in args.src or []))
     shared, work = Path(args.shared).resolve(), Path(args.work).resolve()
     tok = tokenizer_dir(shared, work)
     kinds = ((0.1, False),) if args.only == "startup" else ((44, True), (44, False), (0.1, False))

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from common import REPO, machine, run_measured, update_section
+from common import REPO, compile_sources, machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent
 HEADING = "Pretraining track: tokenization throughput and memory"
@@ -249,6 +249,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    compile_sources()
     shared, work = Path(args.shared).resolve(), Path(args.work).resolve()
     tok = tokenizer_dir(shared, work)
     corpus = build_corpus(shared, work, mb=args.mb, seed=args.seed)

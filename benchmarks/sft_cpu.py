@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from common import machine
+from common import compile_sources, machine
 from pretrain_cpu import by_role, measure
 
 HERE = Path(__file__).resolve().parent
@@ -40,6 +40,7 @@ def main() -> None:
     corpus, _ = bench.build_corpus(shared, work, examples=args.examples, seed=0)
     template = shared / "chat_templates" / bench.TEMPLATE
     srcs = [s.split("=", 1) for s in (args.src or [f"this checkout={HERE.parent / 'src'}"])]
+    compile_sources(*(path for _label, path in srcs))
     cmd = [str(Path(sys.executable).with_name("tokenmill")), "sft", *bench.corpus_inputs(corpus),
            "--out", str(work / "sft-cpu"), "--tokenizer", str(tok), "--chat-template", str(template),
            "--workers", str(args.workers), "--no-progress", "--overwrite"]

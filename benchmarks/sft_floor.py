@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine, update_section
+from common import compile_sources, machine, update_section
 
 HERE = Path(__file__).resolve().parent
 HEADING = "SFT track: the floor of render and encode"
@@ -115,6 +115,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child_floor(Path(args.corpus), Path(args.tokenizer), Path(args.template))))
         return
+    compile_sources()
     shared, work = Path(args.shared).resolve(), HERE / "_work"
     tok = bench.tokenizer_dir(shared, work)
     template = shared / "chat_templates" / bench.TEMPLATE

@@ -36,7 +36,7 @@ from typing import Self
 import numpy as np
 import psutil
 
-from common import machine, run_measured, update_section
+from common import compile_sources, machine, run_measured, update_section
 
 HERE = Path(__file__).resolve().parent
 HEADING = "SFT track vs TRL"
@@ -381,6 +381,7 @@ def main() -> None:
     if args.child:
         _child(args)
         return
+    compile_sources(*(s.split("=", 1)[1] for s in args.src))
     shared, work = Path(args.shared).resolve(), HERE / "_work"
     tok = tokenizer_dir(shared, work)
     template = shared / "chat_templates" / TEMPLATE

@@ -31,7 +31,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from common import REPO, machine, update_section
+from common import REPO, compile_sources, machine, update_section
 from pretrain_throughput import build_corpus, tokenizer_dir
 
 HEADING = "Start-up: the floor of a 0.1 MB run"
@@ -80,6 +80,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    compile_sources()
     shared, work = Path(args.shared).resolve(), Path(args.work).resolve()
     tok = tokenizer_dir(shared, work)
     corpus = build_corpus(shared, work, mb=0.1, seed=0)

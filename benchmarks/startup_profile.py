@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO
+from common import REPO, compile_sources
 from pretrain_throughput import build_corpus, tokenizer_dir
 
 PHASES = {  # label: (file suffix, function name) whose cumulative time is the phase
@@ -61,6 +61,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--src", action="append", required=True, help="LABEL=PATH of a src directory")
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args(argv)
+    compile_sources(*(s.split("=", 1)[1] for s in args.src))
     shared, work = Path(args.shared).resolve(), Path(args.work).resolve()
     tok, corpus = tokenizer_dir(shared, work), build_corpus(shared, work, mb=0.1, seed=0)
     cmd = ["pretrain", corpus["dir"] + "/*.parquet", "--out", str(work / "startup-profile"), "--tokenizer", str(tok),
