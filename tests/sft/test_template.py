@@ -53,6 +53,12 @@ def test_builtin_chatml_without_tools_or_system():
         "{% if loop.index > 1 %}{% break %}{% endif %}{% endfor %}{{ eos_token }}",
         "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}"
         "{{ dict(a=1) | tojson(sort_keys=True) }}",
+        # attribute lookups on message dicts (the sandbox's getattr fast path): keys, missing keys, dict methods,
+        # a mutating method (unsafe in the immutable sandbox), nested dicts
+        "{% for m in messages %}{{ m.role }}|{{ m.missing }}|{{ m.missing is defined }}|{{ m.tool_calls is defined }}"
+        "|{{ m.get('role') }}|{{ m.get('nope', 'dflt') }}|{{ 'role' in m.keys() }}|{{ m.items is defined }}"
+        "|{{ m.update is defined }}|{{ m.missing or 'x' }}|{{ m.tool_calls[0].function.name if m.tool_calls }}"
+        "|{{ m['content'] }}|{{ m.content.strip() }}\n{% endfor %}{{ tools[0].function.parameters.type }}",
     ],
 )
 def test_render_matches_transformers_renderer(source):

@@ -80,10 +80,24 @@ class CountedRange:
             yield value
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
 class BudgetedSandbox(ImmutableSandboxedEnvironment):
     """The sandbox with every call counted and string or list repetition bounded by the size budget."""
 
     intercepted_binops = frozenset({"*"})
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``message.role`` on a plain dict: the sandbox tries the attribute first and, a dict having none of
+        that name, takes the item in its ``except AttributeError`` (a raised and caught exception for each of
+        the ~10 lookups of a message, a tenth of a render). The same value, or the same undefined, without it."""
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
 
     def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
