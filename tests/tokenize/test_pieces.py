@@ -66,6 +66,7 @@ def test_random_texts_property(tok):
     rng = random.Random(7)
     alphabet = ["a", " ", "\n", "é", "e\u0301", "東", "🎉", "‍", "<|im_end|>", "<|im_start|>", "x y", "\t", "ﬁ"]
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(300)]
+    assert 10 < sum(t.isascii() for t in texts) < 290  # both groups of the batch (ASCII texts are encoded apart)
     controls = [tok.control_spans(t)[0] for t in texts]
     for text, control, got in zip(texts, controls, tok._encode_pieces_fast(texts, controls)):
         _assert_same(got, tok.encode_pieces(text, control))

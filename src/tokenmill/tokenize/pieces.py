@@ -77,17 +77,35 @@ def encode_batch(
     control_id: dict[str, int], nfc: bool,
 ) -> list[Encoded | None]:
     """(ids, char starts, char ends) of each text split at its ``controls``; None for a text this path cannot
-    encode exactly (not NFC-stable where the model normalises, or token bytes not adding up)."""
-    ok = [not nfc or unicodedata.is_normalized("NFC", t) for t in texts]
+    encode exactly (not NFC-stable where the model normalises, or token bytes not adding up).
+
+    ASCII texts and the others are encoded as two groups: an ASCII text's char offsets are its byte offsets, so
+    only the other group pays for mapping bytes to chars (most chats of a batch are ASCII, but nearly every
+    batch holds one that is not, which used to send the whole batch's bytes through the mapping)."""
+    out: list[Encoded | None] = [None] * len(texts)
+    ascii_text = [t.isascii() for t in texts]  # a flag of the string: no scan
+    for ascii_group in (True, False):
+        group = [i for i, t in enumerate(texts) if ascii_text[i] == ascii_group and (
+            ascii_group or not nfc or unicodedata.is_normalized("NFC", t))]
+        if group:
+            _encode_group(group, texts, controls, out, ascii_group=ascii_group, encode_flat=encode_flat,
+                          lengths=lengths, control_id=control_id)
+    return out
+
+
+def _encode_group(group: list[int], texts: Sequence[str], controls: Sequence[Sequence[Span]],
+                  out: list[Encoded | None], *, ascii_group: bool, encode_flat, lengths: np.ndarray,
+                  control_id: dict[str, int]) -> None:
+    """Fill ``out[i]`` for the texts ``group`` names, with one ``encode_flat`` call (left None: bytes not adding up)."""
     plan = _Plan()
-    for i, (text, control) in enumerate(zip(texts, controls)):
-        if ok[i]:
-            plan.add(i, text, control, control_id)
+    for i in group:
+        plan.add(i, texts[i], controls[i], control_id)
     ids, offsets = encode_flat(plan.pieces) if plan.pieces else (np.zeros(0, np.uint32), np.zeros(1, np.int64))
-    starts, ends, bad = _char_offsets(plan, ids, offsets, lengths)
+    starts, ends, bad = _char_offsets(plan, ids, offsets, lengths, ascii_text=ascii_group)
+    ok = dict.fromkeys(group, True)
     for k in bad:
         ok[plan.owner[k]] = False
-    return _assemble(plan, (ids, starts, ends), offsets, ok, len(texts))
+    _assemble(plan, (ids, starts, ends), offsets, ok, out)
 
 
 class _Plan:
@@ -121,19 +139,18 @@ class _Plan:
             pos = b
 
 
-def _char_offsets(plan: _Plan, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray
+def _char_offsets(plan: _Plan, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, *, ascii_text: bool
                   ) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Char start and end of every token in its text, and the pieces whose token bytes do not add up."""
-    joined = "".join(plan.pieces)
     nbytes = lengths[ids.astype(np.int64)] if len(ids) else np.zeros(0, np.int64)
     ends = np.cumsum(nbytes)  # byte end of every token in the joined pieces
     char_len = np.fromiter(map(len, plan.pieces), dtype=np.int64, count=len(plan.pieces))
     char_end = np.cumsum(char_len)
-    if joined.isascii():
+    if ascii_text:
         char_of = None
         byte_end = char_end
     else:
-        raw = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        raw = np.frombuffer("".join(plan.pieces).encode("utf-8", "surrogatepass"), dtype=np.uint8)
         lead = (raw & 0xC0) != 0x80
         byte_of_char = np.append(np.flatnonzero(lead), len(raw))
         byte_end = byte_of_char[char_end]
@@ -149,8 +166,8 @@ def _char_offsets(plan: _Plan, ids: np.ndarray, offsets: np.ndarray, lengths: np
     return starts + shift, ends + shift, bad
 
 
-def _assemble(plan: _Plan, encoded: tuple[np.ndarray, ...], offsets: np.ndarray, ok: list[bool], n: int
-              ) -> list[Encoded | None]:
+def _assemble(plan: _Plan, encoded: tuple[np.ndarray, ...], offsets: np.ndarray, ok: dict[int, bool],
+              out: list[Encoded | None]) -> None:
     """Every piece token and control token at its place in one array per column, then one slice per text."""
     ids, starts, ends = encoded
     total = len(ids) + len(plan.c_ids)
@@ -162,11 +179,9 @@ def _assemble(plan: _Plan, encoded: tuple[np.ndarray, ...], offsets: np.ndarray,
                                                  (plan.c_ids, c_spans[:, 0], c_spans[:, 1])):
         col[place] = piece_values
         col[c_place] = control_values
-    out: list[Encoded | None] = [None] * n
-    bounds = sorted(plan.texts.items())
+    bounds = list(plan.texts.items())  # in the order the texts were added
     for k, (i, (p0, c0)) in enumerate(bounds):
         lo = int(offsets[p0]) + c0
         hi = total if k + 1 == len(bounds) else int(offsets[bounds[k + 1][1][0]]) + bounds[k + 1][1][1]
         if ok[i]:
             out[i] = Encoded(cols[0][lo:hi], cols[1][lo:hi], cols[2][lo:hi])
-    return out
