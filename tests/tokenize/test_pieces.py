@@ -115,3 +115,35 @@ def test_a_worker_encodes_rendered_chats_without_the_reference(tok, nfc_tok):
     want = nfc_tok.encode_pieces(text, nfc_tok.control_spans(text)[0])
     _assert_same(worker.encode_rendered_batch([text], [[]])[0], want)
     assert worker._ref is not None
+
+
+def _control_spans_stretch_by_stretch(tok, text, literal_spans):
+    """The definition :meth:`Tokenizer.control_spans` keeps: each stretch between literal spans searched alone."""
+    find = tok.control_pattern.finditer
+    control, inside, pos = [], 0, 0
+    for a, b in sorted(literal_spans):
+        if a > pos:
+            control += [m.span() for m in find(text, pos, a)]
+        inside += sum(1 for _ in find(text, max(a, pos), b))
+        pos = max(pos, b)
+    control += [m.span() for m in find(text, pos)]
+    return control, inside
+
+
+def test_control_spans_searched_once_equal_the_stretch_by_stretch_search(tok):
+    """One search of the whole text, read off by position, gives what searching each stretch alone gives: with
+    literal spans that overlap, nest, are empty, or cut a control string in two (then each stretch is searched)."""
+    rng = random.Random(11)
+    alphabet = ["a", " ", "\n", "<|im_end|>", "<|im_start|>", "<|im_", "end|>", "é", "<|endoftext|>"]
+    crossed = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        spans = []
+        for _ in range(rng.randint(0, 4)):
+            a = rng.randint(0, len(text))
+            spans.append((a, rng.randint(a, len(text))))
+        want = _control_spans_stretch_by_stretch(tok, text, spans)
+        assert tok.control_spans(text, spans) == want, (text, spans)
+        whole = [m.span() for m in tok.control_pattern.finditer(text)]
+        crossed += any(a < x < b for a, b in whole for s in spans for x in s)
+    assert crossed > 100  # the fallback was exercised

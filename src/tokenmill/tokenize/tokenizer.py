@@ -258,10 +258,8 @@ class Tokenizer:
         return source.kind == "sentencepiece" and self.bos_id is not None
 
     def _compile_specials(self) -> re.Pattern | None:
-        if not self.special_tokens:
-            return None
-        ordered = sorted(self.special_tokens, key=len, reverse=True)
-        return re.compile("|".join(re.escape(s) for s in ordered))
+        ordered = sorted((t for t in self.special_tokens if t), key=len, reverse=True)  # "" is no token string
+        return re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
 
     # -- pickling: ship the recipe, rebuild the encoders in the receiving process -----------------------------
 
@@ -398,17 +396,36 @@ class Tokenizer:
         """(spans of the special-token strings in ``text`` outside ``literal_spans``, how many lie inside them).
 
         Matching is done in each stretch between literal spans on its own: a match never crosses a span edge.
+        The text is searched once as a whole; where no match crosses a stretch's edge, those are the matches of
+        the stretches (the pattern is literal strings), read off by position. Else each stretch is searched.
         """
         if self._special_re is None:
             return [], 0
+        found = [m.span() for m in self._special_re.finditer(text)]
+        if not found:
+            return [], 0
+        stretches = _stretches(len(text), literal_spans)
+        control, inside, k = [], 0, 0
+        for a, b in found:
+            while stretches[k][1] <= a:  # the stretches tile the text: one holds a
+                k += 1
+            _, end, literal = stretches[k]
+            if b > end:  # a match across an edge: the stretches' own matches differ
+                return self._control_spans_by_stretch(text, stretches)
+            if literal:
+                inside += 1
+            else:
+                control.append((a, b))
+        return control, inside
+
+    def _control_spans_by_stretch(self, text: str, stretches: list[tuple[int, int, bool]]) -> tuple[list[Span], int]:
         find = self._special_re.finditer
-        control, inside, pos = [], 0, 0
-        for a, b in sorted(literal_spans):
-            if a > pos:
-                control += [m.span() for m in find(text, pos, a)]
-            inside += sum(1 for _ in find(text, max(a, pos), b))
-            pos = max(pos, b)
-        control += [m.span() for m in find(text, pos)]
+        control, inside = [], 0
+        for start, end, literal in stretches:
+            if literal:
+                inside += sum(1 for _ in find(text, start, end))
+            else:
+                control += [m.span() for m in find(text, start, end)]
         return control, inside
 
     def controls_match(self, encoded: tuple[np.ndarray, ...], text: str, control: Sequence[Span]) -> bool:
@@ -523,6 +540,23 @@ def _small_batch(texts: Any, arrow: bool) -> list[str] | None:
     else:
         texts = list(texts)
     return texts if sum(map(len, texts)) <= SMALL_BATCH_CHARS else None
+
+
+def _stretches(n: int, literal_spans: Sequence[Span]) -> list[tuple[int, int, bool]]:
+    """(start, end, literal) of the stretches of a text of ``n`` chars that :meth:`Tokenizer.control_spans` searches
+    each on its own: the template's text between literal spans, and the literal spans (overlaps merged, the later
+    span from where the earlier ended). Empty stretches are left out; the rest tile ``[0, n)``."""
+    out, pos = [], 0
+    for a, b in sorted(literal_spans):
+        if a > pos:
+            out.append((pos, min(a, n), False))
+        lo = max(a, pos)
+        if b > lo:
+            out.append((lo, min(b, n), True))
+        pos = max(pos, b)
+    if pos < n:
+        out.append((pos, n, False))
+    return [s for s in out if s[1] > s[0]]
 
 
 def _in_worker() -> bool:
