@@ -340,7 +340,10 @@ def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokeniz
     """Reject what cannot be masked; True when an unrendered message holds a control string (check it further)."""
     further = False
     for i, m in enumerate(messages):
-        ids = " ".join(str(c.get("id") or "") for c in m.get("tool_calls") or []) + str(m.get("tool_call_id") or "")
+        calls, answers = m.get("tool_calls"), m.get("tool_call_id")
+        if not (calls or answers):
+            continue
+        ids = " ".join(str(c.get("id") or "") for c in calls or []) + str(answers or "")
         if ids.strip() and tokenizer.count_literal_specials(ids):
             raise TemplateError(f"record {rid}: message {i} has a tool-call id holding a control-token string; "
                                 "remove it", reason="control_token_in_content")
