@@ -184,3 +184,20 @@ def test_workers_of_a_later_run_see_the_driver_environment_of_that_run(tmp_path,
         assert len({r.data["pid"] for r in results} - {os.getpid()}) >= 1  # workers ran them, not this process
         seen.append({r.data["value"] for r in results})
     assert seen == [{"first"}, {"second"}, {None}]
+
+
+def test_a_pool_takes_the_largest_units_first(tmp_path, monkeypatch):
+    """Longest-processing-time first: the pool is handed the units largest first (unknown sizes, 0, last; ties
+    in plan order), so no large unit starts when the other workers are about to run out of work."""
+    from tokenmill.engine import local
+
+    units = [Unit(0, "a", 10), Unit(1, "b", 0), Unit(2, "c", 30), Unit(3, "d", 10), Unit(4, "e", 0)]
+    assert [u.name for u in local.largest_first(units)] == ["c", "a", "d", "b", "e"]
+    handed = []
+    monkeypatch.setattr(local, "largest_first", lambda us: handed.append([u.index for u in us]) or sorted(
+        us, key=lambda u: -u.size))
+    stage = Stage("squares", 1, lambda ctx: StagePlan(
+        [Unit(i, f"unit-{i:06d}", size=s) for i, s in enumerate([1, 5, 3])], WriteSquares()))
+    res = run_workflow([stage], out=tmp_path, fingerprint="a", executor=LocalExecutor(workers=2))
+    assert handed == [[0, 1, 2]]
+    assert [r.data["value"] for r in res["squares"]] == [0, 1, 4]  # results still in unit order
