@@ -22,7 +22,7 @@ from tokenmill.engine.outputs import Shards, outputs
 from tokenmill.io.snapshot import guard_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job import Inputs, estimate_units, hold_job, job_fingerprint, plan_inputs, resolve_out, stage_progress
-from tokenmill.job.early import TASK_MODULES
+from tokenmill.job.early import TASK_MODULES, start_fork_server
 from tokenmill.report.manifest import build_manifest, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -116,6 +116,11 @@ def prepare_run(
 
     started = time.monotonic()
     prepare = getattr(executor, "prepare", None)
+    if callable(prepare):  # the fork server's boot and encoder build are the run's longest wait before its first
+        # unit: started before the inputs are listed when their names and sizes say a pool will run, as the command
+        # line starts it (job/early.py); a server already running is left as it is
+        start_fork_server(track, inputs, workers=getattr(executor, "workers", workers), unit_bytes=unit_bytes,
+                          tokenizer=tokenizer)
 
     def start_workers(files: list[InputFile]) -> None:
         if callable(prepare):

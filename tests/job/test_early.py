@@ -116,3 +116,30 @@ def test_the_parser_of_one_command_parses_it_as_the_whole_parser_does(tmp_path):
     full = build_parser()
     assert set(build_parser("no-such-command")._subparsers._group_actions[0].choices) == \
         set(full._subparsers._group_actions[0].choices)
+
+
+def test_a_library_run_starts_its_fork_server_before_it_lists_its_inputs(tmp_path, monkeypatch):
+    """``prepare_run`` (every track's library entry) starts the fork server from the inputs' names and sizes,
+    before listing and routing them, as the command line does; an executor that starts no workers ahead, nothing."""
+    from tokenmill import track
+    from tokenmill.engine import LocalExecutor
+
+    calls = []
+    monkeypatch.setattr(track, "start_fork_server", lambda *a, **k: calls.append(("server", k["workers"])) or False)
+    real_plan = track.plan_inputs
+    monkeypatch.setattr(track, "plan_inputs", lambda *a, **k: calls.append("plan") or real_plan(*a, **k))
+    docs = [str(_docs(tmp_path / "in" / f"part-{i}.jsonl", 50)) for i in range(2)]
+    kwargs = dict(tokenizer="default", force=False, unit_bytes=None, text_mode="auto", config=None)
+    executor = LocalExecutor(workers=2)
+    try:
+        track.prepare_run("pretrain", docs, out=tmp_path / "a", executor=executor, **kwargs)
+    finally:
+        executor.close()
+    assert calls == [("server", executor.workers), "plan"]
+
+    class Elsewhere:  # an executor without prepare (Ray, a user's own): the run starts its workers itself
+        workers = 2
+
+    calls.clear()
+    track.prepare_run("pretrain", docs, out=tmp_path / "b", executor=Elsewhere(), **kwargs)
+    assert calls == ["plan"]
