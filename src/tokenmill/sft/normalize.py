@@ -116,7 +116,11 @@ def _attach_reasoning(messages: list[dict], value: Any, column: str) -> None:
 
 
 def _meta(row: dict, spec: Spec) -> str | None:
-    columns = spec.meta if spec.meta is not None else [k for k in row if k not in spec.used]
+    if spec.meta is not None:
+        columns = spec.meta
+    else:
+        used = spec.used  # a set built by the property: once per record, not once per column
+        columns = [k for k in row if k not in used]
     values = {k: row[k] for k in columns if k in row}
     return json.dumps(values, ensure_ascii=False, default=str) if values else None
 

@@ -109,7 +109,9 @@ def _check_message(m: Any, i: int) -> None:
     if role not in ROLES:
         raise RecordProblem("unknown_role", f"message {i} has role {role!r}; expected one of {', '.join(ROLES)}")
     for key in ("content", "reasoning", "name", "tool_call_id"):
-        _want_str(m.get(key), f"the {key} of message {i} ({role})", nullable=True)
+        value = m.get(key)
+        if value is not None and not isinstance(value, str):  # the message is formatted only for a problem
+            _want_str(value, f"the {key} of message {i} ({role})")
     _check_weight(m.get("weight"), i)
     calls = _check_tool_calls(m.get("tool_calls"), i, role)
     content = m.get("content")
