@@ -180,3 +180,22 @@ def test_failing_template_names_record(toks):
         render_conversation(c, tokenizer=tok, template=gemma_like)
     ok = render_conversation(ck.conv(("user", "a"), ("assistant", "b")), tokenizer=tok, template=gemma_like)
     assert ok.stats["trained_turns"] == 1
+
+
+def test_token_owner_is_the_overlapping_span_for_one_span_and_many():
+    """A token is trained when its characters overlap a trained span (owner: that span's index, else -1),
+    against a direct overlap test, for one span (its own short path) and several."""
+    from tokenmill.sft.render import _token_owner
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        cuts = np.sort(rng.choice(np.arange(1, 60), size=rng.integers(1, 8), replace=False))
+        starts = np.concatenate([[0], cuts[:-1]]).astype(np.int64)
+        ends = cuts.astype(np.int64)
+        edges = np.sort(rng.choice(np.arange(0, 61), size=2 * rng.integers(1, 4), replace=False))
+        spans = [(int(a), int(b)) for a, b in zip(edges[0::2], edges[1::2])]
+        for chosen in (spans, spans[:1]):
+            mask, owner = _token_owner(starts, ends, chosen)
+            want = [next((k for k, (a, b) in enumerate(chosen) if s < b and e > a), -1) for s, e in zip(starts, ends)]
+            assert owner.tolist() == want and mask.tolist() == [w >= 0 for w in want]
+            assert owner.dtype == np.int64

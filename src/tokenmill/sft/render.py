@@ -401,6 +401,10 @@ def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, in
     if not spans:
         return np.zeros(len(starts), dtype=bool), np.full(len(starts), -1, dtype=np.int64)
     n = len(spans)
+    if n == 1:  # one trained span (most conversations): the overlap test itself, no search
+        (a, b), = spans
+        mask = (starts < b) & (ends > a)
+        return mask, np.where(mask, 0, -1)
     lo = np.fromiter((a for a, _ in spans), dtype=np.int64, count=n)
     hi = np.fromiter((b for _, b in spans), dtype=np.int64, count=n)  # contiguous: searchsorted copies no view
     idx = hi.searchsorted(starts, side="right")
@@ -434,7 +438,10 @@ def _stats(
     else:
         in_reasoning = mask & _token_owner(starts, ends, reasoning_spans)[0]
         reasoning = int(np.count_nonzero(in_reasoning if in_turn is None else in_reasoning & in_turn))
-    by_turn = np.bincount(owner[mask], minlength=len(owners)).tolist() if len(owners) else []
+    if len(owners) == 1:
+        by_turn = [trained]  # every trained token is the one span's
+    else:
+        by_turn = np.bincount(owner[mask], minlength=len(owners)).tolist() if len(owners) else []
     stats = {
         "tokens": int(len(ids)),
         "trained_tokens": trained,
