@@ -152,3 +152,59 @@ def test_columns_projection_on_rows(tmp_path):
     files = _jsonl(tmp_path, "p.jsonl", b'{"a": 1, "b": 2}\n{"b": 3}\n')
     batches = list(read_unit(plan_units(files)[0], columns=["a"]))
     assert batches[0].rows == [{"a": 1}, {}]
+
+
+ARRAYS = {
+    "objects": json.dumps([{"a": i, "s": 'q"\\[{', "n": [1, {"x": None}]} for i in range(40)], indent=1).encode(),
+    "mixed": b'[{"a": 1}, 5, "str", null, [1], {"b": "\\\\"}, {"c": "\\u00e9 \xc3\xa9"}]',
+    "too_deep": b'[{"a": 1}, ' + b"[" * 200 + b"]" * 200 + b', {"a": 3}]',
+    "deep_in_strings": b'[{"a": "' + b"[" * 300 + b'"}]',
+    "damaged": b'[{"a": 1}, {"a": oops}, {"a": 3},]',
+    "bad_utf8": b'[{"a": 1}, {"a": "\xff"}, {"a": 3}]',
+    "empty": b"[]",
+    "big_int": b'[{"a": 1}, {"a": 123456789012345678901234567890}]',
+    "trailing": b'[{"a": 1}]  \n garbage',
+    "unterminated": b'[{"a": 1}, {"a": 2',
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARRAYS))
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_json_array_parsed_whole_reads_as_the_element_scan_does(tmp_path, monkeypatch, name, compress):
+    """An array small enough is parsed in one call; whatever it holds (damage, too deep, invalid UTF-8, not an
+    object), the rows, locs and rejects are those of the element-by-element scan."""
+    from tokenmill.io import jsonfmt
+
+    p = tmp_path / ("arr.json.gz" if compress else "arr.json")
+    p.write_bytes(gzip.compress(ARRAYS[name]) if compress else ARRAYS[name])
+    parsed_whole = []
+    real = jsonfmt._whole_array
+    monkeypatch.setattr(jsonfmt, "_whole_array", lambda body: parsed_whole.append(1) or real(body))
+    whole = read_all(plan_units(expand_inputs([str(p)])), batch_rows=7)
+    monkeypatch.setattr(jsonfmt, "WHOLE_ARRAY_BYTES", 0)  # every array scanned
+    scanned = read_all(plan_units(expand_inputs([str(p)])), batch_rows=7)
+    assert parsed_whole == [1]
+    assert whole[:2] == scanned[:2] and whole[4] == scanned[4]
+    assert [(r.loc, r.reason, r.detail, r.raw) for r in whole[2]] == [
+        (r.loc, r.reason, r.detail, r.raw) for r in scanned[2]]
+
+
+def test_a_truncated_compressed_json_array_keeps_what_came_before_the_damage(tmp_path, monkeypatch):
+    from tokenmill.io import jsonfmt
+
+    data = gzip.compress(json.dumps([{"i": i, "pad": "y" * 50} for i in range(3000)]).encode())
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    got = read_all(plan_units(expand_inputs([str(p)])))
+    monkeypatch.setattr(jsonfmt, "WHOLE_ARRAY_BYTES", 0)
+    want = read_all(plan_units(expand_inputs([str(p)])))
+    assert got[0] and got[:2] == want[:2]
+    assert [r.reason for r in got[2]] == [r.reason for r in want[2]] == ["unreadable"]
+
+
+def test_nesting_depth_of_json_texts():
+    from tokenmill.io.jsonscan import nesting_depth
+
+    assert nesting_depth(b"[]") == 1 and nesting_depth(b"5") == 0 and nesting_depth(b'"[[["') == 0
+    assert nesting_depth(b'[{"a": [1, {"b": "]]]}}"}]}]') == 4
+    assert nesting_depth(b'["\\\\", ["\\"[", [["x"]]]]') == 4  # an escaped backslash ends before the quote
