@@ -208,3 +208,13 @@ def test_nesting_depth_of_json_texts():
     assert nesting_depth(b"[]") == 1 and nesting_depth(b"5") == 0 and nesting_depth(b'"[[["') == 0
     assert nesting_depth(b'[{"a": [1, {"b": "]]]}}"}]}]') == 4
     assert nesting_depth(b'["\\\\", ["\\"[", [["x"]]]]') == 4  # an escaped backslash ends before the quote
+
+
+def test_sampling_a_json_array_scans_its_head_and_never_parses_it_whole(tmp_path, monkeypatch):
+    from tokenmill.io import jsonfmt
+
+    p = tmp_path / "arr.json"
+    p.write_text(json.dumps([{"i": i} for i in range(5000)]))
+    monkeypatch.setattr(jsonfmt, "_whole_array", lambda body: pytest.fail("a sample parsed the whole array"))
+    rows, locs, rejects = sample_records(expand_inputs([str(p)])[0], n=5)
+    assert rows == [{"i": i} for i in range(5)] and locs == [1, 2, 3, 4, 5] and not rejects

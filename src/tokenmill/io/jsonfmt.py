@@ -178,8 +178,10 @@ class _Prefixed:
         return out
 
 
-def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> Iterator[RawBatch]:
-    """A JSON array streamed element by element (loc = 1-based element index), or one JSON document."""
+def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None, whole: bool = True
+              ) -> Iterator[RawBatch]:
+    """A JSON array streamed element by element (loc = 1-based element index), or one JSON document.
+    ``whole=False``: never parsed whole (a reader of the first records only, which the scan reaches first)."""
     f = unit.file
     out = RowBatcher(f.rel, batch_rows=batch_rows, columns=columns)
     with open_raw(f.path) as raw:
@@ -188,7 +190,7 @@ def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None) -> 
             head = stream.read(1 << 16).removeprefix(BOM)
             body = head.lstrip()
             if body.startswith(b"["):
-                body, rest = _read_ahead(stream, body, WHOLE_ARRAY_BYTES)
+                body, rest = _read_ahead(stream, body, WHOLE_ARRAY_BYTES if whole else 0)
                 items = _whole_array(body) if rest is None else None
                 if items is None:
                     yield from _array_elements(_Prefixed(body, _Failing(None) if rest is None else rest), out, raw)

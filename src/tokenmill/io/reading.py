@@ -97,6 +97,8 @@ def _head(file: InputFile, n: int, text_mode: str) -> tuple[list[dict[str, Any]]
     unit = WorkUnit(index=0, file=file)
     if file.format == "text":
         batches = read_text(unit, batch_rows=n, text_mode=text_mode, columns=None, limit_bytes=SAMPLE_TEXT_BYTES)
+    elif file.format == "json":  # the first elements only: scanned, never the whole array parsed
+        batches = read_json(unit, batch_rows=n, columns=None, whole=False)
     else:
         batches = read_unit(unit, batch_rows=n)
     rows: list[dict[str, Any]] = []
