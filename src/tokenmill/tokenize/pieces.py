@@ -117,26 +117,31 @@ class _Plan:
         self.shift: list[int] = []  # text position of each piece minus its position in the joined pieces
         self.before: list[int] = []  # control tokens of the batch placed before each piece
         self.c_ids: list[int] = []
-        self.c_spans: list[Span] = []
+        self.c_starts: list[int] = []  # char span of each control token in its text
+        self.c_ends: list[int] = []
         self.c_pieces: list[int] = []  # pieces of the batch placed before each control token
         self.texts: dict[int, tuple[int, int]] = {}  # text -> (pieces before it, control tokens before it)
         self.joined = 0  # characters of the joined pieces so far
 
     def add(self, i: int, text: str, control: Sequence[Span], control_id: dict[str, int]) -> None:
-        self.texts[i] = (len(self.pieces), len(self.c_ids))
-        pos = 0
-        for a, b in [*control, (len(text), len(text))]:
+        pieces, owner, shift, before = self.pieces, self.owner, self.shift, self.before  # the loop runs per piece
+        c_ids, c_starts, c_ends, c_pieces = self.c_ids, self.c_starts, self.c_ends, self.c_pieces
+        self.texts[i] = (len(pieces), len(c_ids))
+        joined, pos, n = self.joined, 0, len(text)
+        for a, b in (*control, (n, n)):
             if a > pos:
-                self.pieces.append(text[pos:a])
-                self.owner.append(i)
-                self.shift.append(pos - self.joined)
-                self.before.append(len(self.c_ids))
-                self.joined += a - pos
+                pieces.append(text[pos:a])
+                owner.append(i)
+                shift.append(pos - joined)
+                before.append(len(c_ids))
+                joined += a - pos
             if b > a:
-                self.c_ids.append(control_id[text[a:b]])
-                self.c_spans.append((a, b))
-                self.c_pieces.append(len(self.pieces))
+                c_ids.append(control_id[text[a:b]])
+                c_starts.append(a)
+                c_ends.append(b)
+                c_pieces.append(len(pieces))
             pos = b
+        self.joined = joined
 
 
 def _char_offsets(plan: _Plan, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, *, ascii_text: bool
@@ -174,14 +179,12 @@ def _assemble(plan: _Plan, encoded: tuple[np.ndarray, ...], offsets: np.ndarray,
     place = np.arange(len(ids), dtype=np.int64) + np.repeat(np.asarray(plan.before, dtype=np.int64), np.diff(offsets))
     c_place = offsets[np.asarray(plan.c_pieces, dtype=np.int64)] + np.arange(len(plan.c_ids), dtype=np.int64)
     cols = (np.empty(total, np.uint32), np.empty(total, np.int64), np.empty(total, np.int64))
-    c_spans = np.asarray(plan.c_spans, dtype=np.int64).reshape(-1, 2)
-    for col, piece_values, control_values in zip(cols, (ids, starts, ends),
-                                                 (plan.c_ids, c_spans[:, 0], c_spans[:, 1])):
+    for col, piece_values, control_values in zip(cols, (ids, starts, ends), (plan.c_ids, plan.c_starts, plan.c_ends)):
         col[place] = piece_values
         col[c_place] = control_values
-    bounds = list(plan.texts.items())  # in the order the texts were added
-    for k, (i, (p0, c0)) in enumerate(bounds):
-        lo = int(offsets[p0]) + c0
-        hi = total if k + 1 == len(bounds) else int(offsets[bounds[k + 1][1][0]]) + bounds[k + 1][1][1]
+    first = offsets.tolist()  # token index of each piece's first token: read once per text below
+    bounds = [first[p0] + c0 for p0, c0 in plan.texts.values()] + [total]  # texts in the order they were added
+    for k, i in enumerate(plan.texts):
         if ok[i]:
+            lo, hi = bounds[k], bounds[k + 1]
             out[i] = Encoded(cols[0][lo:hi], cols[1][lo:hi], cols[2][lo:hi])
