@@ -81,3 +81,19 @@ def test_a_changed_tokenizer_file_gets_its_own_cached_encoder(tok_dir, tmp_path)
 def test_a_read_only_cache_costs_only_the_build(tok_dir, tmp_path):
     (tmp_path / "cache").write_text("not a directory")  # the cache cannot be written
     assert load_tokenizer(tok_dir).backend == "gigatoken"
+
+
+def test_a_sources_key_is_computed_once_and_a_changed_copy_computes_its_own(tmp_path):
+    import dataclasses
+    import pickle
+
+    from tokenmill.tokenize.sources import resolve
+
+    source = resolve("default")
+    assert source.key is None
+    key = backends.source_key(source)
+    assert source.key == key and backends.source_key(source) is key  # kept on the object
+    assert pickle.loads(pickle.dumps(source)).key == key  # travels with it to a worker
+    changed = dataclasses.replace(source, data=source.data + b"\n")
+    assert changed.key is None and backends.source_key(changed) != key
+    assert dataclasses.replace(source).key is None and dataclasses.replace(source) == source  # nor in equality

@@ -31,12 +31,14 @@ PREBUILT: dict[str, object] = {}
 
 
 def source_key(source: Source) -> str:
-    """What decides a source's fast encoder: its kind, split pattern and bytes."""
-    import hashlib
+    """What decides a source's fast encoder: its kind, split pattern and bytes (kept on the source)."""
+    if source.key is None:
+        import hashlib
 
-    h = hashlib.sha256(f"{source.kind}\0{source.pat_str}\0".encode())
-    h.update(source.data)
-    return h.hexdigest()
+        h = hashlib.sha256(f"{source.kind}\0{source.pat_str}\0".encode())
+        h.update(source.data)
+        object.__setattr__(source, "key", h.hexdigest())  # a frozen dataclass: its one cached field
+    return source.key
 
 
 def fast_for(source: Source, reference=None):

@@ -31,6 +31,9 @@ class Source:
     chat_template: str | None = None
     path: str | None = None  # absolute local file or directory it was read from (a hub snapshot included)
     origin: str = "local"  # "local" | "hub" | "embedded" (default, tiktoken encodings) | "object"
+    # tokenize/backends.py's source_key, computed once per object (a sha256 of ``data``: 20 ms for 7 MB, asked
+    # by every cache a run reads); not an argument, so ``dataclasses.replace`` starts the copy without it
+    key: str | None = field(default=None, init=False, compare=False, repr=False)
 
 
 def resolve(spec: Any) -> Source:
