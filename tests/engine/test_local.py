@@ -201,3 +201,41 @@ def test_a_pool_takes_the_largest_units_first(tmp_path, monkeypatch):
     res = run_workflow([stage], out=tmp_path, fingerprint="a", executor=LocalExecutor(workers=2))
     assert handed == [[0, 1, 2]]
     assert [r.data["value"] for r in res["squares"]] == [0, 1, 4]  # results still in unit order
+
+
+FROZEN_SCRIPT = """
+import gc, json, sys
+from pathlib import Path
+from tokenmill.base.accounting import Stats
+from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow
+
+
+class Frozen:
+    def __call__(self, unit, staging):
+        return UnitResult(stats=Stats(input=1, kept=1), data={"frozen": gc.get_freeze_count()})
+
+
+if __name__ == "__main__":
+    stage = Stage("frozen", 1, lambda ctx: StagePlan([Unit(i, f"unit-{i}", size=1) for i in range(4)], Frozen()))
+    res = run_workflow([stage], out=Path(sys.argv[1]), fingerprint="a", executor=LocalExecutor(workers=2))
+    print(json.dumps([r.data["frozen"] for r in res["frozen"]]))
+"""
+
+
+def test_pool_workers_start_with_what_the_fork_server_holds_frozen(tmp_path):
+    """The fork server's last preload freezes what it holds (gc.freeze), so a worker's full collections never
+    walk, nor write to, the pages it shares with the server."""
+    import json
+    import multiprocessing
+    import subprocess
+    import sys
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork server on this platform")
+    script = tmp_path / "run.py"
+    script.write_text(FROZEN_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(frozen) == 4 and min(frozen) > 1000  # what the server imported (nothing was frozen before)

@@ -126,6 +126,7 @@ def start_worker(install: Callable[[Any], None], payload: bytes, main_pid: int) 
 
 
 GUARD_MODULE = "tokenmill.engine._forkserver"
+READY_MODULE = "tokenmill.engine._forkserver_ready"  # the fork server's last preload: freezes what it holds
 MAIN_PID_VARIABLE = "TOKENMILL_MAIN_PID"  # read by the fork server, which inherits this process's environment
 _SERVER_ONLY: set[str] = set()
 
@@ -158,8 +159,8 @@ def preload_in_forkserver(modules: Sequence[str]) -> None:
     """
     from multiprocessing import forkserver
 
-    current = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
-    forkserver.set_forkserver_preload(current + [m for m in modules if m not in current])
+    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != READY_MODULE]
+    forkserver.set_forkserver_preload([*current, *(m for m in modules if m not in current), READY_MODULE])
 
 
 def guard_forkserver() -> None:
