@@ -4,7 +4,7 @@ JSONL is read line by line (``orjson``); an uncompressed file is split into byte
 starts, found in one streaming pass that also counts lines, so each range knows its first line number.
 A JSON array is split element by element (``jsonscan``) and each element parsed alone: memory stays at
 one element whatever the file size, and one damaged element loses only itself. An array of at most
-:data:`WHOLE_ARRAY_BYTES` is first parsed whole (one ``orjson`` call, a fifth of the scan's time): when that
+:data:`WHOLE_ARRAY_BYTES` is first parsed whole (one ``orjson`` call, a third of the scan's time): when that
 succeeds and no element nests too deep, every element is what parsing it alone would give, so the rows are the
 same; else the scan reads it. Bad lines and elements become rejects (``invalid_utf8``, ``malformed_json``,
 ``not_an_object``); blank lines are not records.

@@ -91,7 +91,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
     def getattr(self, obj: Any, attribute: str) -> Any:
         """``message.role`` on a plain dict: the sandbox tries the attribute first and, a dict having none of
         that name, takes the item in its ``except AttributeError`` (a raised and caught exception for each of
-        the ~10 lookups of a message, a tenth of a render). The same value, or the same undefined, without it."""
+        the ~10 lookups of a message, a third of a render). The same value, or the same undefined, without it."""
         if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
             try:
                 return obj[attribute]
