@@ -12,6 +12,7 @@ same; else the scan reads it. Bad lines and elements become rejects (``invalid_u
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import IO
 
@@ -193,7 +194,7 @@ def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None, who
                 body, rest = _read_ahead(stream, body, WHOLE_ARRAY_BYTES if whole else 0)
                 items = _whole_array(body) if rest is None else None
                 if items is None:
-                    yield from _array_elements(_Prefixed(body, _Failing(None) if rest is None else rest), out, raw)
+                    yield from _array_elements(_Prefixed(body, io.BytesIO() if rest is None else rest), out, raw)
                 else:
                     yield from _array_items(items, out)
             elif body:
@@ -223,15 +224,13 @@ def _read_ahead(stream: IO[bytes], body: bytes, limit: int) -> tuple[bytes, IO[b
 
 
 class _Failing:
-    """The rest of a stream that failed: its next read raises that error again (None: it has ended)."""
+    """The rest of a stream that failed: its next read raises that error again."""
 
-    def __init__(self, error: BaseException | None):
+    def __init__(self, error: BaseException):
         self.error = error
 
     def read(self, n: int = -1) -> bytes:
-        if self.error is not None:
-            raise self.error
-        return b""
+        raise self.error
 
 
 def _whole_array(body: bytes) -> list | None:
