@@ -119,20 +119,24 @@ def test_the_parser_of_one_command_parses_it_as_the_whole_parser_does(tmp_path):
 
 
 def test_a_library_run_starts_its_fork_server_before_it_lists_its_inputs(tmp_path, monkeypatch):
-    """``prepare_run`` (every track's library entry) starts the fork server from the inputs' names and sizes,
-    before listing and routing them, as the command line does; an executor that starts no workers ahead, nothing."""
+    """``job.run`` of a token track (every track's library entry) starts the fork server from the inputs' names and
+    sizes, before listing and routing them, as the command line does; an executor that starts no workers ahead,
+    nothing."""
     from tokenmill import track
     from tokenmill.engine import LocalExecutor
+    from tokenmill.job import run as job_run
+    from tokenmill.job.options import JobOptions
+    from tokenmill.pretrain.run import pretrain_job
 
     calls = []
     monkeypatch.setattr(track, "start_fork_server", lambda *a, **k: calls.append(("server", k["workers"])) or False)
-    real_plan = track.plan_inputs
-    monkeypatch.setattr(track, "plan_inputs", lambda *a, **k: calls.append("plan") or real_plan(*a, **k))
+    real_plan = job_run.plan_inputs
+    monkeypatch.setattr(job_run, "plan_inputs", lambda *a, **k: calls.append("plan") or real_plan(*a, **k))
     docs = [str(_docs(tmp_path / "in" / f"part-{i}.jsonl", 50)) for i in range(2)]
-    kwargs = dict(tokenizer="default", force=False, unit_bytes=None, text_mode="auto", config=None)
+    options = JobOptions(dry_run=True)  # planned, configured, nothing written
     executor = LocalExecutor(workers=2)
     try:
-        track.prepare_run("pretrain", docs, out=tmp_path / "a", executor=executor, **kwargs)
+        job_run.run(pretrain_job(), docs, out=tmp_path / "a", options=options, executor=executor)
     finally:
         executor.close()
     assert calls == [("server", executor.workers), "plan"]
@@ -140,6 +144,9 @@ def test_a_library_run_starts_its_fork_server_before_it_lists_its_inputs(tmp_pat
     class Elsewhere:  # an executor without prepare (Ray, a user's own): the run starts its workers itself
         workers = 2
 
+        def run(self, *a, **k):  # never reached: a dry run runs no stage
+            raise AssertionError
+
     calls.clear()
-    track.prepare_run("pretrain", docs, out=tmp_path / "b", executor=Elsewhere(), **kwargs)
+    job_run.run(pretrain_job(), docs, out=tmp_path / "b", options=options, executor=Elsewhere())
     assert calls == ["plan"]

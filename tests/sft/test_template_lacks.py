@@ -141,15 +141,16 @@ def test_the_preflight_renders_without_building_an_encoder(setup):
     from tokenmill.sft.preflight import preflight
     from tokenmill.sft.render import MaskPolicy
     from tokenmill.sft.template import load_template
+    from tokenmill.job.inputs import plan_inputs
+    from tokenmill.job.options import JobOptions
+    from tokenmill.job.run import Run
     from tokenmill.tokenize import load_tokenizer
-    from tokenmill.track import prepare_run
 
     tmp, tok, tpl = setup
     src = _write(tmp / "tools.jsonl", _rows(20, 0))
     tokenizer = load_tokenizer(str(tok))
     tokenizer.release()
-    run = prepare_run("sft", [src], out=tmp / "out", tokenizer=tokenizer, force=False, unit_bytes=None,
-                      text_mode="auto", config=None)
+    run = Run(None, plan_inputs("sft", [src]), tmp / "out", None, JobOptions(), tokenizer, {}, 0.0)
     with pytest.raises(Exception, match="fails on every one of the first 16 records"):
         preflight(load_template(str(tpl)), run, policy=MaskPolicy(), allow_consecutive=False)
     assert tokenizer._fast is None and tokenizer._ref is None and "_piece_table" not in tokenizer.__dict__

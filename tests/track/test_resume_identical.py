@@ -47,7 +47,8 @@ def test_sft_resume_gives_byte_identical_files_and_manifest_but_its_timings(tmp_
     assert files == tk.output_files(resumed) and "rejects.jsonl" in files and any(".ids" in f for f in files)
     a, b = (json.loads((d / "manifest.json").read_text()) for d in (reference, resumed))
     assert {k for k in a if a[k] != b.get(k)} <= TIMINGS and a.keys() == b.keys()
-    assert set(a["run"]) == {"seconds", "peak_rss", "units", "step_seconds"}
+    assert set(a["run"]) == {"seconds", "peak_rss", "units", "step_seconds", "stage_seconds", "engine"}
+    assert a["run"]["engine"] == b["run"]["engine"] and a["run"]["units"] == b["run"]["units"]
 
 
 def test_the_readme_says_which_files_are_identical():

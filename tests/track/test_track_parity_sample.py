@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tokenmill.io import expand_inputs
-from tokenmill.track import parity_texts
+from tokenmill.job.run import parity_texts
 
 
 def test_parity_texts_take_documents_from_every_input(tmp_path):

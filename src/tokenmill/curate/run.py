@@ -18,15 +18,17 @@ reads them, once it has ended (``StagePlan.drop``): a finished run leaves no cop
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tokenmill.curate.build import build_steps, step_specs
 from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.funnel import funnel_from_ledger
+from tokenmill.curate.html import write_report
 from tokenmill.curate.join import STAGE as JOIN
+from tokenmill.curate.join import VERSION as JOIN_VERSION
 from tokenmill.curate.join import decision_ledger, join_stage, stage_packs
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_id, step_params
@@ -35,20 +37,13 @@ from tokenmill.curate.warm import start_workers
 from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
-from tokenmill.io.units import auto_unit_bytes
-from tokenmill.job import Inputs, hold_job, holding, job_fingerprint, pick_executor, plan_inputs, resolve_out, stage_progress
+from tokenmill.job.inputs import Inputs
+from tokenmill.job.options import JobOptions
+from tokenmill.job.run import Job, Results, Run
+from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 
 FIRST = "curate"
-
-
-def route_inputs(inputs: Sequence[str], *, force: bool = False, unit_bytes: int | None = None, text_mode: str = "auto",
-                 schemas: dict[str, dict] | None = None, on_files: Any = None, **selection: Any) -> Inputs:
-    """The inputs planned like the pretraining track's (:func:`tokenmill.job.plan_inputs`, refusing SFT data
-    unless forced); ``selection``: ``exclude``, ``skip_misrouted``, ``limit``; ``unit_bytes`` None: automatic;
-    ``on_files(files)``: called once the files are known, before routing (the workers start)."""
-    return plan_inputs("pretrain", inputs, text_mode=text_mode, schemas=schemas, force=force, unit_bytes=unit_bytes,
-                       on_files=on_files, **selection)
 
 
 def group_steps(steps: Sequence[Any]) -> list[list[Any] | Any]:
@@ -74,8 +69,12 @@ def _check_names(groups: list) -> None:
                                   "would collide (merge the two into one step)")
 
 
+def _unguarded(task: Any) -> Any:
+    return task
+
+
 def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inputs: Inputs, out: Path,
-               text_mode: str, score_removed: bool, limit: int | None = None) -> Stage:
+               text_mode: str, score_removed: bool, limit: int | None = None, guard: Callable = _unguarded) -> Stage:
     docs_dir = "documents" if final else f"_work/{name}/documents"
     cascade = Cascade(tuple(steps), score_removed=score_removed)
     params = {"steps": [{"id": step_id(s), "params": step_params(s)} for s in steps], "docs": docs_dir,
@@ -84,7 +83,7 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
     def plan(ctx: StageContext) -> StagePlan:
         if upstream is None:
             units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
-            return StagePlan(units, ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode, limit=limit), params)
+            return StagePlan(units, guard(ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode, limit=limit)), params)
         prior = outputs(ctx.results[upstream], Documents, stage=upstream)
         units = [Unit(i, _unit_name(r, i), 0, payload=r.docs) for i, r in enumerate(prior)]
         return StagePlan(units, DocsTask(cascade, name, docs_dir, str(out)), params)
@@ -102,8 +101,9 @@ def _unit_size(u: Any) -> int:
 
 
 def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
-            score_removed: bool, limit: int | None = None) -> tuple[list[Stage], list[dict]]:
-    """The workflow's stages and, per step, the stage it runs in (for the manifest and the funnel)."""
+            score_removed: bool, limit: int | None = None, guard: Callable = _unguarded) -> tuple[list[Stage], list[dict]]:
+    """The workflow's stages and, per step, the stage it runs in (for the manifest and the funnel); ``guard``
+    wraps the task that reads the input units (the run's input snapshot check)."""
     groups = group_steps(steps)
     stages: list[Stage] = []
     placed: list[dict] = []
@@ -114,7 +114,7 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
                 continue
             name = FIRST if upstream is None else f"{FIRST}_{len(stages)}"
             stage = _map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs, out=out,
-                               text_mode=text_mode, score_removed=score_removed, limit=limit)
+                               text_mode=text_mode, score_removed=score_removed, limit=limit, guard=guard)
             stages.append(stage if upstream is None else _dropping_docs_of(stage, upstream))
             placed += [_step_entry(s, name, "document") for s in group]
             upstream = name
@@ -195,89 +195,71 @@ def run_curate(
     :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two. ``exclude``, ``skip_misrouted``,
     ``limit`` and ``dry_run``: :mod:`tokenmill.selection` (a dry run returns the plan and writes nothing).
     ``workflow``: the command recorded as the output's owner (``decontaminate`` runs through here too).
+    The run itself is :func:`tokenmill.job.run` of :func:`curate_job`.
     """
-    from tokenmill.selection import input_plan
-
-    started = time.monotonic()
     specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
+    job = curate_job(specs, preset=preset, score_removed=score_removed, report=report, workflow=workflow)
+    options = JobOptions(workers=workers, force=force, overwrite=overwrite, unit_bytes=unit_bytes, text_mode=text_mode,
+                         exclude=tuple(exclude), skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run,
+                         no_progress=progress is False)
+    return run_job(job, inputs, out=out, options=options, executor=executor, tokenizer=None, schemas=schemas)
+
+
+def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed: bool = True, report: bool = True,
+               workflow: str = "curate") -> Job:
+    """The ``curate`` job (``workflow``: also ``decontaminate``): documents in, curated documents, the decision
+    ledger, the funnel and the HTML report out; its stages are the steps' (:func:`compose`) and the ledger's."""
     built = build_steps(specs, source="steps")
-    executor = None if dry_run else pick_executor(executor, workers)
-    with holding(executor):  # the workers start while the inputs are routed (curate/warm.py)
-        routed = route_inputs(inputs, force=force, unit_bytes=unit_bytes, text_mode=text_mode, schemas=schemas,
-                              exclude=exclude, skip_misrouted=skip_misrouted, limit=limit,
-                              on_files=start_workers(executor, built, unit_bytes=unit_bytes))
-        out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in routed.files)])
-        stages, placed = compose(built, inputs=routed, out=out, text_mode=text_mode, score_removed=score_removed,
-                                 limit=limit)
-        config = {"preset": preset,
-                  "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
-                  "unit_bytes": auto_unit_bytes(routed.files) if unit_bytes is None else unit_bytes,
-                  "text_mode": text_mode, "score_removed": score_removed, "schemas": routed.schemas,
-                  **routed.selection(), **({"limit": limit} if limit else {})}
-        if dry_run:
-            return {**input_plan(workflow, routed, out, config), "steps": [p["id"] for p in placed]}
-        with hold_job(out, workflow=workflow, overwrite=overwrite):
-            manifest = _run(stages, placed, routed, config, out=out, executor=executor, progress=progress,
-                            workflow=workflow, report=report, started=started)
-    return manifest
+
+    def configure(run: Run) -> tuple[list[Stage], list[dict]]:
+        run.config.update({"preset": preset,
+                           "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
+                           "score_removed": score_removed, "schemas": run.inputs.schemas})
+        return compose(built, inputs=run.inputs, out=run.out, text_mode=run.options.text_mode,
+                       score_removed=score_removed, limit=run.options.limit, guard=run.guarded)
+
+    def stages(run: Run) -> list[Stage]:
+        units = run.inputs.units
+        ledger = join_stage(run.out, [u.name for u in units], [_unit_size(u) for u in units],
+                            lambda ctx: stage_ledgers(run.plan[0], ctx.results))
+        return [*run.plan[0], ledger]
+
+    def section(run: Run, results: Results, manifest: dict) -> dict:
+        doc_stages, placed = run.plan
+        out = curate_section(doc_stages, placed, results)
+        out["decision_ledger"] = decision_ledger(results[JOIN])
+        out["funnel"] = funnel_from_ledger(run.out, {**manifest, **out})
+        return out
+
+    def after(run: Run, manifest: dict, results: Results) -> None:
+        if report:
+            samples: dict[str, list] = {}
+            for rs in results.values():
+                for r in rs:
+                    for reason, docs in (r.data.get("samples") or {}).items():  # a report extra, any stage
+                        samples.setdefault(reason, []).extend(docs)
+            write_report(run.out, manifest, samples)
+
+    def warm(executor: Any, inputs: Sequence[str], options: JobOptions, tokenizer: Any) -> Any:
+        return start_workers(executor, built, unit_bytes=options.unit_bytes)  # workers start while inputs are routed
+
+    return Job(workflow, "pretrain", stages, section, configure=configure,
+               counts=lambda run, results: total_stats(run.plan[0], results), warm=warm, after=after,
+               describe=lambda run: {"steps": [p["id"] for p in run.plan[1]]})
 
 
-def _run(stages: list[Stage], placed: list[dict], routed: Inputs, config: dict, *, out: Path, executor: Any,
-         progress: bool | None, workflow: str, report: bool, started: float) -> dict:
-    """The stages, then the rejects, the manifest, the ledger, the funnel and the report."""
-    from tokenmill.engine.workflow import run_workflow
-    from tokenmill.report.rejects import merge_rejects
-
-    stage_seconds: dict[str, float] = {}
-    ledger = join_stage(out, [u.name for u in routed.units], [_unit_size(u) for u in routed.units],
-                        lambda ctx: stage_ledgers(stages, ctx.results))
-    results = run_workflow([*stages, ledger], out=out, fingerprint=job_fingerprint(workflow, routed.files, config),
-                           executor=executor, progress=stage_progress(progress, stage_seconds), locked=True)
-    n_rejects = merge_rejects(out, [u.name for u in routed.units])
-    manifest = curate_manifest(routed, stages, placed, results, config, seconds=time.monotonic() - started)
-    manifest["stages"].append(ledger.key)
-    manifest["stage_packs"] = stage_packs(results[JOIN])
-    manifest["track"] = workflow
-    manifest["run"]["stage_seconds"] = stage_seconds  # this invocation's: a resumed stage shows its rest
-    manifest["run"]["engine"] = getattr(executor, "name", type(executor).__name__)
-    manifest["rejects_file"] = "rejects.jsonl" if n_rejects else None
-    manifest["skipped_inputs"] = routed.walk_skipped  # what the directory walks left out, and why
-    _finish(out, manifest, results, report=report)
-    return manifest
-
-
-def curate_manifest(routed: Inputs, stages: list[Stage], placed: list[dict], results: dict, config: dict,
-                    *, seconds: float) -> dict:
-    from tokenmill import __version__
-    from tokenmill.engine.local import process_peak_rss_mb
-
-    stats = total_stats(stages, results)
-    last = results[stages[-1].name]
+def curate_section(stages: list[Stage], placed: list[dict], results: Results) -> dict:
+    """The curate job's manifest section: its steps (each with its stage, and the cut of a corpus-wide one), its
+    stages, the kept documents' files, every stage's ledger parts and the ledger's packs."""
     for entry in placed:  # a corpus-wide cut (quality's top_fraction) is known only once the stage has run
         cuts = {r.cut for r in outputs(results.get(entry["stage"], []), Documents, stage=entry["stage"])
                 if r.cut is not None}
         if entry["kind"] == "corpus" and len(cuts) == 1:
             entry["cut"] = cuts.pop()
-    every = [r for s in stages for r in results[s.name]] + list(results.get(JOIN, []))
-    step_seconds: dict[str, float] = {}
-    for r in every:
-        for k, v in r.step_seconds.items():
-            step_seconds[k] = round(step_seconds.get(k, 0.0) + v, 3)
-    return {
-        "tokenmill": __version__,
-        "track": "curate",
-        "inputs": routed.manifest_inputs(),
-        "config": config,
-        "steps": placed,
-        "stages": [s.key for s in stages],
-        "counts": stats.to_dict(),
-        "identity": stats.identity_line(),
-        "documents": [r.docs for r in outputs(last, Documents, stage=stages[-1].name)],
-        "stage_ledgers": stage_ledgers(stages, results),
-        "run": {"seconds": round(seconds, 3), "step_seconds": step_seconds, "units": len(routed.units),
-                "peak_rss": {"main_mb": process_peak_rss_mb(),
-                             "largest_worker_mb": max((r.peak_rss_mb for r in every), default=0.0)}},
-    }
+    last = results[stages[-1].name]
+    return {"steps": placed, "stages": [s.key for s in stages] + [Stage(JOIN, JOIN_VERSION, _unguarded).key],
+            "documents": [r.docs for r in outputs(last, Documents, stage=stages[-1].name)],
+            "stage_ledgers": stage_ledgers(stages, results), "stage_packs": stage_packs(results[JOIN])}
 
 
 def stage_ledgers(stages: Sequence[Stage], results: dict[str, list[UnitResult]]) -> dict[str, list[str]]:
@@ -288,24 +270,3 @@ def stage_ledgers(stages: Sequence[Stage], results: dict[str, list[UnitResult]])
 def _documents(results: list[UnitResult], stage: str) -> list[Documents]:
     """A stage's outputs as documents outputs; a stage that is not a documents stage has none."""
     return outputs(results, Documents, stage=stage) if all("docs" in r.data for r in results) else []
-
-
-def _finish(out: Path, manifest: dict, results: dict, *, report: bool) -> None:
-    from tokenmill.curate.funnel import funnel_from_ledger
-    from tokenmill.report.manifest import write_manifest
-
-    manifest["decision_ledger"] = decision_ledger(results[JOIN])
-    manifest["funnel"] = funnel_from_ledger(out, manifest)
-    write_manifest(out, manifest)
-    from tokenmill.report.datacard import write_datacard
-
-    write_datacard(out, manifest)
-    if report:
-        from tokenmill.curate.html import write_report
-
-        samples: dict[str, list] = {}
-        for rs in results.values():
-            for r in rs:
-                for reason, docs in (r.data.get("samples") or {}).items():  # a report extra, any stage
-                    samples.setdefault(reason, []).extend(docs)
-        write_report(out, manifest, samples)

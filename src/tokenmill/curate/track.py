@@ -2,7 +2,7 @@
 
 The pretraining task calls :meth:`UnitLedger.apply` on every ``Document`` batch before tokenizing: the
 cascade runs, filtered documents are counted by reason in the unit's stats, and the unit's ledger part is
-written beside the shards (``steps/pretrain/ledger/<unit>.parquet``). :func:`add_funnel` then writes the
+written beside the shards (``steps/pretrain/ledger/<unit>.parquet``). :func:`funnel_section` then writes the
 run's decision ledger (``ledger/<unit>.parquet``, one row per input record: :mod:`tokenmill.report.ledger`) and
 records the steps, the ledger files and the funnel in the run's manifest, so ``tokenmill funnel`` reads a
 pretraining run too.
@@ -55,22 +55,17 @@ def is_doc_steps(steps: Sequence[Any]) -> bool:
                                for s in steps)
 
 
-def add_funnel(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[str]) -> dict:
-    """Write the decision ledger of ``units``; record steps, ledger files and funnel in a pretraining manifest
-    (and rewrite it)."""
+def funnel_section(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[str]) -> dict:
+    """Write the decision ledger of ``units``; the steps, ledger files and funnel of a pretraining manifest
+    (``manifest``: the rest of it, which the funnel reads)."""
     from tokenmill.curate.funnel import funnel_from_ledger
     from tokenmill.curate.run import _step_entry
     from tokenmill.report.ledger import write_ledger
-    from tokenmill.report.manifest import write_manifest
 
-    manifest["steps"] = [_step_entry(s, STAGE, "plain" if isinstance(s, PlainStep) else "document") for s in steps]
     parts = Path(out) / "steps" / STAGE / "ledger"
-    manifest["stage_ledgers"] = {STAGE: sorted(str(p.relative_to(out)) for p in parts.glob("*.parquet"))}
-    manifest["decision_ledger"] = write_ledger(Path(out), manifest["stage_ledgers"], list(units))
+    section = {"steps": [_step_entry(s, STAGE, "plain" if isinstance(s, PlainStep) else "document") for s in steps],
+               "stage_ledgers": {STAGE: sorted(str(p.relative_to(out)) for p in parts.glob("*.parquet"))}}
+    section["decision_ledger"] = write_ledger(Path(out), section["stage_ledgers"], list(units))
     manifest["config"].setdefault("score_removed", True)
-    manifest["funnel"] = funnel_from_ledger(Path(out), manifest)
-    write_manifest(Path(out), manifest)
-    from tokenmill.report.datacard import write_datacard
-
-    write_datacard(Path(out), manifest)  # again: the card written with the manifest had no funnel yet
-    return manifest
+    section["funnel"] = funnel_from_ledger(Path(out), {**manifest, **section})
+    return section

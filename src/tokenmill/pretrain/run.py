@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +27,19 @@ from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.inline import apply_steps, setup_steps
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_identity
-from tokenmill.curate.track import UnitLedger, add_funnel, is_doc_steps
+from tokenmill.curate.track import UnitLedger, funnel_section, is_doc_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
-from tokenmill.job import holding, pick_executor
+from tokenmill.job.options import JobOptions
+from tokenmill.job.run import Job, Results, Run
+from tokenmill.job.run import run as run_job
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import dry_run_plan, take_records
+from tokenmill.selection import take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
-from tokenmill.track import TrackRun, finish_run, prepare_run, staged_files
+from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
 
@@ -180,32 +182,45 @@ def run_pretrain(
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
     returns the plan and writes nothing. ``val_fraction`` or ``val_count`` (with ``val_seed``) split whole
-    documents off into ``out/val/``: see :mod:`tokenmill.split`.
+    documents off into ``out/val/``: see :mod:`tokenmill.split`. The run itself is :func:`tokenmill.job.run`
+    of :func:`pretrain_job`.
     """
+    options = JobOptions(workers=None if executor is not None else workers, force=force, overwrite=overwrite,
+                         unit_bytes=unit_bytes, text_mode=text_mode, exclude=tuple(exclude),
+                         skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run, no_progress=progress is False)
+    if executor is not None and workers is not None:
+        options = replace(options, workers=workers)  # refused by the driver: one of the two
+    job = pretrain_job(steps=steps, shard_tokens=shard_tokens, eos=eos, config=config,
+                       split=make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed))
+    return run_job(job, inputs, out=out, options=options, executor=executor, tokenizer=tokenizer, schemas=schemas)
+
+
+def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos: str | None = None,
+                 config: dict | None = None, split: ValSplit | None = None) -> Job:
+    """The ``pretrain`` job: documents in, token shards out (one ``shards`` stage, after a ``val_rank`` stage
+    for a ``--val-count`` split); ``config``: entries the command adds to the manifest's (step specs, preset)."""
     _check_steps(steps)
-    split = make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed)
-    executor = pick_executor(executor, workers)
-    with holding(executor):
-        run: TrackRun = prepare_run(
-            "pretrain", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-            text_mode=text_mode, schemas=schemas, executor=executor, workers=workers, exclude=exclude,
-            skip_misrouted=skip_misrouted, limit=limit,
-            config={"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
-                    **({"val_split": split.describe()} if split else {})},
-        )
+    doc_steps = tuple(as_doc_step(s) for s in steps)  # one cascade: every step's removals reach the ledger
+    ledgered = is_doc_steps(doc_steps)
+
+    def configure(run: Run) -> PretrainTask:
+        run.config.update({"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
+                           **({"val_split": split.describe()} if split else {})})
         if eos is not None:
             run.tokenizer = run.tokenizer.with_eos(eos)
         _check_eos(run.tokenizer)
         run.config["eos"] = eos_note(run.tokenizer, given=eos is not None)
-        if dry_run:
-            return dry_run_plan(run)
-        steps = tuple(as_doc_step(s) for s in steps)  # one cascade: every step's removals reach the ledger
-        task = PretrainTask(tokenizer=run.tokenizer, schemas=run.schemas, shard_tokens=shard_tokens,
-                            text_mode=text_mode, steps=steps, limit=limit, split=split)
-        names = [u.name for u in run.units]
-        funnel = (lambda out, manifest: add_funnel(out, manifest, steps, names)) if is_doc_steps(steps) else None
-        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
-                          chat_template="", amend=funnel, pull=("steps/",) if funnel else ())
+        return PretrainTask(tokenizer=run.tokenizer, schemas=run.inputs.schemas, shard_tokens=shard_tokens,
+                            text_mode=run.options.text_mode, steps=doc_steps, limit=run.options.limit, split=split)
+
+    def report(run: Run, results: Results, manifest: dict) -> dict:
+        section = shards_report(run, results, manifest, chat_template="")
+        if ledgered:
+            section.update(funnel_section(run.out, {**manifest, **section}, doc_steps, [u.name for u in run.inputs.units]))
+        return section
+
+    return Job("pretrain", "pretrain", lambda run: track_stages(run, run.plan), report, configure=configure,
+               tokenizer=True, warm=token_warm("pretrain"), pull=lambda run: ("steps/",) if ledgered else ())
 
 
 def _check_steps(steps: Sequence[Step]) -> None:

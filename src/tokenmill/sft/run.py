@@ -30,9 +30,11 @@ from tokenmill.curate.inline import setup_steps
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.io import read_unit
-from tokenmill.job import holding, pick_executor
+from tokenmill.job.options import JobOptions
+from tokenmill.job.run import Job, Results, Run
+from tokenmill.job.run import run as run_job
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import dry_run_plan, take_records
+from tokenmill.selection import take_records
 from tokenmill.sft.corpus import identity, split_steps
 from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
@@ -45,7 +47,7 @@ from tokenmill.sft.truncate import fit_conversations
 from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
-from tokenmill.track import finish_run, prepare_run, staged_files
+from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
 
 @dataclass(frozen=True)
@@ -324,58 +326,68 @@ def run_sft(
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
     returns the plan and writes nothing. ``val_fraction`` or ``val_count`` (with ``val_seed``) split whole
-    conversations off into ``out/val/``: see :mod:`tokenmill.split`.
+    conversations off into ``out/val/``: see :mod:`tokenmill.split`. ``options``: the fields of
+    :class:`SftOptions`. The run itself is :func:`tokenmill.job.run` of :func:`sft_job`.
     """
-    split = make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed)
-    if split and split.count is not None and split_steps(steps)[1]:  # before any work
+    job = sft_job(SftOptions(**options), chat_template=chat_template, steps=steps, shard_tokens=shard_tokens,
+                  seq_len=seq_len, split=make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed))
+    run_options = JobOptions(workers=workers, force=force, overwrite=overwrite, unit_bytes=unit_bytes,
+                             exclude=tuple(exclude), skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run,
+                             no_progress=progress is False)
+    return run_job(job, inputs, out=out, options=run_options, executor=executor, tokenizer=tokenizer, schemas=schemas)
+
+
+def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequence[Any] = (),
+            shard_tokens: int = 1 << 28, seq_len: int | None = None, split: ValSplit | None = None) -> Job:
+    """The ``sft`` job: conversations in, masked token shards out (the ``shards`` stage, after the corpus steps'
+    stages or a ``--val-count`` ranking stage). Refuses, before any work, what cannot run together."""
+    inline, corpus = split_steps(steps)  # sft/corpus.py: document steps, corpus steps (dedup)
+    if split and split.count is not None and corpus:
         raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
                           "use --val-fraction, or curate first and split the curated run")
-    opts = SftOptions(**options)
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
-    executor = pick_executor(executor, workers)
-    with holding(executor):
-        run = prepare_run("sft", inputs, out=out, tokenizer=tokenizer, force=force, unit_bytes=unit_bytes,
-                          text_mode="auto", config=None, schemas=schemas, executor=executor,
-                          workers=workers, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
+    curation: dict = {}
+
+    def configure(run: Run) -> SftTask:
         template = resolve_template(chat_template, run.tokenizer)
         preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive)  # sft/preflight.py
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
-        inline, corpus = split_steps(steps)  # sft/corpus.py: document steps, corpus steps (dedup)
         if steps:
             run.config["steps"] = [identity(s) for s in steps]
         if split:
             run.config["val_split"] = split.describe()
-        if dry_run:
-            return {**dry_run_plan(run), "chat_template": template.origin}
-        if opts.verify:
+        if opts.verify and not run.options.dry_run:
             _check_oracle(run.tokenizer)
-        key = run_key(run.tokenizer, template, opts) if opts.verify else None
-        task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
-                       limit=limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
-        curation: dict = {}
+        key = run_key(run.tokenizer, template, opts) if opts.verify and not run.options.dry_run else None
+        return SftTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
+                       limit=run.options.limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
 
-        def summarize_run(results: list[UnitResult], out: Path) -> dict:
-            report = _report(results, out, seq_len=seq_len)
-            return {**report, "curation": curation} if corpus else report
+    def stages(run: Run) -> list:
+        return track_stages(run, run.plan, **(_curated(run, run.plan, corpus, curation) if corpus else {}))
 
-        return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
-                          summarize=summarize_run, chat_template=template.source,
-                          pull=("",) if seq_len else (),  # the packing plan reads every shard's lengths
-                          **(_curated(run, task, corpus, curation) if corpus else {}))
+    def report(run: Run, results: Results, manifest: dict) -> dict:
+        def summarize(last: list[UnitResult], out: Path) -> dict:
+            merged = _report(last, out, seq_len=seq_len)
+            return {**merged, "curation": curation} if corpus else merged
+
+        return shards_report(run, results, manifest, chat_template=run.plan.template.source, summarize=summarize)
+
+    return Job("sft", "sft", stages, report, configure=configure, tokenizer=True, warm=token_warm("sft"),
+               pull=lambda run: ("",) if seq_len else (),  # the packing plan reads every shard's lengths
+               describe=lambda run: {"chat_template": run.plan.template.origin})
 
 
-def _curated(run: Any, task: SftTask, corpus: tuple, curation: dict) -> dict:
-    """``before`` and ``bind`` of :func:`finish_run` for a run with corpus steps (see sft/corpus.py)."""
+def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:
+    """``before`` and ``bind`` of :func:`~tokenmill.track.track_stages` for a run with corpus steps (sft/corpus.py)."""
     import dataclasses
 
     from tokenmill.engine.stage import Stage, StagePlan
     from tokenmill.sft.corpus import DOCS_STAGE, curation_report, survivors, workflow_stages
-    from tokenmill.track import input_units
 
     def before(guard):
-        first = Stage(DOCS_STAGE, 1, lambda ctx: StagePlan(input_units(run), guard(ConversationsTask(task))))
+        first = Stage(DOCS_STAGE, 1, lambda ctx: StagePlan(run.input_units(), guard(ConversationsTask(task))))
         return [first, *workflow_stages(corpus)]
 
     def bind(ctx, guard):
