@@ -138,12 +138,12 @@ def test_a_template_needing_tools_says_so_for_a_record_without(setup):
 def test_the_preflight_renders_without_building_an_encoder(setup):
     """The preflight runs in the main process before the workers start: it renders its sample and encodes
     nothing, so it builds no encoder there (the workers build their own, or find the fork server's)."""
-    from tokenmill.sft.preflight import preflight
-    from tokenmill.sft.render import MaskPolicy
-    from tokenmill.sft.template import load_template
     from tokenmill.job.inputs import plan_inputs
     from tokenmill.job.options import JobOptions
     from tokenmill.job.run import Run
+    from tokenmill.sft.preflight import preflight
+    from tokenmill.sft.render import MaskPolicy
+    from tokenmill.sft.template import load_template
     from tokenmill.tokenize import load_tokenizer
 
     tmp, tok, tpl = setup

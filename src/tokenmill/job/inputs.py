@@ -15,6 +15,8 @@ from typing import Any
 from tokenmill.base.inputs import estimate_units  # noqa: F401 (re-exported)
 from tokenmill.errors import RoutingError
 
+ANY = "any"  # a job that reads records of every kind (a teacher's prompts): routed and recorded, never refused
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -49,7 +51,8 @@ def plan_inputs(
     limit: int | None = None,
     on_files: Callable[[list], Any] | None = None,
 ) -> Inputs:
-    """Plan the inputs of a run of ``track`` (``pretrain`` or ``sft``: the kind of data the command takes).
+    """Plan the inputs of a run of ``track`` (``pretrain`` or ``sft``: the kind of data the command takes;
+    :data:`ANY`: every kind, no refusal).
 
     ``on_files(files)`` runs once the files are known, before routing (an executor starts its workers).
     """
@@ -63,14 +66,15 @@ def plan_inputs(
     if on_files is not None:
         on_files(files)
     routes = selection.route_all(files, text_mode=text_mode)
-    check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
     given = schemas or {}
     misrouted: list[dict] = []
-    if skip_misrouted:
-        files, routes, misrouted = selection.split_misrouted(track, files, routes, given)
-    # an explicit mapping is the user's own routing decision; every other input is checked by the router
-    unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
-    refuse_misrouted(track, unmapped, force=force)
+    if track != ANY:
+        check_mappings(track, files, routes, schemas)  # every mapping against the fields each input has
+        if skip_misrouted:
+            files, routes, misrouted = selection.split_misrouted(track, files, routes, given)
+        # an explicit mapping is the user's own routing decision; every other input is checked by the router
+        unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
+        refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
     units = plan_units(files, unit_bytes=unit_bytes if limit is None else 1 << 62)  # limit: one unit per input
     return Inputs(files, routes, picked, units, walk_skipped=walk_skipped, excluded=excluded, misrouted=misrouted)

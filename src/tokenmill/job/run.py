@@ -90,6 +90,7 @@ class Job:
     after: Callable[[Run, dict, Results], Any] | None = None
     card: bool = True
     describe: Callable[[Run], dict] | None = None  # what a dry run shows beyond the inputs and the config
+    progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
 
 
 @dataclass
@@ -170,7 +171,8 @@ def _execute(this: Run, fingerprint: str, executor: Executor) -> None:
     this.snapshot.update(guard_inputs(None, this.inputs.files, state_dir=state, fingerprint=fingerprint).snapshot)
     seconds: dict[str, float] = {}
     bars = False if this.options.no_progress else None  # None: a bar when stderr is a terminal
-    run_workflow(stages, out=this.out, fingerprint=fingerprint, executor=executor, progress=stage_progress(bars, seconds),
+    progress = this.job.progress(this) if this.job.progress else stage_progress(bars, seconds)
+    run_workflow(stages, out=this.out, fingerprint=fingerprint, executor=executor, progress=progress,
                  finalize=lambda ctx: _finalize(this, ctx, seconds, executor), locked=True, store=this.store,
                  pull=this.job.pull(this))
 

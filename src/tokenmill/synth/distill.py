@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine import Unit, UnitResult
+from tokenmill.job.inputs import ANY
 from tokenmill.records import record_id
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.synth.client import Client, Reply
@@ -236,5 +237,5 @@ def distill(
     prompt = load_prompt(prompt_file, default="distill", placeholder="prompt")
     params = {"samples": samples, "prompt_sha256": prompt.sha256, "model": client.model,
               "generation": client.generation.body()}
-    return run_synth("distill", inputs, out=out, client=client, task=DistillTask(client, prompt, samples),
-                     params=params, unit_bytes=unit_bytes, overwrite=overwrite, progress=progress)
+    return run_synth("distill", inputs, out=out, client=client, task=lambda run: DistillTask(client, prompt, samples),
+                     params=params, takes=ANY, unit_bytes=unit_bytes, overwrite=overwrite, progress=progress)

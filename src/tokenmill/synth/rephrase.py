@@ -171,19 +171,17 @@ def rephrase(
 ) -> dict:
     """Rewrite every document of the inputs in ``style``; return the manifest."""
     from tokenmill.errors import ConfigError
-    from tokenmill.job import plan_inputs
 
     if prompt_file is None and style not in STYLES:
         raise ConfigError(f"--style {style!r}: expected one of {', '.join(STYLES)} (or give --prompt-file)")
     if chunk_chars < 200:
         raise ConfigError(f"--chunk-chars {chunk_chars}: expected at least 200")
     prompt = load_prompt(prompt_file, default=style, placeholder="text")
-    planned = plan_inputs("pretrain", inputs, unit_bytes=unit_bytes)
-    task = RephraseTask(client, prompt, style, planned.schemas, chunk_chars)
     params = {"style": style, "prompt_sha256": prompt.sha256, "model": client.model,
               "generation": client.generation.body(), "chunk_chars": chunk_chars}
-    return run_synth("rephrase", inputs, out=out, client=client, task=task, params=params, unit_bytes=unit_bytes,
-                     overwrite=overwrite, progress=progress, planned=planned)
+    return run_synth("rephrase", inputs, out=out, client=client, params=params, takes="pretrain",
+                     task=lambda run: RephraseTask(client, prompt, style, run.inputs.schemas, chunk_chars),
+                     unit_bytes=unit_bytes, overwrite=overwrite, progress=progress)
 
 
 def summarize(manifest: dict, out: Path) -> None:
