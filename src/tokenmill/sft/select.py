@@ -30,12 +30,21 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from tokenmill.curate import ngrams
+from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
+from tokenmill.io import read_unit
+from tokenmill.job.options import JobOptions
+from tokenmill.job.run import Job, Results, Run
+from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
+from tokenmill.report.rejects import RejectSink
+from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
+from tokenmill.track import staged_files
 
 _MERSENNE = np.uint64((1 << 61) - 1)
 
@@ -171,61 +180,140 @@ def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int) 
 
 
 def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_rules: Any = None,
-           overwrite: bool = False) -> dict:
-    """Run the selection; write the outputs (``out`` guarded and locked by the job driver); return the manifest."""
-    from tokenmill.job import hold_job, plan_inputs, resolve_out
-
-    planned = plan_inputs("sft", inputs, unit_bytes=1 << 40)
-    out, _ = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
-    with hold_job(out, workflow="sft select", overwrite=overwrite):
-        return _select(planned, out, how, quality_rules)
+           overwrite: bool = False, options: JobOptions | None = None) -> dict:
+    """Run the selection; write the outputs; return the manifest. The run is :func:`tokenmill.job.run` of
+    :func:`select_job` (``options``: the job options; ``overwrite`` kept for callers that pass only that)."""
+    options = options or JobOptions(overwrite=overwrite)
+    return run_job(select_job(how, quality_rules=quality_rules), inputs, out=out, options=options, tokenizer=None)
 
 
-def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict:
-    from tokenmill.base.files import atomic_write
+def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
+    """The ``sft select`` job: a ``select_score`` stage over the input units (read, normalise, the quality rules,
+    the score, each unit's part under ``_work/``), then one ``select`` unit over every part (cluster the
+    prompts, walk by score), which writes ``selected.jsonl`` and ``selection.parquet``."""
     from tokenmill.curate.sft_quality import SftQuality
 
-    convs, where, stats, rejects = read_conversations(planned)
     rules = quality_rules if quality_rules is not None else SftQuality(check_language=False)
-    if convs:
-        rules.setup()
+
+    def configure(run: Run) -> ScoreTask:
+        run.config["select"] = {**how.__dict__, "rules": f"{rules.name}_v{rules.version}"}
+        return ScoreTask(how, rules, run.inputs.schemas)
+
+    def stages(run: Run) -> list[Stage]:
+        def pick(ctx: StageContext) -> StagePlan:
+            parts = [r.data["part"] for r in ctx.results[SCORE_STAGE]]
+            return StagePlan([Unit(0, "select", 0, payload=tuple(parts))], PickTask(how, str(run.out)),
+                             drop=(f"_work/{SCORE_STAGE}",))
+
+        first = Stage(SCORE_STAGE, 1, lambda ctx: StagePlan(run.input_units(), run.guarded(run.plan)))
+        return [first, Stage(PICK_STAGE, 1, pick)]
+
+    def report(run: Run, results: Results, manifest: dict) -> dict:
+        return {"report": {**results[PICK_STAGE][0].data["report"], "settings": how.__dict__},
+                "outputs": [SELECTED, LEDGER_FILE]}
+
+    def counts(run: Run, results: Results) -> Stats:
+        acc = Stats()
+        for r in [*results[SCORE_STAGE], *results[PICK_STAGE]]:
+            acc = acc + r.stats
+        return acc
+
+    return Job("sft select", "sft", stages, report, configure=configure, counts=counts)
+
+
+SCORE_STAGE, PICK_STAGE = "select_score", "select"
+SELECTED, LEDGER_FILE = "selected.jsonl", "selection.parquet"
+PART = pa.schema([("id", pa.string()), ("source", pa.string()), ("loc", pa.int64()), ("score", pa.float64()),
+                  ("conversation", pa.large_string()), ("reason", pa.string())])
+
+
+@dataclass(frozen=True)
+class ScoreTask:
+    """One input unit: its conversations read and normalised (rejects to the unit's rejects file), the quality
+    rules applied, the survivors scored; every record of the unit written to one part, in input order."""
+
+    how: Selection
+    rules: Any
+    schemas: dict[str, dict]
+
+    def setup(self) -> None:
+        self.rules.setup()
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        work = unit.payload
+        stats, sink, convs, where = Stats(), RejectSink(staging, work), [], []
+        rows: list[dict] = []
+        for raw in read_unit(work):
+            stats.input += len(raw) + len(raw.rejects)
+            got, bad = normalize_rows(raw.to_rows(), raw.locs, source=raw.source,
+                                      schema=self.schemas.get(work.file.rel, {}))
+            for r in [*raw.rejects, *bad]:
+                rows.append({"id": None, "source": r.source, "loc": r.loc, "reason": f"rejected:{r.reason}"})
+            sink.add(raw.rejects, stats)
+            sink.add(bad, stats)
+            bad_locs = {r.loc for r in bad}
+            convs += got
+            where += [(raw.source, loc) for loc in raw.locs if loc not in bad_locs]
+        failed = self._failed(convs)
+        pool = [i for i, f in enumerate(failed) if f is None]
+        s = scores([convs[i] for i in pool], self.how) if pool else np.zeros(0)
+        for k, i in enumerate(pool):
+            rows.append({"id": convs[i]["id"], "source": where[i][0], "loc": where[i][1], "score": float(s[k]),
+                         "conversation": json.dumps(convs[i], ensure_ascii=False)})
+        for i, f in enumerate(failed):
+            if f is not None:
+                stats.filter(f"{self.rules.name}_v{self.rules.version}:{f}")
+                rows.append({"id": convs[i]["id"], "source": where[i][0], "loc": where[i][1],
+                             "reason": f"{self.rules.name}_v{self.rules.version}:{f}"})
+        rel = f"_work/{SCORE_STAGE}/{unit.name}.parquet"
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=PART), staging / rel)
+        sink.close()
+        return UnitResult(stats=stats, outputs=staged_files(staging), data={"part": rel})
+
+    def _failed(self, convs: list[dict]) -> np.ndarray:
+        """Each conversation's quality-rule failure (None: passed)."""
+        if not convs:
+            return np.zeros(0, dtype=object)
         batch = pa.record_batch({"prompt": pa.array([turns(c, "user") for c in convs], type=pa.large_string()),
                                  "response": pa.array([turns(c, "assistant") for c in convs], type=pa.large_string())})
-        failed = rules.decide(rules.score(batch).scores)
-    else:
-        failed = np.zeros(0, dtype=object)
-    ok = np.array([f is None for f in failed], dtype=bool)
-    for f in failed[~ok]:
-        stats.filter(f"{rules.name}_v{rules.version}:{f}")
-    idx = np.nonzero(ok)[0]
-    pool = [convs[i] for i in idx]
-    s = scores(pool, how) if pool else np.zeros(0)
-    cl = clusters(minhash([turns(c, "user") for c in pool], hashes=how.hashes, seed=how.seed), bands=how.bands) \
-        if pool else np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(len(pool)), -s))
-    selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster)
-    for r in reason[~selected]:
-        stats.filter(r)
-    stats.kept = int(selected.sum())
-    _write(out, pool, [where[i] for i in idx], s, cl, selected)
-    dropped = [(convs[i]["id"], *where[i], f"{rules.name}_v{rules.version}:{failed[i]}") for i in np.nonzero(~ok)[0]]
-    dropped += [(None, r.source, r.loc, f"rejected:{r.reason}") for r in rejects]
-    _write_ledger(out, pool, [where[i] for i in idx], s, cl, selected, reason, dropped)
-    sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
-    report = {"scored": len(pool), "clusters": int(len(np.unique(cl))) if len(cl) else 0,
-              "largest_cluster": int(sizes.max()) if len(sizes) else 0,
-              "score": {"all_mean": _mean(s), "selected_mean": _mean(s[selected]),
-                        "selected_min": float(s[selected].min()) if selected.any() else None},
-              "settings": how.__dict__}
-    manifest = {"kind": "sft select", "counts": stats.to_dict(), "identity": stats.identity_line(),
-                "report": report, "outputs": ["selected.jsonl", "selection.parquet"],
-                "rejects": len(rejects)}
-    if rejects:
-        with open(out / "rejects.jsonl", "wb") as fh:
-            for r in rejects:
-                fh.write(r.to_json() + b"\n")
-    atomic_write(out / "manifest.json", json.dumps(manifest, indent=2, default=str).encode() + b"\n")
-    return manifest
+        return self.rules.decide(self.rules.score(batch).scores)
+
+
+@dataclass(frozen=True)
+class PickTask:
+    """The one unit of the ``select`` stage: every scored example (the parts in input order), its prompt cluster,
+    the walk by score; writes ``selected.jsonl`` and ``selection.parquet``."""
+
+    how: Selection
+    out: str
+
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        table = pa.concat_tables([pq.read_table(Path(self.out) / rel, schema=PART) for rel in unit.payload])
+        scored = table.filter(pa.compute.is_null(table.column("reason")))
+        pool = [json.loads(c) for c in scored.column("conversation").to_pylist()]
+        where = list(zip(scored.column("source").to_pylist(), scored.column("loc").to_pylist()))
+        s = np.asarray(scored.column("score").to_numpy(zero_copy_only=False), dtype=np.float64)
+        how = self.how
+        cl = clusters(minhash([turns(c, "user") for c in pool], hashes=how.hashes, seed=how.seed), bands=how.bands) \
+            if pool else np.zeros(0, dtype=np.int64)
+        order = np.lexsort((np.arange(len(pool)), -s))
+        selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster)
+        stats = Stats()
+        for r in reason[~selected]:
+            stats.filter(r)
+        stats.kept = int(selected.sum())
+        _write(staging, pool, where, s, cl, selected)
+        dropped = table.filter(pa.compute.invert(pa.compute.is_null(table.column("reason"))))
+        dropped_rows = list(zip(dropped.column("id").to_pylist(), dropped.column("source").to_pylist(),
+                                dropped.column("loc").to_pylist(), dropped.column("reason").to_pylist()))
+        _write_ledger(staging, pool, where, s, cl, selected, reason, dropped_rows)
+        sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
+        report = {"scored": len(pool), "clusters": int(len(np.unique(cl))) if len(cl) else 0,
+                  "largest_cluster": int(sizes.max()) if len(sizes) else 0,
+                  "score": {"all_mean": _mean(s), "selected_mean": _mean(s[selected]),
+                            "selected_min": float(s[selected].min()) if selected.any() else None}}
+        return UnitResult(stats=stats, outputs=[SELECTED, LEDGER_FILE], data={"report": report})
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -233,7 +321,7 @@ def _mean(x: np.ndarray) -> float | None:
 
 
 def _write(out: Path, pool, where, s, cl, selected) -> None:
-    with open(out / "selected.jsonl", "w", encoding="utf-8") as fh:
+    with open(out / SELECTED, "w", encoding="utf-8") as fh:
         for i in np.nonzero(selected)[0]:
             c = pool[i]
             rec = {"id": c["id"], "messages": [_message(m) for m in c["messages"]]}
@@ -258,7 +346,7 @@ def _write_ledger(out: Path, pool, where, s, cl, selected, reason, dropped: list
     rows += [{"id": rec_id, "source": src, "loc": loc, "score": None, "cluster": None, "cluster_size": None,
               "selected": False, "reason": why} for rec_id, src, loc, why in dropped]
     rows.sort(key=lambda r: (r["source"], r["loc"]))
-    pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), out / "selection.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=LEDGER), out / LEDGER_FILE)
 
 
 def _message(m: dict) -> dict:
@@ -278,10 +366,17 @@ def _message(m: dict) -> dict:
 
 def cmd_select(args: Any) -> int:
     from tokenmill.curate.sft_quality import SftQuality
+    from tokenmill.job.options import flag_values
 
     how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model)
+    options = JobOptions.from_settings(flag_values(args, JobOptions))
     m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
-               overwrite=args.overwrite)
+               options=options)
+    if options.dry_run:
+        from tokenmill.selection import render_plan
+
+        print(render_plan(m))
+        return 0
     r = m["report"]
     print(f"sft select: {m['counts']['kept']:,} kept of {m['counts']['input']:,} records "
           f"({r['scored']:,} scored in {r['clusters']:,} prompt clusters, largest {r['largest_cluster']}) -> {args.out}")

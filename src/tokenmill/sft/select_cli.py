@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenmill.job.options import JobOptions, add_flags
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sft-select", help="(also `tokenmill sft select`) keep the best N SFT examples, at most K "
@@ -17,5 +19,4 @@ def add_parser(sub: Any) -> None:
                    help="length (assistant words, log-scaled) or quality (classifier probability; needs --model)")
     p.add_argument("--model", help="quality model for --score quality")
     p.add_argument("--check-language", action="store_true", help="also drop prompt/response language mismatches")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start again: remove what an earlier tokenmill run wrote in --out (nothing else)")
+    add_flags(p, JobOptions, skip=("text_mode",), other="pretraining track")
