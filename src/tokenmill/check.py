@@ -51,16 +51,14 @@ def _problems_of(exc: TokenmillError) -> list[str]:
 
 
 def _shape_problems(data: Any, cfg: dict) -> list[str]:
-    """What no command could run: options of the other track. A file without ``track:``, ``inputs:`` or
-    ``out:`` is fine (the command that reads it names them); see :func:`_shape_notes`."""
-    if not isinstance(data, dict):
+    """What the file's command cannot take: the keys its options class does not declare, as ``--config`` refuses
+    them (:func:`tokenmill.job.options.command_problems`). A file without ``track:``, ``inputs:`` or ``out:`` is
+    fine (the command that reads it names them); see :func:`_shape_notes`."""
+    from tokenmill.job.options import command_problems
+
+    if not isinstance(data, dict) or cfg.get("track") is None:
         return []
-    problems = []
-    if cfg.get("track") in ("pretrain", "curate") and cfg.get("sft"):
-        problems.append(f"sft: SFT options do not apply to track: {cfg['track']}")
-    if cfg.get("track") == "sft" and cfg.get("preset"):
-        problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
-    return problems
+    return command_problems(cfg["track"], {k: v for k, v in cfg.items() if k != "track"})
 
 
 def _shape_notes(data: Any, cfg: dict) -> list[str]:

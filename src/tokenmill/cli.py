@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import ConfigError, TokenmillError, UsageError
+from tokenmill.job.options import CurateOptions, PretrainOptions, SftJobOptions
 
 DESCRIPTION = "tokenmill: raw text in, training-ready token shards out (one command, subcommands thin over the library)."
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2  # 1: data or configuration errors; 2: usage errors (as argparse)
@@ -21,34 +22,27 @@ DEFAULT_TOKENIZER_WARNING = (
 )
 
 
-def _add_run_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """The options of the two tracks: the shared job options, the tokenizer, object storage, shards, split."""
-    _add_job_options(p, out_help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix",
+def _add_run_options(p: argparse.ArgumentParser, options: type, *, skip: tuple[str, ...] = ()) -> None:
+    """The options of the two token tracks: their options class's flags, object storage for ``--out``."""
+    _add_job_options(p, options, out_help="output directory (shards, manifest.json, rejects.jsonl), or s3://bucket/prefix",
                      skip=skip)
     p.add_argument("--work-dir", metavar="DIR",
                    help="with an s3:// --out: the local directory units are staged in (default under $TOKENMILL_CACHE)")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                    help="with an s3:// --out: an fsspec/s3fs option, e.g. endpoint_url=http://localhost:9000 (repeatable)")
-    p.add_argument("--tokenizer", help="hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'")
-    p.add_argument("--shard-tokens", type=int, help="maximum tokens per shard file")
-    p.add_argument("--val-fraction", type=float, metavar="F",
-                   help="send this share of the records (whole, by a seeded hash of their content) to DIR/val/")
-    p.add_argument("--val-count", type=int, metavar="N",
-                   help="send exactly N records (those with the smallest content hashes) to DIR/val/ (two passes)")
-    p.add_argument("--val-seed", type=int, metavar="S", help="seed of the validation split's hash (default 0)")
 
 
-def _add_job_options(p: argparse.ArgumentParser, *, out_help: str, other: str = "other track",
+def _add_job_options(p: argparse.ArgumentParser, options: type, *, out_help: str, other: str = "other track",
                      skip: tuple[str, ...] = ()) -> None:
     """What every command that reads inputs and writes ``--out`` takes: the inputs, ``--out``, ``--config``,
-    the engine, and the flags of :class:`~tokenmill.job.options.JobOptions` (declared there once)."""
-    from tokenmill.job.options import JobOptions, add_flags
+    the engine, and one flag per field of its options class (:mod:`tokenmill.job.options`, declared there once)."""
+    from tokenmill.job.options import add_flags
 
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help=out_help)
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
     _add_engine_options(p)
-    add_flags(p, JobOptions, skip=skip, other=other)
+    add_flags(p, options, skip=skip, other=other)
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -75,15 +69,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="documents in plain-text inputs: one per file, line or paragraph (default auto)")
 
     p = sub.add_parser("pretrain", help="tokenize a document corpus into token shards (every token trained)")
-    _add_run_options(p)
-    p.add_argument("--preset", help="curation steps to run before tokenizing: gopher, c4, fineweb, refinedweb, "
-                                    "consent, none (join with +: consent+fineweb)")
-    p.add_argument("--robots-snapshot", metavar="PATH",
-                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
-    p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS)")
+    _add_run_options(p, PretrainOptions)
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
-    _add_run_options(p, skip=("text_mode",))
+    _add_run_options(p, SftJobOptions, skip=("text_mode",))
     p.add_argument("--chat-template",
                    help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
     p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
@@ -102,17 +91,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
-    _add_job_options(p, out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)",
-                     other="SFT track")
-    p.add_argument("--preset", help="named step list: gopher, c4, fineweb, refinedweb, dclm, consent, none "
-                                    "(join with +: consent+fineweb)")
-    p.add_argument("--robots-snapshot", metavar="PATH",
-                   help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
-    p.add_argument("--quality-model", metavar="PATH",
-                   help="model of the preset's quality step (dclm needs one: train it with `tokenmill quality train`)")
-    p.add_argument("--score-survivors-only", action="store_true",
-                   help="later steps score only the documents earlier steps kept "
-                        "(faster; funnel --set can then only tighten exactly)")
+    _add_job_options(p, CurateOptions, other="SFT track",
+                     out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
 
     p = sub.add_parser("funnel", help="recompute a run's funnel from its ledger, optionally with other thresholds")
     p.add_argument("directory", metavar="DIR")
@@ -182,21 +162,15 @@ def _version() -> str:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Pipeline file first, then CLI flags on top."""
+    """Pipeline file first, then CLI flags on top; what the command takes is what its options class declares."""
     from tokenmill.config import load_config, validate
-    from tokenmill.job.options import JobOptions, file_rules, flag_values
+    from tokenmill.job.options import COMMAND_OPTIONS, command_problems, file_rules, flag_values
 
+    options = COMMAND_OPTIONS[args.command]
     cfg: dict[str, Any] = load_config(args.config) if args.config else {}  # a bad file: ConfigError, exit 1
-    flags = {
-        "inputs": args.inputs or None, "out": args.out, "tokenizer": getattr(args, "tokenizer", None),
-        "shard_tokens": getattr(args, "shard_tokens", None),
-        "preset": getattr(args, "preset", None), "quality_model": getattr(args, "quality_model", None),
-        "robots_snapshot": getattr(args, "robots_snapshot", None),
-        "val_fraction": getattr(args, "val_fraction", None), "val_count": getattr(args, "val_count", None),
-        "val_seed": getattr(args, "val_seed", None), "eos": getattr(args, "eos", None),
-    }
-    in_file = file_rules(JobOptions)  # the job options the file may hold; the others are flags only
-    flags.update({k: v for k, v in flag_values(args, JobOptions).items() if k in in_file})
+    in_file = file_rules(options)  # the options the file may hold; the others are flags only
+    flags = {"inputs": args.inputs or None, "out": args.out,
+             **{k: v for k, v in flag_values(args, options).items() if k in in_file}}
     flags = {k: v for k, v in flags.items() if v is not None}
     try:
         flags = validate(flags, source="command line")
@@ -210,18 +184,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     documents = ("pretrain", "curate")  # a documents pipeline runs under either; its steps are checked where they run
     if cfg.get("track") not in (None, args.command) and not {cfg.get("track"), args.command} <= set(documents):
         problems.append(f"track: the pipeline file is for `tokenmill {cfg['track']}`, not `tokenmill {args.command}`")
-    if args.command == "sft" and cfg.get("preset"):
-        problems.append("preset: the presets are web-text pipelines for documents; list SFT steps under steps:")
-    if args.command == "curate" and (cfg.get("sft") or cfg.get("tokenizer")):
-        problems.append("sft/tokenizer: `tokenmill curate` writes documents, not tokens; remove them")
-    if args.command == "curate" and (cfg.get("val_fraction") is not None or cfg.get("val_count") is not None):
-        problems.append("val_fraction/val_count: `tokenmill curate` writes documents, not shards; split them off when "
-                        "tokenizing (`tokenmill pretrain DIR/documents --val-fraction F`)")
-    if args.command == "pretrain" and cfg.get("sft"):
-        problems.append("sft: SFT options do not apply to `tokenmill pretrain`")
-    if args.command != "pretrain" and cfg.get("eos"):
-        problems.append(f"eos: the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill "
-                        f"{args.command}` {'ends turns as the chat template says' if args.command == 'sft' else 'appends none'}")
+    problems += command_problems(args.command, {k: v for k, v in cfg.items() if k != "track"})
     if problems:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
     if args.command not in ("pretrain", "sft") and _is_url(cfg.get("out")):

@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from tokenmill.errors import ConfigError
-from tokenmill.job.options import JobOptions, choice, file_rules, paths
+from tokenmill.job.options import choice, file_keys, paths
 
 
 def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Callable[[Any], Any]:
@@ -62,38 +62,20 @@ def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Cal
         if positive and v <= 0:
             raise ValueError(f"expected a positive number, got {v!r}")
         return v
+
     return check
 
 
-def _fraction(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
-        raise ValueError(f"expected a fraction between 0 and 1 (exclusive), e.g. 0.05, got {v!r}")
-    return float(v)
-
-
-def _seed(v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError(f"expected a non-negative integer, got {v!r}")
-    return v
-
-
+# the file's keys: its structure, then every command's options, each declared once in its options class
+# (tokenmill.job.options: which command takes which key is which class has the field)
 TOP: dict[str, Callable[[Any], Any]] = {
     "track": choice("pretrain", "sft", "curate"),
-    "preset": _typed(str),
-    "quality_model": _typed(str),
-    "robots_snapshot": _typed(str),
     "inputs": paths,
     "out": _typed(str),
-    "tokenizer": _typed(str),
-    "eos": _typed(str),
-    **file_rules(JobOptions),  # workers, force, overwrite, unit_bytes, text_mode, exclude, skip_misrouted, limit
-    "shard_tokens": _typed(int, positive=True),
+    **file_keys(),
     "schema": _typed(dict),
     "steps": _typed(list),
     "sft": _typed(dict),
-    "val_fraction": lambda v: _fraction(v),
-    "val_count": _typed(int, positive=True),
-    "val_seed": lambda v: _seed(v),
     "engine": _typed(dict),
 }
 ENGINE: dict[str, Callable[[Any], Any]] = {

@@ -72,6 +72,24 @@ def choice(*options: str) -> Callable[[Any], Any]:
     return check
 
 
+def text(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"expected str, got {type(v).__name__} {v!r}")
+    return v
+
+
+def fraction(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+        raise ValueError(f"expected a fraction between 0 and 1 (exclusive), e.g. 0.05, got {v!r}")
+    return float(v)
+
+
+def seed(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"expected a non-negative integer, got {v!r}")
+    return v
+
+
 @dataclass(frozen=True)
 class Flag:
     """How one option is spelled and read (see the module docstring)."""
@@ -83,6 +101,7 @@ class Flag:
     cli: str | None = None  # the flag, when not ``--<name>``
     in_file: bool = True
     fingerprint: bool = True
+    parse: Callable[[str], Any] | None = None  # how the command line's string becomes the value (int, float)
 
 
 def option(default: Any, help: str, check: Callable[[Any], Any], **flag: Any) -> Any:
@@ -134,6 +153,97 @@ class JobOptions:
         return {f.name: getattr(self, f.name) for f in fields(self) if _flag(f).fingerprint}
 
 
+@dataclass(frozen=True, kw_only=True)
+class CurationOptions(JobOptions):
+    """What the commands that run curation presets add: the preset and its steps' data."""
+
+    preset: str | None = option(None, "curation steps to run: gopher, c4, fineweb, refinedweb, dclm, consent, none "
+                                "(join with +: consent+fineweb)", text, metavar="NAME")
+    robots_snapshot: str | None = option(None, "robots.txt snapshot of the crawl for the consent preset (a directory "
+                                         "of <host>.txt or a WARC)", text, metavar="PATH")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenOptions(JobOptions):
+    """What both token tracks add: the tokenizer, the shards, the validation split."""
+
+    tokenizer: str | None = option(None, "hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'", text,
+                                   metavar="SPEC")
+    shard_tokens: int | None = option(None, "maximum tokens per shard file", positive_int, metavar="N", parse=int)
+    val_fraction: float | None = option(None, "send this share of the records (whole, by a seeded hash of their "
+                                        "content) to DIR/val/", fraction, metavar="F", parse=float)
+    val_count: int | None = option(None, "send exactly N records (those with the smallest content hashes) to DIR/val/ "
+                                   "(two passes)", positive_int, metavar="N", parse=int)
+    val_seed: int | None = option(None, "seed of the validation split's hash (default 0)", seed, metavar="S", parse=int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainOptions(TokenOptions, CurationOptions):
+    """``tokenmill pretrain``."""
+
+    eos: str | None = option(None, "token appended after every document (default: the tokenizer's EOS)", text,
+                             metavar="TOKEN")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SftJobOptions(TokenOptions):
+    """``tokenmill sft`` (the masking options are the ``sft:`` section: :class:`tokenmill.sft.run.SftOptions`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurateOptions(CurationOptions):
+    """``tokenmill curate`` and ``tokenmill decontaminate``."""
+
+    quality_model: str | None = option(None, "model of the preset's quality step (dclm needs one: train it with "
+                                       "`tokenmill quality train`)", text, metavar="PATH")
+    score_survivors_only: bool = option(False, "later steps score only the documents earlier steps kept (faster; "
+                                        "funnel --set can then only tighten exactly)", boolean, kind="switch",
+                                        in_file=False)
+
+
+COMMAND_OPTIONS: dict[str, type] = {"pretrain": PretrainOptions, "sft": SftJobOptions, "curate": CurateOptions}
+# keys of a pipeline file that are not options: what to read, where to write, which command, how to read it
+STRUCTURE = ("track", "inputs", "out", "schema", "steps", "engine", "sft")
+WHY_NOT = {  # why a command takes no such option, where a reason helps more than the field's absence
+    ("sft", "preset"): "the presets are web-text pipelines for documents; list SFT steps under steps:",
+    ("curate", "tokenizer"): "`tokenmill curate` writes documents, not tokens; remove it",
+    ("curate", "shard_tokens"): "`tokenmill curate` writes documents, not tokens; remove it",
+    ("curate", "val_fraction"): "`tokenmill curate` writes documents, not shards; split them off when tokenizing "
+                                "(`tokenmill pretrain DIR/documents --val-fraction F`)",
+    ("curate", "val_count"): "`tokenmill curate` writes documents, not shards; split them off when tokenizing "
+                             "(`tokenmill pretrain DIR/documents --val-count N`)",
+    ("sft", "eos"): "the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill sft` ends turns as "
+                    "the chat template says",
+    ("curate", "eos"): "the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill curate` appends none",
+}
+
+
+def command_problems(command: str, settings: dict[str, Any]) -> list[str]:
+    """What ``tokenmill COMMAND`` cannot take among ``settings`` (a pipeline file's, checked): a key is taken
+    when it is a field of the command's options class (or a key of the file's structure), and nothing else."""
+    fields_of = {f.name for f in fields(COMMAND_OPTIONS[command])}
+    problems = []
+    for key in settings:
+        if key in fields_of or (key in STRUCTURE and key != "sft") or (key == "sft" and command == "sft"):
+            continue
+        if key == "sft":
+            problems.append(f"sft: SFT options do not apply to `tokenmill {command}`")
+            continue
+        others = [c for c, cls in COMMAND_OPTIONS.items() if key in {f.name for f in fields(cls)}]
+        why = WHY_NOT.get((command, key)) or (f"`tokenmill {command}` takes no {key}"
+                                               + (f" (an option of `tokenmill {' / '.join(others)}`)" if others else ""))
+        problems.append(f"{key}: {why}")
+    return problems
+
+
+def file_keys() -> dict[str, Callable[[Any], Any]]:
+    """Every option a pipeline file may hold, over all commands, and its check (one declaration each)."""
+    rules: dict[str, Callable[[Any], Any]] = {}
+    for cls in COMMAND_OPTIONS.values():
+        rules.update(file_rules(cls))
+    return rules
+
+
 def _flag(f: Any) -> Flag:
     return f.metadata["flag"]
 
@@ -156,7 +266,7 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ..
         elif flag.kind == "repeat":
             parser.add_argument(name, action="append", metavar=flag.metavar, help=text)
         else:
-            kind = int if f.type in ("int | None", "int") and flag.check is positive_int else None
+            kind = flag.parse or (int if f.type in ("int | None", "int") and flag.check is positive_int else None)
             parser.add_argument(name, type=kind, choices=choices, metavar=flag.metavar, help=text)
 
 
