@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import UsageError
+from tokenmill.job.options import JobOptions, add_flags, flag_values
 
 REPORT = "decontamination.json"
 
@@ -32,12 +33,7 @@ def add_parser(sub: Any) -> None:
                    help="the eval columns holding the text (default: detected per file: GSM8K, MATH, MMLU, HumanEval, MBPP)")
     p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
     p.add_argument("--min-matches", type=int, default=1, help="n-grams a document must share to be removed (default 1)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--force", action="store_true", help="process inputs the router assigns to the SFT track")
-    p.add_argument("--overwrite", action="store_true", help="delete an existing output directory first")
-    p.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
-                   help="documents in plain-text inputs")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(p, JobOptions, other="SFT track")  # the job options every command takes, declared once
 
 
 def end_eval_list(argv: list[str]) -> list[str]:
@@ -123,13 +119,22 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     _check_usage(args)
     spec = step_spec(args)
     build_step(spec, where="decontaminate").index()  # unreadable or empty eval sets stop here, before any work
-    manifest = run_curate(args.inputs, out=args.out, steps=[spec], workers=args.workers, force=args.force,
-                          workflow="decontaminate",
-                          overwrite=args.overwrite, text_mode=args.text_mode, progress=False if args.no_progress else None)
-    report = benchmark_report(manifest, spec)
+    options = JobOptions.from_settings(flag_values(args, JobOptions))
+    reports: list[dict] = []
+
+    def write_report(out: Path, manifest: dict) -> None:  # inside the run, the output still held
+        reports.append(benchmark_report(manifest, spec))
+        atomic_write(out / REPORT, (json.dumps(reports[-1], indent=2) + "\n").encode("utf-8"))
+
+    manifest = run_curate(args.inputs, out=args.out, steps=[spec], workflow="decontaminate", finish=write_report,
+                          **options.run_kwargs(), workers=options.workers)
+    if options.dry_run:
+        from tokenmill.selection import render_plan
+
+        print(render_plan(manifest))
+        return 0
     out = Path(args.out)
-    atomic_write(out / REPORT, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
-    print(render(report))
+    print(render(reports[-1]))
     print(manifest["identity"])
     if manifest.get("rejects_file"):
         print(f"rejects: {out / manifest['rejects_file']}")

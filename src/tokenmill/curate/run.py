@@ -185,6 +185,7 @@ def run_curate(
     limit: int | None = None,
     dry_run: bool = False,
     workflow: str = "curate",
+    finish: Callable[[Path, dict], Any] | None = None,
 ) -> dict:
     """Curate ``inputs`` into ``out``; return the manifest (also written to ``out/manifest.json``).
 
@@ -194,11 +195,12 @@ def run_curate(
     :class:`~tokenmill.engine.workflow.Executor` (default: the local process pool with ``workers``), e.g.
     :class:`~tokenmill.engine.ray.RayExecutor`; give one of the two. ``exclude``, ``skip_misrouted``,
     ``limit`` and ``dry_run``: :mod:`tokenmill.selection` (a dry run returns the plan and writes nothing).
-    ``workflow``: the command recorded as the output's owner (``decontaminate`` runs through here too).
+    ``workflow``: the command recorded as the output's owner (``decontaminate`` runs through here too);
+    ``finish(out, manifest)``: what the command derives from the manifest, written while the output is held.
     The run itself is :func:`tokenmill.job.run` of :func:`curate_job`.
     """
     specs = step_specs(preset, steps, quality_model=quality_model, robots_snapshot=robots_snapshot)
-    job = curate_job(specs, preset=preset, score_removed=score_removed, report=report, workflow=workflow)
+    job = curate_job(specs, preset=preset, score_removed=score_removed, report=report, workflow=workflow, finish=finish)
     options = JobOptions(workers=workers, force=force, overwrite=overwrite, unit_bytes=unit_bytes, text_mode=text_mode,
                          exclude=tuple(exclude), skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run,
                          no_progress=progress is False)
@@ -206,7 +208,7 @@ def run_curate(
 
 
 def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed: bool = True, report: bool = True,
-               workflow: str = "curate") -> Job:
+               workflow: str = "curate", finish: Callable[[Path, dict], Any] | None = None) -> Job:
     """The ``curate`` job (``workflow``: also ``decontaminate``): documents in, curated documents, the decision
     ledger, the funnel and the HTML report out; its stages are the steps' (:func:`compose`) and the ledger's."""
     built = build_steps(specs, source="steps")
@@ -239,6 +241,8 @@ def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed
                     for reason, docs in (r.data.get("samples") or {}).items():  # a report extra, any stage
                         samples.setdefault(reason, []).extend(docs)
             write_report(run.out, manifest, samples)
+        if finish is not None:
+            finish(run.out, manifest)
 
     def warm(executor: Any, inputs: Sequence[str], options: JobOptions, tokenizer: Any) -> Any:
         return start_workers(executor, built, unit_bytes=options.unit_bytes)  # workers start while inputs are routed
