@@ -51,7 +51,7 @@ def test_card_numbers_are_the_manifests_and_the_ledgers(tmp_path):
     ledger = pq.read_table(out / "ledger").to_pylist()  # the run's one table: one row per input record
     assert len(ledger) == m["counts"]["input"] and sum(d["kept"] for d in ledger) == m["counts"]["kept"]
     f = m["counts"]["filtered"]
-    assert sum(data["opt_outs"]["robots_disallowed_by_agent"].values()) == f["robots_v1:disallowed"]
+    assert sum(data["opt_outs"]["robots_disallowed_by_agent"].values()) == f["robots_v2:disallowed"]
     assert data["decontamination"] == {"gsm8k_test": f["decontaminate_v2:gsm8k_test"]}
     assert data["dedup"][0]["removed"] == f["exact_dedup_v1:duplicate"] == 1
     assert sum(data["languages"].values()) == m["counts"]["kept"] and set(card.data.language) == {"en"}
@@ -59,7 +59,7 @@ def test_card_numbers_are_the_manifests_and_the_ledgers(tmp_path):
     assert {s["source"]: s["records"] for s in data["sources"]} == {"web.jsonl": len(URLS) + 3, "more.jsonl": 3}
     assert sum(s["kept"] for s in data["sources"]) == m["counts"]["kept"]
     text = path.read_text()
-    assert "## Opt-outs honoured" in text and f"CCBot {f['robots_v1:disallowed']}" in text
+    assert "## Opt-outs honoured" in text and f"CCBot {f['robots_v2:disallowed']}" in text
 
 
 def test_tokenmill_card_rebuilds_the_same_bytes_and_refuses_a_directory_without_a_run(tmp_path, capsys):
