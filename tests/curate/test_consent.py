@@ -177,7 +177,7 @@ def test_license_detection_from_real_pages_in_a_warc(tmp_path):
     got = [r for r in pq.read_table(tmp_path / "out" / "ledger").to_pylist()]
     assert [r["license.detected"] for r in got] == ["cc-by-nc-sa-3.0", "cc-by-sa-4.0", None]  # the last: a photo credit
     assert "creativecommons.org/licenses/by-nc-sa/3.0/" in got[0]["license.evidence"]
-    assert m["counts"]["filtered"] == {"license_v1:not_allowed": 1}  # NC is not on the permissive allow-list
+    assert m["counts"]["filtered"] == {"license_v2:not_allowed": 1}  # NC is not on the permissive allow-list
 
 
 def test_license_field_wins_over_the_detected_licence(tmp_path):
@@ -189,7 +189,7 @@ def test_license_field_wins_over_the_detected_licence(tmp_path):
     assert [(r["license.label"], r["license.origin"], r["license.detected"]) for r in got] == [
         ("mit", "field", "cc-by-nc-4.0"), ("cc-by-nc-4.0", "detected", "cc-by-nc-4.0"),
         ("apache-2.0", "detected", "apache-2.0"), (None, None, None)]
-    assert [r["reason"] for r in got] == [None, "license_v1:not_allowed", None, "license_v1:unknown_license"]
+    assert [r["reason"] for r in got] == [None, "license_v2:not_allowed", None, "license_v2:unknown_license"]
 
 
 def test_machine_text_threshold_and_record_only(tmp_path):
