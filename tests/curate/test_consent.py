@@ -270,7 +270,11 @@ def test_consent_preset_on_real_warcs(shared_data, tmp_path):
     assert all(r["robots.status"] == "no_robots" for r in ledger)  # none of these hosts is in the snapshot
     from huggingface_hub import DatasetCard
 
-    assert "cc-by-sa-4.0" in DatasetCard.load(out / "datacard.md").data.license
+    card = json.loads((out / "datacard.json").read_text())
+    assert card["licences"]["cc-by-sa-4.0"] == 1 and card["license"] == "other"  # one page's licence is not the set's
+    assert DatasetCard.load(out / "datacard.md").data.license == ["other"]
+    assert card["warnings"] == [f"robots: the snapshot {ROBOTS_DIR} holds a robots.txt for none of the {len(ledger)} "
+                                "documents' hosts: nothing was judged. Give the crawl's own snapshot"]
 
 
 def test_robots_without_protego_names_the_extra(tmp_path, monkeypatch, capsys):
