@@ -7,11 +7,16 @@ published as it is; then the sources with their licences and counts, the languag
 rates, decontamination per benchmark, the opt-outs honoured (by crawler), tokens per source, the tokenizer
 and its fingerprint, the command and the pipeline.
 
-**Every number comes from the run's own records**: ``manifest.json`` (counts, funnel, sources, tokenizer,
-config) and, for what the manifest does not break down, the ledger parquet files it lists (a licence, a
-language, a benchmark or a crawler per document, counted over the rows the ledger keeps). Nothing is
-re-scored or re-derived from the documents. A document is *kept* when no ledger row of it carries a
-reason. ``datacard.json`` holds the same values as the Markdown (the Markdown is rendered from it).
+**Every number comes from the run's own records**, read by :mod:`tokenmill.report.card_ledger`:
+``manifest.json`` (counts, funnel, sources, tokenizer, config) and, for what the manifest does not break
+down, the ledger parquet files it lists (a licence, a language, a benchmark or a crawler per document,
+counted over the rows the ledger keeps). Nothing is re-scored or re-derived from the documents. A document
+is *kept* when no ledger row of it carries a reason. ``datacard.json`` holds the same values as the
+Markdown (the Markdown is rendered from it).
+
+The header's ``license`` is the one licence (nearly) every kept document states, else ``other`` with the
+counts in the body (:func:`dataset_licence`); ``warnings`` say when the robots step could judge few of the
+documents (:func:`warnings`).
 
 The command is the manifest's ``command`` when it records one, else the one the card recorded before
 (``tokenmill card`` keeps it), else this process's own command line when it is ``tokenmill``.
@@ -22,25 +27,18 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from tokenmill.base.files import atomic_write
 from tokenmill.errors import InputError
-from tokenmill.report.ledger import open_part, part_exists, read_columns, stage_parts
+from tokenmill.report.card_ledger import SourceTally, Tally, check_manifest, tally
 
 SIZE_BOUNDS = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
                (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
-COLUMNS = ("source", "loc", "reason", "license.label", "language.label", "decontaminate.benchmark",
-           "robots.blocking_agent", "robots.status", "robots.snapshot", "tdm.source")
 ONE_LICENCE = 0.95  # the share of kept documents one licence must cover to be the card's `license:`
 WARN_SHARE = 0.05  # above this share of the documents robots judged without a URL, the card warns
 
@@ -48,123 +46,6 @@ WARN_SHARE = 0.05  # above this share of the documents robots judged without a U
 def size_category(n: int) -> str:
     """The Hub's ``size_categories`` value for ``n`` examples."""
     return next((label for bound, label in SIZE_BOUNDS if n < bound), "n>1T")
-
-
-def ledger_files(out: Path, manifest: dict) -> list[list[Path]]:
-    """The ledger files a card reads, in groups whose rows are merged together: each file of the run's
-    one table (:mod:`tokenmill.report.ledger`: a record is in exactly one file) alone, else, for an older
-    run, every stage's parts together (a document's rows are spread over them)."""
-    table = (manifest.get("decision_ledger") or {}).get("files")
-    groups = [[out / rel] for rel in table] if table else \
-        [[out / rel for files in stage_parts(manifest).values() for rel in files]]
-    missing = [str(p.relative_to(out)) for g in groups for p in g if not part_exists(p)]
-    if missing:  # a card over part of the run would state false counts ("no language step ran")
-        raise InputError(f"{out}: {len(missing)} ledger file(s) that manifest.json lists are missing "
-                         f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); the card cannot count "
-                         "their documents. Restore them, or run the command again to write the output anew")
-    return groups
-
-
-def read_rows(paths: list[Path]) -> list[dict]:
-    """The rows of ``paths`` (only the columns a card counts)."""
-    rows: list[dict] = []
-    for path in paths:
-        with _readable(path):
-            rows.extend(read_columns(path, COLUMNS, present=True).to_pylist())
-    return rows
-
-
-@contextmanager
-def _readable(path: Path):
-    """A ledger file that Parquet cannot read (cut, overwritten) fails naming it, never as a traceback."""
-    try:
-        yield
-    except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{path}: the ledger file cannot be read ({exc}); it is damaged or cut. Run the command "
-                         "again to write the output anew") from None
-
-
-def read_batches(path: Path, rows: int = 8192):
-    """The rows of one ledger file (only the columns a card counts), ``rows`` at a time: a unit's file as
-    Python dicts is tens of MB at 64 MiB units, and the card needs one row at a time."""
-    with _readable(path), pq.ParquetFile(open_part(path)) as pf:
-        columns = [c for c in COLUMNS if c in pf.schema_arrow.names]
-        for batch in pf.iter_batches(batch_size=rows, columns=columns):
-            yield batch.to_pylist()
-
-
-def _final(rows: list[dict]) -> dict[tuple, dict]:
-    """One merged row per document (source, loc): every stage's columns, the first reason that removed it."""
-    docs: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row.get("source"), row.get("loc"))
-        merged = docs.setdefault(key, {})
-        for k, v in row.items():
-            if k == "reason":
-                merged["reason"] = merged.get("reason") or v
-            elif v is not None:
-                merged.setdefault(k, v)
-    return docs
-
-
-# what a card counts of a removal: (step, column, rule) -> its key in Tally.removed
-REMOVALS = {"decontamination": ("decontaminate", "decontaminate.benchmark", ""),
-            "robots": ("robots", "robots.blocking_agent", "disallowed"),
-            "tdm": ("tdm", "tdm.source", "reserved")}
-
-
-@dataclass
-class SourceTally:
-    records: int = 0
-    kept: int = 0
-    licences: Counter = field(default_factory=Counter)  # of the kept documents
-
-
-@dataclass
-class Tally:
-    """What a card counts over the ledger's documents, summed one ledger file at a time (memory: one file's
-    rows, never the run's). Counters keep the order in which values first appear, as one pass would."""
-
-    licences: Counter = field(default_factory=Counter)  # of the kept documents ("unknown" for none)
-    languages: Counter = field(default_factory=Counter)  # of the kept documents that have one
-    present: set = field(default_factory=set)  # the columns some document has a value in
-    sources: dict = field(default_factory=dict)  # source -> SourceTally, in order of first appearance
-    removed: dict = field(default_factory=lambda: {k: Counter() for k in REMOVALS})
-    robots_status: Counter = field(default_factory=Counter)
-    robots_matched: int = 0
-
-    def add(self, docs: dict[tuple, dict]) -> None:
-        """Count the merged documents of one group of ledger files (:func:`_final`)."""
-        for (source, _loc), d in docs.items():
-            self.present.update(d)
-            s = self.sources.setdefault(source, SourceTally())
-            s.records += 1
-            if not d.get("reason"):
-                label = d.get("license.label") or "unknown"
-                self.licences[label] += 1
-                s.kept += 1
-                s.licences[label] += 1
-                if d.get("language.label"):
-                    self.languages[d["language.label"]] += 1
-            reason = str(d.get("reason") or "")
-            for key, (step, column, rule) in REMOVALS.items():
-                if reason.startswith(f"{step}_v") and (not rule or reason.endswith(f":{rule}")):
-                    self.removed[key][str(d.get(column))] += 1
-            if d.get("robots.status"):
-                self.robots_status[d["robots.status"]] += 1
-                self.robots_matched += bool(d.get("robots.snapshot"))  # the snapshot had a capture of its host
-
-
-def tally(out: Path, manifest: dict) -> Tally:
-    """The card's counts over the run's ledger, one group of files at a time (:func:`ledger_files`)."""
-    acc = Tally()
-    for group in ledger_files(out, manifest):
-        if len(group) == 1:  # a file of the run's one table: each record is one row, counted a batch at a time
-            for rows in read_batches(group[0]):
-                acc.add(_final(rows))
-        else:
-            acc.add(_final(read_rows(group)))
-    return acc
 
 
 def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
@@ -377,25 +258,3 @@ def rebuild(directory: str | Path) -> Path:
         raise InputError(f"{path}: not a JSON manifest ({exc})") from None
     check_manifest(manifest, path)
     return write_datacard(directory, manifest)
-
-
-# what a card reads of a manifest, and the JSON type each must have when present
-MANIFEST_SHAPE = {"counts": dict, "funnel": dict, "sources": dict, "config": dict, "steps": list,
-                  "decision_ledger": dict, "stage_ledgers": dict, "tokenizer": dict}
-
-
-def check_manifest(manifest: Any, path: Path) -> None:
-    """A manifest the card can read: a JSON object whose parts the card reads have their types (a list, null
-    or hand-edited manifest fails here, naming the part, not as a traceback half-way through the card)."""
-    if not isinstance(manifest, dict):
-        raise InputError(f"{path}: expected a JSON object (a tokenmill run's manifest), found "
-                         f"{type(manifest).__name__ if manifest is not None else 'null'}; run the command again "
-                         "to write it anew")
-    wrong = [f"{key} ({type(manifest[key]).__name__}, expected {want.__name__})" for key, want in MANIFEST_SHAPE.items()
-             if manifest.get(key) is not None and not isinstance(manifest[key], want)]
-    files = (manifest.get("decision_ledger") or {}).get("files") if isinstance(manifest.get("decision_ledger"), dict) else None
-    if files is not None and not (isinstance(files, list) and all(isinstance(f, str) for f in files)):
-        wrong.append("decision_ledger.files (expected a list of paths)")
-    if wrong:
-        raise InputError(f"{path}: not a manifest the card can read: {', '.join(wrong)}; run the command again to "
-                         "write it anew")
