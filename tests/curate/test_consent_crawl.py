@@ -114,20 +114,22 @@ def _fails_with(tmp_path, capsys, snapshot, words: list[str]) -> None:
     assert "Traceback" not in err and all(w in err for w in words), err
 
 
-def test_a_robots_warc_cut_inside_its_gzip_data_fails_with_the_offset(tmp_path, capsys):
+@pytest.mark.parametrize("damage", ["cut", "garbled"])
+def test_a_robots_warc_damaged_inside_its_gzip_data_fails_with_the_offset(tmp_path, capsys, damage):
     whole = write_robots_warc(tmp_path / "whole.warc.gz", _captures(10)).read_bytes()
-    cut = tmp_path / "cut.warc.gz"
-    cut.write_bytes(whole[: len(whole) // 2 + 100])  # inside the sixth gzip member
-    _fails_with(tmp_path, capsys, cut, ["gzip data is damaged or cut at byte", "fetch the file again"])
+    sixth = len(write_robots_warc(tmp_path / "five.warc.gz", _captures(5)).read_bytes())  # where member 6 starts
+    bad = tmp_path / "bad.warc.gz"
+    bad.write_bytes(whole[: sixth + 100] if damage == "cut" else whole[: sixth + 20] + b"\x00" * 60 + whole[sixth + 80:])
+    _fails_with(tmp_path, capsys, bad, ["robots snapshot", "bad.warc.gz", "is damaged or cut", "fetch the file again"])
 
 
-@pytest.mark.parametrize("where, words", [(300, "is cut: 520 bytes announced"), (50, "no Content-Length")])
-def test_a_robots_warc_cut_inside_a_record_fails_with_the_record(tmp_path, capsys, where, words):
+@pytest.mark.parametrize("where", [300, 50])
+def test_a_robots_warc_cut_inside_a_record_fails_with_the_offset(tmp_path, capsys, where):
     raw = gzip.decompress(write_robots_warc(tmp_path / "whole.warc.gz", _captures(10)).read_bytes())
     starts = [i for i in range(len(raw)) if raw.startswith(b"WARC/1.0\r\n", i)]
     cut = tmp_path / "cut.warc"
     cut.write_bytes(raw[: starts[5] + where])
-    _fails_with(tmp_path, capsys, cut, [f"record cut.warc#6 (byte {starts[5]} of the uncompressed WARC)", words])
+    _fails_with(tmp_path, capsys, cut, [f"byte {starts[5]:,}", "cut", "fetch the file again"])
 
 
 @pytest.mark.parametrize("body", [b"hello, this is not a WARC\n" * 50, gzip.compress(b"not a WARC either\n" * 50, mtime=0),

@@ -41,7 +41,6 @@ said in the data card's warnings (:mod:`tokenmill.report.datacard`).
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import re
 import zlib
 from collections.abc import Mapping
@@ -245,33 +244,65 @@ def _load_warc(path: Path) -> dict[str, list[Capture]]:
     from tokenmill.io.formats import open_raw
 
     out: dict[str, list[Capture]] = {}
+    number = last = 0
     with open_raw(str(path)) as raw:
-        stream = _Checked(raw)
         try:
-            for number, record in enumerate(warc.ArchiveIterator(stream, parse_http=True), start=1):
-                _add_capture(out, record, f"{path.name}#{number}", warc.WarcRecordType.response)
-        except OSError as exc:  # fastwarc: "Invalid WARC header"
+            for number, record in enumerate(warc.ArchiveIterator(raw, parse_http=True), start=1):
+                if record.record_type == warc.WarcRecordType.response:
+                    _add_capture(out, record, f"{path.name}#{number}")
+                last = record.stream_pos
+        except OSError as exc:  # fastwarc: "Invalid WARC header", "Gzip decompression error"
+            if number:
+                raise InputError(_damaged(path, raw, last, exc)) from None
             raise InputError(f"robots snapshot {path}: not a WARC file ({exc}); give a robots.txt WARC (Common "
                              "Crawl's crawl-data/.../robotstxt/ files) or a directory of <host>.txt files") from None
-        stream.check(path)
+        _check_tail(raw, last, path)
     if not out:
         raise InputError(f"robots snapshot {path}: no robots.txt response record in it; give the robots.txt WARC "
                          "of the crawl, or a directory of <host>.txt files")
     return out
 
 
-def _add_capture(out: dict[str, list[Capture]], record: Any, where: str, response: Any) -> None:
-    if record.headers.get("Content-Length") is None:
-        raise InputError(f"robots snapshot record {where} (byte {record.stream_pos} of the uncompressed WARC) has "
-                         "no Content-Length: the file is cut inside a record header; fetch it again")
+def _check_tail(raw: Any, last: int, path: Path) -> None:
+    """fastwarc ends quietly where a file is damaged or cut: read again from the start of the last record it
+    gave (the last record alone when the file is whole) and fail where the data breaks. Gzip members are
+    decompressed to their end; an uncompressed record must hold the bytes its Content-Length announces."""
+    raw.seek(last)
+    tail = raw.read()
+    if not tail.startswith(b"\x1f\x8b"):
+        head_end = tail.find(b"\r\n\r\n")
+        announced = re.search(rb"(?im)^content-length:\s*(\d+)", tail[:head_end])
+        if head_end < 0 or not announced or len(tail) < head_end + 4 + int(announced.group(1)):
+            raise InputError(_damaged(path, raw, last, "the file ends inside a record"))
+        return
+    pos = 0
+    while pos < len(tail):
+        member, data = zlib.decompressobj(31), tail[pos:]
+        try:
+            while data and not member.eof:
+                member.decompress(data, 16 << 20)  # output bounded: the rest of the input waits in unconsumed_tail
+                data = member.unconsumed_tail
+        except zlib.error as exc:
+            raise InputError(_damaged(path, raw, last, exc)) from None
+        if not member.eof:
+            raise InputError(_damaged(path, raw, last, "the file ends inside a gzip member"))
+        pos = len(tail) - len(member.unused_data)
+
+
+def _damaged(path: Path, raw: Any, last: int, why: Any) -> str:
+    return (f"robots snapshot {path}: the data after byte {last:,} of {raw.tell():,} is damaged or cut ({why}); "
+            "every host after it would be judged without its robots.txt: fetch the file again")
+
+
+def _add_capture(out: dict[str, list[Capture]], record: Any, where: str) -> None:
+    """A robots.txt response's capture (its body read up to :data:`MAX_ROBOTS_BYTES`, and checked whole)."""
+    parts = absolute_url(str(record.headers.get("WARC-Target-URI") or "").strip("<>"))
+    if parts is None or parts.path != "/robots.txt" or not record.is_http_parsed:
+        return
     body, complete = _read_capped(record.reader, record.content_length)
     if not complete:
-        raise InputError(f"robots snapshot record {where} (byte {record.stream_pos} of the uncompressed WARC) is "
-                         f"cut: {record.content_length:,} bytes announced; fetch the file again")
-    url = str(record.headers.get("WARC-Target-URI") or "").strip("<>")
-    parts = absolute_url(url)
-    if record.record_type != response or parts is None or parts.path != "/robots.txt" or not record.is_http_parsed:
-        return
+        raise InputError(f"robots snapshot record {where} (byte {record.stream_pos:,} of the file) is cut: "
+                         f"{record.content_length:,} bytes announced; fetch the file again")
     status = record.http_headers.status_code or 0
     text = decode_robots(body) if status < 400 else None
     out.setdefault(host_key(parts.hostname), []).append(
@@ -286,30 +317,3 @@ def _read_capped(reader: Any, expected: int) -> tuple[bytes, bool]:
     while chunk := reader.read(1 << 20):
         seen += len(chunk)
     return head, seen >= expected
-
-
-class _Checked:
-    """The file as fastwarc reads it, decompressed here when it is gzip: fastwarc ends quietly at a cut gzip
-    member, and this stream remembers the error so the load can fail with where the data ends."""
-
-    def __init__(self, raw: Any):
-        self.raw, self.error = raw, None
-        magic = raw.read(2)
-        raw.seek(0)
-        self.inner = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
-
-    def read(self, n: int = -1) -> bytes:
-        try:
-            return self.inner.read(n)
-        except (OSError, EOFError, zlib.error) as exc:
-            self.error = exc
-            return b""
-
-    def tell(self) -> int:
-        return self.inner.tell()
-
-    def check(self, path: Path) -> None:
-        if self.error is not None:
-            raise InputError(f"robots snapshot {path}: the gzip data is damaged or cut at byte {self.raw.tell():,} "
-                             f"of the file, after {self.inner.tell():,} uncompressed bytes ({self.error}); every "
-                             "host after it would be judged without its robots.txt: fetch the file again")
