@@ -76,8 +76,8 @@ def test_curate_accounting_identity_with_filtered_by_step_and_rule(tmp_path):
     c = m["counts"]
     assert c["balanced"] and c["input"] == c["kept"] + sum(c["filtered"].values()) + sum(c["rejected"].values())
     assert set(c["rejected"]) == {"wrong_type", "invalid_utf8", "malformed_json"}
-    assert all(k.split(":")[0] in {"url_v1", "language_v1", "license_v1"} for k in c["filtered"])
-    assert c["filtered"]["url_v1:blocked_domain"] == 2 and c["filtered"]["license_v1:not_allowed"] >= 1
+    assert all(k.split(":")[0] in {"url_v1", "language_v1", "license_v2"} for k in c["filtered"])
+    assert c["filtered"]["url_v1:blocked_domain"] == 2 and c["filtered"]["license_v2:not_allowed"] >= 1
     ledger = read_columns(tmp_path / "out" / "steps" / "curate" / "ledger" / "unit-000000.parquet")  # packed
     docs = pq.read_table(tmp_path / "out" / "documents" / "unit-000000.parquet")
     assert ledger.num_rows == c["input"] - sum(c["rejected"].values())

@@ -36,7 +36,7 @@ def test_robots_on_real_robots_txt_files_through_curate(tmp_path):
     assert got[None]["robots.status"] == "no_url" and got[None]["kept"]
     assert got["https://gutenberg.org/ebooks/1342"]["robots.snapshot"].startswith("www.gutenberg.org.txt@")
     assert got["https://no-robots.example.org/page"]["kept"]  # default: kept, and counted by its status
-    assert m["counts"]["filtered"] == {"robots_v1:disallowed": 4, "robots_v1:unreadable": 1}
+    assert m["counts"]["filtered"] == {"robots_v2:disallowed": 4, "robots_v2:unreadable": 1}
 
 
 def test_robots_blames_the_catch_all_group_when_no_named_agent_has_its_own(tmp_path):
@@ -84,10 +84,10 @@ def test_robots_warc_snapshot_judges_by_the_crawl_date(tmp_path):
     got = {r["id"]: r for r in pq.read_table(tmp_path / "out" / "ledger").to_pylist()}
     a, b, c, d = (got[f"<urn:uuid:{i}>"] for i in range(4))
     assert a["kept"] and a["robots.snapshot"] == "robots.warc.gz#1@2023-01-01T00:00:00Z"
-    assert b["reason"] == "robots_v1:disallowed" and b["robots.blocking_agent"] == "GPTBot"
+    assert b["reason"] == "robots_v2:disallowed" and b["robots.blocking_agent"] == "GPTBot"
     assert b["robots.snapshot"] == "robots.warc.gz#2@2024-03-01T00:00:00Z"
     assert c["robots.status"] == "no_robots" and c["kept"]  # a 404 robots.txt: nothing asked
-    assert d["robots.status"] == "unreadable" and d["reason"] == "robots_v1:unreadable"  # RFC 9309: 5xx = disallow
+    assert d["robots.status"] == "unreadable" and d["reason"] == "robots_v2:unreadable"  # RFC 9309: 5xx = disallow
 
 
 def test_robots_policies_and_bad_parameters(tmp_path, capsys):
@@ -95,7 +95,7 @@ def test_robots_policies_and_bad_parameters(tmp_path, capsys):
     src = jsonl(tmp_path / "in" / "web.jsonl", rows)
     m = run_curate([str(src)], out=tmp_path / "out", workers=1, report=False,
                    steps=[{"name": "robots", "snapshot": str(ROBOTS_DIR), "missing": "remove", "unreadable": "keep"}])
-    assert m["counts"]["filtered"] == {"robots_v1:no_robots": 1}
+    assert m["counts"]["filtered"] == {"robots_v2:no_robots": 1}
     cfg = tmp_path / "p.yaml"
     for bad, words in [("{name: robots}", "snapshot: give the robots.txt snapshot"),
                        (f"{{name: robots, snapshot: {tmp_path}/none}}", "no file or directory"),
@@ -137,7 +137,7 @@ def test_tdm_optout_reads_warc_headers_and_the_html_head(tmp_path):
         r = got[f"<urn:uuid:{i}>"]
         assert (r["tdm.reserved"], r["tdm.source"], r["tdm.policy"]) == expected, TDM_PAGES[i]["url"]
         assert r["url"] == TDM_PAGES[i]["url"]  # the ledger traces each decision to its page
-    assert m["counts"]["filtered"] == {"tdm_v1:reserved": 3}
+    assert m["counts"]["filtered"] == {"tdm_v2:reserved": 3}
     docs = pq.read_table(tmp_path / "out" / "documents").to_pylist()
     meta = json.loads(docs[0]["meta"])
     assert meta["http_headers"]["tdm-reservation"] == "0" and "<title>t</title>" in meta["html_head"]
@@ -157,7 +157,7 @@ def test_tdmrep_json_in_the_snapshot_directory(tmp_path):
     got = _by_url(tmp_path / "out", rows)
     assert got["https://rep.example/news/1"]["tdm.source"] == "tdmrep.json"
     assert [got[r["url"]]["kept"] for r in rows] == [False, True, True]
-    assert m["counts"]["filtered"] == {"tdm_v1:reserved": 1}
+    assert m["counts"]["filtered"] == {"tdm_v2:reserved": 1}
 
 
 def _licence_page(name: str) -> bytes:
@@ -177,7 +177,7 @@ def test_license_detection_from_real_pages_in_a_warc(tmp_path):
     got = [r for r in pq.read_table(tmp_path / "out" / "ledger").to_pylist()]
     assert [r["license.detected"] for r in got] == ["cc-by-nc-sa-3.0", "cc-by-sa-4.0", None]  # the last: a photo credit
     assert "creativecommons.org/licenses/by-nc-sa/3.0/" in got[0]["license.evidence"]
-    assert m["counts"]["filtered"] == {"license_v1:not_allowed": 1}  # NC is not on the permissive allow-list
+    assert m["counts"]["filtered"] == {"license_v2:not_allowed": 1}  # NC is not on the permissive allow-list
 
 
 def test_license_field_wins_over_the_detected_licence(tmp_path):
@@ -189,7 +189,7 @@ def test_license_field_wins_over_the_detected_licence(tmp_path):
     assert [(r["license.label"], r["license.origin"], r["license.detected"]) for r in got] == [
         ("mit", "field", "cc-by-nc-4.0"), ("cc-by-nc-4.0", "detected", "cc-by-nc-4.0"),
         ("apache-2.0", "detected", "apache-2.0"), (None, None, None)]
-    assert [r["reason"] for r in got] == [None, "license_v1:not_allowed", None, "license_v1:unknown_license"]
+    assert [r["reason"] for r in got] == [None, "license_v2:not_allowed", None, "license_v2:unknown_license"]
 
 
 def test_machine_text_threshold_and_record_only(tmp_path):
@@ -270,7 +270,11 @@ def test_consent_preset_on_real_warcs(shared_data, tmp_path):
     assert all(r["robots.status"] == "no_robots" for r in ledger)  # none of these hosts is in the snapshot
     from huggingface_hub import DatasetCard
 
-    assert "cc-by-sa-4.0" in DatasetCard.load(out / "datacard.md").data.license
+    card = json.loads((out / "datacard.json").read_text())
+    assert card["licences"]["cc-by-sa-4.0"] == 1 and card["license"] == "other"  # one page's licence is not the set's
+    assert DatasetCard.load(out / "datacard.md").data.license == ["other"]
+    assert card["warnings"] == [f"robots: the snapshot {ROBOTS_DIR} holds a robots.txt for none of the {len(ledger)} "
+                                "documents' hosts: nothing was judged. Give the crawl's own snapshot"]
 
 
 def test_robots_without_protego_names_the_extra(tmp_path, monkeypatch, capsys):

@@ -21,7 +21,7 @@ def test_consent_preset_in_front_of_another_through_the_cli(tmp_path, capsys):
                  "--workers", "1", "--no-progress"]) == 0
     m = json.loads((out / "manifest.json").read_text())
     assert [s["name"] for s in m["config"]["steps"]][:4] == ["robots", "tdm_optout", "license", "language"]
-    assert m["counts"]["filtered"]["robots_v1:disallowed"] == 4
+    assert m["counts"]["filtered"]["robots_v2:disallowed"] == 4
     assert main(["curate", str(src), "--out", str(tmp_path / "o2"), "--preset", "consent"]) == 1
     assert "--robots-snapshot PATH" in capsys.readouterr().err
     cfg = tmp_path / "p.yaml"

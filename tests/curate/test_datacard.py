@@ -51,15 +51,15 @@ def test_card_numbers_are_the_manifests_and_the_ledgers(tmp_path):
     ledger = pq.read_table(out / "ledger").to_pylist()  # the run's one table: one row per input record
     assert len(ledger) == m["counts"]["input"] and sum(d["kept"] for d in ledger) == m["counts"]["kept"]
     f = m["counts"]["filtered"]
-    assert sum(data["opt_outs"]["robots_disallowed_by_agent"].values()) == f["robots_v1:disallowed"]
+    assert sum(data["opt_outs"]["robots_disallowed_by_agent"].values()) == f["robots_v2:disallowed"]
     assert data["decontamination"] == {"gsm8k_test": f["decontaminate_v2:gsm8k_test"]}
     assert data["dedup"][0]["removed"] == f["exact_dedup_v1:duplicate"] == 1
     assert sum(data["languages"].values()) == m["counts"]["kept"] and set(card.data.language) == {"en"}
-    assert sorted(card.data.license) == sorted(k for k in data["licences"] if k != "unknown")
+    assert card.data.license == [data["license"]] == ["other"] and len(data["licences"]) > 1  # a mix: issue 42 item 10
     assert {s["source"]: s["records"] for s in data["sources"]} == {"web.jsonl": len(URLS) + 3, "more.jsonl": 3}
     assert sum(s["kept"] for s in data["sources"]) == m["counts"]["kept"]
     text = path.read_text()
-    assert "## Opt-outs honoured" in text and f"CCBot {f['robots_v1:disallowed']}" in text
+    assert "## Opt-outs honoured" in text and f"CCBot {f['robots_v2:disallowed']}" in text
 
 
 def test_tokenmill_card_rebuilds_the_same_bytes_and_refuses_a_directory_without_a_run(tmp_path, capsys):
@@ -99,3 +99,101 @@ def test_curate_writes_its_card_with_the_command(tmp_path, monkeypatch):
     data = json.loads((out / "datacard.json").read_text())
     assert data["command"] == f"tokenmill curate {src} --out {out}"
     assert data["documents"] == json.loads((out / "manifest.json").read_text())["counts"]["kept"]
+
+
+# --- issue 42: the header's licence (item 10), warnings (items 7-8), damaged outputs (item 18) -------------
+
+
+def _licensed(tmp_path: Path, labels: list[str | None], name: str = "out") -> tuple[Path, dict]:
+    rows = [{"text": f"{ARTICLE} Item {i}.", "license": lic} for i, lic in enumerate(labels)]
+    jsonl(tmp_path / f"in-{name}" / "docs.jsonl", rows)
+    out = tmp_path / name
+    m = run_curate([str(tmp_path / f"in-{name}")], out=out, workers=1, report=False,
+                   steps=[{"name": "license", "unknown": "keep"}])
+    return out, m
+
+
+def test_the_header_licence_is_other_unless_nearly_every_document_states_one(tmp_path):
+    """2 of 40 documents stating CC BY 4.0 do not make the data set CC BY 4.0."""
+    from huggingface_hub import DatasetCard
+
+    out, _ = _licensed(tmp_path, ["cc-by-4.0", "mit"] + [None] * 38)
+    assert DatasetCard.load(out / "datacard.md").data.license == ["unknown"]  # 38 of 40 state none: 95%
+    out, _ = _licensed(tmp_path, ["cc-by-4.0"] * 2 + [None] * 18 + ["mit"] * 20, name="mixed")
+    card = (out / "datacard.md").read_text()
+    assert DatasetCard.load(out / "datacard.md").data.license == ["other"]
+    assert "no one of them covers 95% of the documents" in card and "mit 20, unknown 18, cc-by-4.0 2" in card
+    out, _ = _licensed(tmp_path, ["CC-BY-4.0"] * 39 + [None], name="one")
+    assert DatasetCard.load(out / "datacard.md").data.license == ["cc-by-4.0"]
+    assert json.loads((out / "datacard.json").read_text())["license"] == "cc-by-4.0"
+
+
+def test_the_card_warns_when_robots_could_not_ask_for_most_documents(tmp_path):
+    rows = [{"text": f"{ARTICLE} Item {i}.", "url": None} for i in range(9)]
+    rows.append({"text": ARTICLE, "url": "https://icon-icons.com/icon/cat/1"})
+    src = jsonl(tmp_path / "in" / "web.jsonl", rows)
+    out = tmp_path / "out"
+    m = run_curate([str(src)], out=out, workers=1, report=False, steps=[{"name": "robots", "snapshot": str(ROBOTS_DIR)}])
+    data = json.loads((out / "datacard.json").read_text())
+    assert data["warnings"] == ["robots: 9 of 10 documents have no URL the step could read (no_url 9, bad_url 0): "
+                                "robots.txt was not asked for them, and they were kept. Map the field holding each "
+                                "page's URL as url"]
+    assert "## Warnings" in (out / "datacard.md").read_text()
+    assert m["counts"]["filtered"] == {"robots_v2:disallowed": 1}
+
+
+def test_the_card_warns_when_the_snapshot_holds_none_of_the_hosts(tmp_path, capsys):
+    snap = tmp_path / "other-crawl"
+    snap.mkdir()
+    (snap / "elsewhere.example.txt").write_text("User-agent: *\nDisallow: /\n")
+    rows = [{"text": f"{ARTICLE} Item {i}.", "url": f"https://site{i}.example/a"} for i in range(5)]
+    src = jsonl(tmp_path / "in" / "web.jsonl", rows)
+    out = tmp_path / "out"
+    run_curate([str(src)], out=out, workers=1, report=False, steps=[{"name": "robots", "snapshot": str(snap)}])
+    warning = json.loads((out / "datacard.json").read_text())["warnings"]
+    assert warning == [f"robots: the snapshot {snap} holds a robots.txt for none of the 5 documents' hosts: nothing "
+                       "was judged. Give the crawl's own snapshot"]
+    assert main(["card", str(out)]) == 0
+    assert f"warning: {warning[0]}" in capsys.readouterr().err
+
+
+def _curated(tmp_path: Path) -> tuple[Path, dict]:
+    src, evals = _corpus(tmp_path)
+    out = tmp_path / "out"
+    return out, run_curate([str(src)], out=out, steps=_steps(evals), workers=1, report=False)
+
+
+def test_tokenmill_card_refuses_an_output_with_missing_or_damaged_ledger_files(tmp_path, capsys):
+    out, m = _curated(tmp_path)
+    before = (out / "datacard.md").read_bytes()
+    ledger = out / m["decision_ledger"]["files"][0]
+    whole = ledger.read_bytes()
+    ledger.write_bytes(whole[: len(whole) // 2])
+    assert main(["card", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "the ledger file cannot be read" in err and str(ledger) in err and "Traceback" not in err
+    ledger.unlink()
+    assert main(["card", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "1 ledger file(s) that manifest.json lists are missing (ledger/" in err
+    assert (out / "datacard.md").read_bytes() == before  # no card with false statements
+
+
+@pytest.mark.parametrize("manifest", ["[]", "null", '{"counts": [1, 2]}', '{"decision_ledger": {"files": 3}}', '"x"'])
+def test_tokenmill_card_refuses_a_manifest_that_is_not_a_run_manifest(tmp_path, capsys, manifest):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(manifest)
+    assert main(["card", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "manifest.json" in err and "Traceback" not in err and not (out / "datacard.md").exists()
+
+
+def test_the_card_says_a_step_ran_when_it_ran_even_if_it_recorded_nothing(tmp_path):
+    from tokenmill.report.datacard import card_data, render
+
+    out, m = _curated(tmp_path)
+    m = {**m, "steps": [*m["steps"], {"name": "language"}]}
+    data = card_data(out, {**m, "decision_ledger": m["decision_ledger"]})
+    data["languages"] = None  # as if the language step had left no column
+    assert "No language step ran" not in render(data) and "The language step recorded no language." in render(data)

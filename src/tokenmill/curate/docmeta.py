@@ -7,10 +7,15 @@ or malformed ``meta`` string, or a missing key all give ``None``: a step never f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
+
+from tokenmill.errors import InputError
+
+BAD_URL_SHARE = 0.05  # above this share of a batch's URLs naming no host, a URL-based step fails
 
 
 def meta_values(batch: pa.RecordBatch, *keys: str) -> list[dict[str, Any]]:
@@ -39,3 +44,16 @@ def strings(batch: pa.RecordBatch, name: str) -> list[str | None]:
     if name not in batch.schema.names:
         return [None] * batch.num_rows
     return [None if v is None else str(v) for v in batch.column(name).to_pylist()]
+
+
+def check_urls(step: str, urls: Sequence[str | None], usable: Sequence[bool]) -> None:
+    """Fail when more than :data:`BAD_URL_SHARE` of the URLs given in one batch (and at least two) name no
+    host: the input's URLs are in a form the step cannot read (or the wrong field was mapped as ``url``),
+    and a consent step that judged none of them would keep every document with nothing said. A missing URL
+    is not a bad one: a source without URLs (books, code) is judged ``no_url`` and counted, never failed."""
+    given = [u for u in urls if (u or "").strip()]
+    bad = [u for u, ok in zip(urls, usable) if (u or "").strip() and not ok]
+    if len(bad) >= 2 and len(bad) > BAD_URL_SHARE * len(given):
+        raise InputError(f"{step}: {len(bad):,} of {len(given):,} URLs in a batch name no host (e.g. {bad[0]!r}), so "
+                         f"the step cannot judge their pages; map the field that holds the page's URL as url "
+                         f"(schema: {{url: ...}}), or drop the {step} step for this input")

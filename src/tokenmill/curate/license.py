@@ -4,7 +4,9 @@ The licence string of each document (the ``license`` field the router mapped, e.
 ``meta.license``) is normalised to an SPDX-like id: lowercased, spaces and underscores to ``-``, a
 trailing ``license``/``licence`` dropped, common spellings folded (``CC BY 4.0`` -> ``cc-by-4.0``,
 ``Apache License 2.0`` -> ``apache-2.0``, ``MIT License`` -> ``mit``, ``CC0`` -> ``cc0-1.0``,
-``Public Domain`` -> ``public-domain``). A missing, empty or placeholder value (``unknown``, ``none``,
+``Public Domain`` -> ``public-domain``; licence titles and URLs as data sets write them, ``Apache License,
+Version 2.0``, ``CC0 1.0 Universal``, ``https://creativecommons.org/licenses/by/4.0/deed.en``: see
+:mod:`tokenmill.curate.license_names`). A missing, empty or placeholder value (``unknown``, ``none``,
 ``n/a``, ``other``) is *unknown*.
 
 With ``detect: true`` the step also reads the licence the page states for itself
@@ -42,7 +44,7 @@ class License:
     detect: bool = False
 
     name: ClassVar[str] = "license"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     decision_params: ClassVar[tuple] = ("allow", "unknown")
 
     def __post_init__(self) -> None:

@@ -23,9 +23,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tokenmill.curate.license_names import normalise_license
+from tokenmill.curate.license_names import cc_from_url, normalise_license
 
-_CC_URL = re.compile(r"creativecommons\.org/(licenses|publicdomain)/([a-z-]+)(?:/(\d\.\d))?", re.IGNORECASE)
 _HREF = re.compile(r"""\bhref\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
 _REL_LICENSE = re.compile(r"""\brel\s*=\s*["']?[^"'>]*\blicen[cs]e\b""", re.IGNORECASE)
 _CREDIT = re.compile(r"foto|photo|image|picture|bild|credit|caption|flickr|<img|wp-caption|getty|shutterstock",
@@ -38,17 +37,6 @@ _BADGE_SHORT = re.compile(r"\bCC[\s-]?(BY(?:[\s-](?:NC|SA|ND))*)(?:[\s-]v?(\d\.\
                           re.IGNORECASE)
 _SPDX = re.compile(r"SPDX-License-Identifier:\s*([A-Za-z0-9.+-]+)")
 _LINE = re.compile(r"[^\n]*")
-
-
-def cc_from_url(url: str) -> str | None:
-    """``https://creativecommons.org/licenses/by-nc/3.0/de/`` -> ``cc-by-nc-3.0``; None for another URL."""
-    m = _CC_URL.search(url)
-    if not m:
-        return None
-    kind, code, version = m.group(1).lower(), m.group(2).lower(), m.group(3)
-    if kind == "publicdomain":
-        return "cc0-1.0" if code == "zero" else "public-domain" if code == "mark" else None
-    return f"cc-{code}-{version}" if version else f"cc-{code}"
 
 
 def from_links(links: Any) -> tuple[str, str] | None:

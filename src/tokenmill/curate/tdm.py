@@ -8,7 +8,10 @@ Machine-readable reservations, in the order they are read (the first one found d
 2. the HTML head (``meta.html_head``, or a ``meta.html`` column of the input): ``<meta name="tdm-reservation"
    content="1">`` and ``<meta name="robots" content="... noai ...">``;
 3. the site's ``/.well-known/tdmrep.json`` when ``snapshot`` is a directory holding ``<host>.tdmrep.json``:
-   the first rule whose ``location`` (a path pattern, ``*`` any characters) matches the URL's path.
+   the first rule whose ``location`` (a path pattern, ``*`` any characters) matches the URL's path. A URL
+   without a scheme is read as ``https://`` + it, hosts and file names are compared in their ASCII
+   (punycode) form and the suffix in any case (:mod:`tokenmill.curate.url`); more than 5% of a batch's URLs
+   naming no host fail the step (:func:`tokenmill.curate.docmeta.check_urls`).
 
 ``tdm-reservation: 0`` (header, meta or tdmrep.json) is an explicit "not reserved" and stops the search.
 ``noimageai`` reserves images only and is not a reservation of the text. Statistics: ``tdm.reserved``
@@ -25,19 +28,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.curate.docmeta import meta_values, strings
+from tokenmill.curate.docmeta import check_urls, meta_values, strings
 from tokenmill.curate.robots import AI_AGENTS
 from tokenmill.curate.step import Scored
+from tokenmill.curate.url import absolute_url, host_key
 
 _META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
 _ATTR = re.compile(r"""\b(name|content)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)
 Found = tuple[bool, str | None, str | None]  # reserved, source, policy
 NOTHING: Found = (False, None, None)
+TDMREP_SUFFIX = ".tdmrep.json"
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class TdmOptout:
     _rules: Any = field(default=None, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "tdm"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     decision_params: ClassVar[tuple] = ("reserved",)
 
     def __post_init__(self) -> None:
@@ -75,7 +79,10 @@ class TdmOptout:
         self.setup()
         agents = {a.lower() for a in self.agents}
         metas = meta_values(batch, "http_headers", "html_head", "html")
-        found = [reservation(m, url, agents, self._rules) for m, url in zip(metas, strings(batch, "url"))]
+        urls = strings(batch, "url")
+        if self._rules:  # only tdmrep.json rules are looked up by URL
+            check_urls(self.name, urls, [absolute_url(u) is not None for u in urls])
+        found = [reservation(m, url, agents, self._rules) for m, url in zip(metas, urls)]
         cols = list(zip(*found)) if found else [(), (), ()]
         return Scored({"reserved": np.array(cols[0], dtype=bool), "source": pa.array(cols[1], pa.string()),
                        "policy": pa.array(cols[2], pa.string())})
@@ -136,13 +143,10 @@ def _from_html(html: Any) -> Found | None:
 
 
 def _from_tdmrep(url: str | None, rules: dict[str, list]) -> Found | None:
-    if not url or not rules:
+    parts = absolute_url(url) if rules else None
+    if parts is None:
         return None
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return None
-    host = (parts.hostname or "").lower()
+    host = host_key(parts.hostname)
     for location, flag, policy in rules.get(host) or rules.get(host.removeprefix("www.")) or []:
         if location.match(parts.path or "/"):
             return (flag == 1, "tdmrep.json" if flag == 1 else None, policy)
@@ -155,13 +159,13 @@ def load_tdmrep(snapshot: str | None) -> dict[str, list]:
     if not snapshot or not Path(snapshot).is_dir():
         return {}
     out: dict[str, list] = {}
-    for f in sorted(Path(snapshot).glob("*.tdmrep.json")):
+    for f in sorted(p for p in Path(snapshot).iterdir() if p.name.lower().endswith(TDMREP_SUFFIX) and p.is_file()):
         try:
             doc = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError):
             continue
         rules = [_rule(r) for r in doc if isinstance(r, dict)] if isinstance(doc, list) else []
-        out[f.name.removesuffix(".tdmrep.json").lower()] = [r for r in rules if r is not None]
+        out[host_key(f.name[: -len(TDMREP_SUFFIX)])] = [r for r in rules if r is not None]
     return out
 
 

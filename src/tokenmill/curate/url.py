@@ -27,6 +27,10 @@ whatever its URL holds.
 
 Everything is vectorised over the batch (Arrow regular expressions, ``index_in`` against the lists,
 one lookup per host label level).
+
+:func:`absolute_url` and :func:`host_key` are the one reading of a document's URL and host that the
+consent steps (``robots``, ``tdm_optout``) share: a URL without a scheme is taken as the crawl fetched it,
+and a host is compared in its ASCII (punycode) form.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import SplitResult, urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +56,49 @@ URL_RE = (r"^(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/?#\s]*@)?(?:www\.)?(?P<host>[^:/?#
 _LABEL = r"[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?"
 HOST_RE = rf"^(?:{_LABEL}\.)+\p{{L}}(?:[\p{{L}}\p{{N}}-]*[\p{{L}}\p{{N}}])?$|^\d{{1,3}}(?:\.\d{{1,3}}){{3}}$"
 POLICIES = ("keep", "remove")
+_HAS_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
+_OTHER_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*:(?![0-9])", re.IGNORECASE)  # mailto:, javascript: (not host:port)
+_PY_LABEL = r"[^\W_](?:[\w-]*[^\W_])?"
+_PY_HOST = re.compile(rf"^(?:{_PY_LABEL}\.)+{_PY_LABEL}$|^localhost$|^[0-9a-f]*:[0-9a-f:.]*$")  # a name, IPv4, IPv6
+
+
+def absolute_url(url: str | None) -> SplitResult | None:
+    """``url`` split into its parts, with a scheme; None when it names no host.
+
+    A URL without a scheme (Dolma's ``metadata.url``, Common Crawl index exports: ``example.com/page``, or
+    ``//example.com/page``) is read as ``https://`` + it, the scheme crawlers try first; the host and path,
+    which is all a robots.txt or tdmrep.json rule reads, are the same under ``http``. ``mailto:``,
+    ``javascript:`` and other non-web schemes, and strings whose host is not a host name (one word, spaces,
+    empty labels, a bad port), name no host.
+    """
+    s = (url or "").strip()
+    if not s:
+        return None
+    if s.startswith("//"):
+        s = "https:" + s
+    elif not _HAS_SCHEME.match(s):
+        if _OTHER_SCHEME.match(s):
+            return None
+        s = "https://" + s
+    try:
+        parts = urlsplit(s)
+        host, _ = parts.hostname, parts.port  # .port raises on a port that is not a number
+    except ValueError:
+        return None
+    return parts if host and _PY_HOST.match(host.rstrip(".")) else None
+
+
+def host_key(host: str) -> str:
+    """A host name as snapshots and lists are keyed: lowercase, no trailing dot, internationalised names in
+    their ASCII form (``bücher.example`` -> ``xn--bcher-kva.example``, the name DNS and crawlers use), so a
+    page's host and a snapshot's file name match whichever of the two forms each was written in."""
+    h = host.strip().rstrip(".").lower()
+    if h.isascii():
+        return h
+    try:
+        return h.encode("idna").decode("ascii")
+    except UnicodeError:  # a label IDNA refuses (too long, forbidden characters): compared as written
+        return h
 
 
 def read_list(path: str | Path) -> list[str]:

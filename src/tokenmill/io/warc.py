@@ -20,6 +20,7 @@ from typing import Any
 from tokenmill._extras import require
 from tokenmill.io.base import RawBatch, WorkUnit
 from tokenmill.io.formats import READ_ERRORS, open_raw
+from tokenmill.io.htmlmeta import decode_html, html_head, licence_links
 from tokenmill.io.rows import RowBatcher
 
 
@@ -74,33 +75,33 @@ def _response(record: Any, number: int, out: RowBatcher) -> None:
         out.skip("warc_not_html")
         return
     row = _base_row(record)
-    body = record.reader.read()
-    row["text"] = html_to_text(body)
+    html = decode_html(record.reader.read())  # once, for the text and the context
+    row["text"] = _extract(html)
     if not row["text"].strip():
         detail = f"{out.source} record {number} ({row['url']}): no text left after HTML extraction"
         out.reject(number, "empty_text", detail, raw={"id": row["id"], "url": row["url"]})
         return
-    row.update(page_context(record.http_headers, body))
+    row.update(page_context(record.http_headers, html))
     out.add(row, number)
 
 
-def page_context(http_headers: Any, body: bytes) -> dict[str, Any]:
-    """What the consent steps read of a response besides its text: headers, ``<head>``, licence links."""
-    from tokenmill.io.htmlmeta import html_head, licence_links
-
+def page_context(http_headers: Any, html: str) -> dict[str, Any]:
+    """What the consent steps read of a response besides its text: headers, ``<head>``, licence links
+    (``html`` decoded by :func:`tokenmill.io.htmlmeta.decode_html`, UTF-16 and UTF-32 pages included)."""
     headers: dict[str, str] = {}
     for name, value in http_headers.items():
         key = str(name).strip().lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else str(value)
-    html = body.decode("utf-8", errors="replace")
     return {"http_headers": headers, "html_head": html_head(html), "html_links": licence_links(html)}
 
 
 def html_to_text(body: bytes) -> str:
     """The main content of an HTML page as plain text, whatever its encoding."""
-    encoding = require("resiliparse.parse.encoding", "warc", "decode HTML")
+    return _extract(decode_html(body))
+
+
+def _extract(html: str) -> str:
     html2text = require("resiliparse.extract.html2text", "warc", "extract text from HTML")
-    html = encoding.bytes_to_str(body, encoding.detect_encoding(body))
     return html2text.extract_plain_text(html, main_content=True)
 
 

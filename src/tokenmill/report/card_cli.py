@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
 
 
@@ -17,4 +19,6 @@ def cmd_card(args: argparse.Namespace) -> int:
 
     path = rebuild(args.directory)
     print(f"data card: {path} and {path.with_suffix('.json')}")
+    for warning in json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

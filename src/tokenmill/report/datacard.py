@@ -7,11 +7,16 @@ published as it is; then the sources with their licences and counts, the languag
 rates, decontamination per benchmark, the opt-outs honoured (by crawler), tokens per source, the tokenizer
 and its fingerprint, the command and the pipeline.
 
-**Every number comes from the run's own records**: ``manifest.json`` (counts, funnel, sources, tokenizer,
-config) and, for what the manifest does not break down, the ledger parquet files it lists (a licence, a
-language, a benchmark or a crawler per document, counted over the rows the ledger keeps). Nothing is
-re-scored or re-derived from the documents. A document is *kept* when no ledger row of it carries a
-reason. ``datacard.json`` holds the same values as the Markdown (the Markdown is rendered from it).
+**Every number comes from the run's own records**, read by :mod:`tokenmill.report.card_ledger`:
+``manifest.json`` (counts, funnel, sources, tokenizer, config) and, for what the manifest does not break
+down, the ledger parquet files it lists (a licence, a language, a benchmark or a crawler per document,
+counted over the rows the ledger keeps). Nothing is re-scored or re-derived from the documents. A document
+is *kept* when no ledger row of it carries a reason. ``datacard.json`` holds the same values as the
+Markdown (the Markdown is rendered from it).
+
+The header's ``license`` is the one licence (nearly) every kept document states, else ``other`` with the
+counts in the body (:func:`dataset_licence`); ``warnings`` say when the robots step could judge few of the
+documents (:func:`warnings`).
 
 The command is the manifest's ``command`` when it records one, else the one the card recorded before
 (``tokenmill card`` keeps it), else this process's own command line when it is ``tokenmill``.
@@ -22,8 +27,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +34,13 @@ import yaml
 
 from tokenmill.base.files import atomic_write
 from tokenmill.errors import InputError
-from tokenmill.report.ledger import read_columns
+from tokenmill.report.card_ledger import SourceTally, Tally, check_manifest, tally
 
 SIZE_BOUNDS = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
                (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
-COLUMNS = ("source", "loc", "reason", "license.label", "language.label", "decontaminate.benchmark",
-           "robots.blocking_agent", "robots.status", "tdm.source")
+ONE_LICENCE = 0.95  # the share of kept documents one licence must cover to be the card's `license:`
+WARN_SHARE = 0.05  # above this share of the documents robots judged without a URL, the card warns
 
 
 def size_category(n: int) -> str:
@@ -45,122 +48,13 @@ def size_category(n: int) -> str:
     return next((label for bound, label in SIZE_BOUNDS if n < bound), "n>1T")
 
 
-def ledger_files(out: Path, manifest: dict) -> list[list[Path]]:
-    """The ledger files a card reads, in groups whose rows are merged together: each file of the run's
-    one table (:mod:`tokenmill.report.ledger`: a record is in exactly one file) alone, else, for an older
-    run, every stage's parts together (a document's rows are spread over them)."""
-    from tokenmill.report.ledger import stage_parts
-
-    table = (manifest.get("decision_ledger") or {}).get("files")
-    if table:
-        return [[out / rel] for rel in table]
-    return [[out / rel for files in stage_parts(manifest).values() for rel in files]]
-
-
-def read_rows(paths: list[Path]) -> list[dict]:
-    """The rows of ``paths`` (only the columns a card counts)."""
-    from tokenmill.report.ledger import part_exists
-
-    rows: list[dict] = []
-    for path in paths:
-        if not part_exists(path):
-            continue
-        rows.extend(read_columns(path, COLUMNS, present=True).to_pylist())
-    return rows
-
-
-def read_batches(path: Path, rows: int = 8192):
-    """The rows of one ledger file (only the columns a card counts), ``rows`` at a time: a unit's file as
-    Python dicts is tens of MB at 64 MiB units, and the card needs one row at a time."""
-    import pyarrow.parquet as pq
-
-    from tokenmill.report.ledger import open_part, part_exists
-
-    if not part_exists(path):
-        return
-    with pq.ParquetFile(open_part(path)) as pf:
-        columns = [c for c in COLUMNS if c in pf.schema_arrow.names]
-        for batch in pf.iter_batches(batch_size=rows, columns=columns):
-            yield batch.to_pylist()
-
-
-def _final(rows: list[dict]) -> dict[tuple, dict]:
-    """One merged row per document (source, loc): every stage's columns, the first reason that removed it."""
-    docs: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row.get("source"), row.get("loc"))
-        merged = docs.setdefault(key, {})
-        for k, v in row.items():
-            if k == "reason":
-                merged["reason"] = merged.get("reason") or v
-            elif v is not None:
-                merged.setdefault(k, v)
-    return docs
-
-
-# what a card counts of a removal: (step, column, rule) -> its key in Tally.removed
-REMOVALS = {"decontamination": ("decontaminate", "decontaminate.benchmark", ""),
-            "robots": ("robots", "robots.blocking_agent", "disallowed"),
-            "tdm": ("tdm", "tdm.source", "reserved")}
-
-
-@dataclass
-class SourceTally:
-    records: int = 0
-    kept: int = 0
-    licences: Counter = field(default_factory=Counter)  # of the kept documents
-
-
-@dataclass
-class Tally:
-    """What a card counts over the ledger's documents, summed one ledger file at a time (memory: one file's
-    rows, never the run's). Counters keep the order in which values first appear, as one pass would."""
-
-    licences: Counter = field(default_factory=Counter)  # of the kept documents ("unknown" for none)
-    languages: Counter = field(default_factory=Counter)  # of the kept documents that have one
-    present: set = field(default_factory=set)  # the columns some document has a value in
-    sources: dict = field(default_factory=dict)  # source -> SourceTally, in order of first appearance
-    removed: dict = field(default_factory=lambda: {k: Counter() for k in REMOVALS})
-    robots_status: Counter = field(default_factory=Counter)
-
-    def add(self, docs: dict[tuple, dict]) -> None:
-        """Count the merged documents of one group of ledger files (:func:`_final`)."""
-        for (source, _loc), d in docs.items():
-            self.present.update(d)
-            s = self.sources.setdefault(source, SourceTally())
-            s.records += 1
-            if not d.get("reason"):
-                label = d.get("license.label") or "unknown"
-                self.licences[label] += 1
-                s.kept += 1
-                s.licences[label] += 1
-                if d.get("language.label"):
-                    self.languages[d["language.label"]] += 1
-            reason = str(d.get("reason") or "")
-            for key, (step, column, rule) in REMOVALS.items():
-                if reason.startswith(f"{step}_v") and (not rule or reason.endswith(f":{rule}")):
-                    self.removed[key][str(d.get(column))] += 1
-            if d.get("robots.status"):
-                self.robots_status[d["robots.status"]] += 1
-
-
-def tally(out: Path, manifest: dict) -> Tally:
-    """The card's counts over the run's ledger, one group of files at a time (:func:`ledger_files`)."""
-    acc = Tally()
-    for group in ledger_files(out, manifest):
-        if len(group) == 1:  # a file of the run's one table: each record is one row, counted a batch at a time
-            for rows in read_batches(group[0]):
-                acc.add(_final(rows))
-        else:
-            acc.add(_final(read_rows(group)))
-    return acc
-
-
 def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
     """The data card's values, read from ``manifest`` and the ledger files under ``out``."""
     out = Path(out)
     t = tally(out, manifest)
     counts = manifest.get("counts") or {}
+    ran = {str(s.get("name")) for s in manifest.get("steps") or [] if isinstance(s, dict)}
+    licences = dict(t.licences.most_common()) if "license.label" in t.present else None
     return {
         "track": manifest.get("track"),
         "documents": counts.get("kept", 0),
@@ -168,8 +62,11 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
         "rejected": sum((counts.get("rejected") or {}).values()),
         "tokens": counts.get("tokens", 0),
         "sources": _sources(manifest, t),
-        "licences": dict(t.licences.most_common()) if "license.label" in t.present else None,
+        "license": dataset_licence(licences),
+        "licences": licences,
         "languages": dict(t.languages.most_common()) if "language.label" in t.present else None,
+        "steps_ran": sorted(ran & {"license", "language", "robots"}),
+        "warnings": warnings(t, manifest),
         "funnel": [{k: r.get(k) for k in ("step", "reached", "removed", "left")} | {"rules": r.get("rules", {})}
                    for r in (manifest.get("funnel") or {}).get("rows", [])],
         "dedup": [{"step": r["step"], "reached": r["reached"], "removed": r["removed"],
@@ -224,12 +121,43 @@ def _command(out: Path, manifest: dict) -> str | None:
     return None
 
 
+def warnings(t: Tally, manifest: dict) -> list[str]:
+    """What a reader of the card must know before trusting its opt-out counts: the robots step could not ask
+    robots.txt for many of the documents (no URL, or one naming no host), or its snapshot held none of
+    their hosts (a wrong or empty snapshot: nothing was judged)."""
+    judged = sum(t.robots_status.values())
+    out = []
+    unasked = t.robots_status["no_url"] + t.robots_status["bad_url"]
+    if judged and unasked > WARN_SHARE * judged:
+        out.append(f"robots: {unasked:,} of {judged:,} documents have no URL the step could read (no_url "
+                   f"{t.robots_status['no_url']:,}, bad_url {t.robots_status['bad_url']:,}): robots.txt was not asked "
+                   "for them, and they were kept. Map the field holding each page's URL as url")
+    if judged > unasked and not t.robots_matched:
+        snapshot = next((s.get("params", {}).get("snapshot") for s in manifest.get("steps") or []
+                         if isinstance(s, dict) and s.get("name") == "robots"), None)
+        out.append(f"robots: the snapshot{f' {snapshot}' if snapshot else ''} holds a robots.txt for none of the "
+                   f"{judged - unasked:,} documents' hosts: nothing was judged. Give the crawl's own snapshot")
+    return out
+
+
+def dataset_licence(licences: dict | None) -> str:
+    """The data set's licence for the card's header: the one licence that (nearly) every kept document states
+    (at least :data:`ONE_LICENCE` of them; ``unknown`` when that many state none), else ``other``: a mix,
+    whose counts the card's body gives. Never the licence of a few documents."""
+    total = sum((licences or {}).values())
+    if not total:
+        return "unknown"
+    label, n = max(licences.items(), key=lambda kv: kv[1])
+    if n < ONE_LICENCE * total:
+        return "other"
+    return HF_LICENCES.get(label, label)
+
+
 HF_LICENCES = {"public-domain": "other"}
 
 
 def _header(data: dict) -> dict:
-    licences = [HF_LICENCES.get(k, k) for k in data["licences"] or {} if k != "unknown"] or ["unknown"]
-    return {"license": sorted(set(licences)), "language": sorted(data["languages"] or {}) or None,
+    return {"license": [data["license"]], "language": sorted(data["languages"] or {}) or None,
             "size_categories": [size_category(data["documents"])],
             "source_datasets": [s["source"] for s in data["sources"]] or ["original"],
             "pretty_name": f"tokenmill {data['track']} output", "tags": ["tokenmill", str(data["track"])]}
@@ -245,8 +173,10 @@ def render(data: dict) -> str:
              "\n## Sources\n", _table(["source", "records", "kept", "tokens", "licences (kept)"],
                                       [[s["source"], s["records"], s["kept"], s["tokens"] if s["tokens"] is not None else "",
                                         _pairs(s["licences"])] for s in data["sources"]]),
-             "\n## Licences\n", _known(data["licences"], "No licence step ran: the licences are not known."),
-             "\n## Languages\n", _known(data["languages"], "No language step ran."),
+             *_warnings(data["warnings"]),
+             "\n## Licences\n", _licence_text(data),
+             "\n## Languages\n", _known(data["languages"], "No language step ran." if "language" not in data["steps_ran"]
+                                          else "The language step recorded no language."),
              "\n## Funnel\n", _table(["step", "reached", "removed", "left", "rules"],
                                      [[r["step"], r["reached"], r["removed"], r["left"], _pairs(r["rules"])]
                                       for r in data["funnel"]]) or "No curation steps ran.",
@@ -260,6 +190,20 @@ def render(data: dict) -> str:
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
              "\nPipeline:\n\n```yaml\n" + yaml.safe_dump(data["pipeline"], sort_keys=False, allow_unicode=True) + "```\n"]
     return "\n".join(parts)
+
+
+def _warnings(found: list[str]) -> list[str]:
+    return ["\n## Warnings\n", "\n".join(f"- {w}" for w in found)] if found else []
+
+
+def _licence_text(data: dict) -> str:
+    ran = "license" in data["steps_ran"]
+    counts = _known(data["licences"], "The licence step recorded no licence." if ran
+                    else "No licence step ran: the licences are not known.")
+    if data["license"] != "other" or not data["licences"]:
+        return counts
+    return (f"The kept documents state {len(data['licences'])} licences (`unknown`: none stated) and no one of them "
+            f"covers {ONE_LICENCE:.0%} of the documents, so the header says `license: other`. Per licence: {counts}")
 
 
 def _known(d: dict | None, absent: str) -> str:
@@ -282,7 +226,7 @@ def _table(head: list[str], rows: list[list]) -> str:
 
 def _opt_outs(o: dict) -> str:
     lines = [f"robots.txt disallowed, by crawler: {_pairs(o['robots_disallowed_by_agent']) or 'none'}",
-             f"robots.txt status of every document: {_pairs(o['robots_status']) or 'no robots step ran'}",
+             f"robots.txt status of every document: {_pairs(o['robots_status']) or 'none recorded'}",
              f"TDM reservations, by where they were read: {_pairs(o['tdm_reserved_by_source']) or 'none'}"]
     return "\n".join(f"- {line}" for line in lines)
 
@@ -312,4 +256,5 @@ def rebuild(directory: str | Path) -> Path:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise InputError(f"{path}: not a JSON manifest ({exc})") from None
+    check_manifest(manifest, path)
     return write_datacard(directory, manifest)

@@ -33,7 +33,9 @@ SNAP = "$SNAPSHOT"
 ROBOTS = {"example.com.txt": "User-agent: GPTBot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\nAllow: /private/ok$\n",
           "shop.example.txt": "User-agent: CCBot\nUser-agent: Google-Extended\nDisallow: /*.html$\n",
           "open.example.txt": "User-agent: *\nDisallow:\n",
-          "broken.example.txt": "<!DOCTYPE html><html><body>Not found</body></html>"}
+          "broken.example.txt": "<!DOCTYPE html><html><body>Not found</body></html>",
+          "xn--bcher-kva.example.txt": "User-agent: *\nDisallow: /\n",  # bücher.example
+          "MÜNCHEN.EXAMPLE.TXT": "User-agent: *\nDisallow: /\n"}
 TDMREP = {"rep.example.tdmrep.json": json.dumps([{"location": "/free/*", "tdm-reservation": 0},
                                                 {"location": "/*", "tdm-reservation": 1,
                                                  "tdm-policy": "https://rep.example/policy.json"}])}
@@ -58,7 +60,11 @@ def robots_cases() -> Iterator[tuple]:
     yield "robots", p, _doc("https://broken.example/"), "unreadable", "an HTML page served as robots.txt"
     yield "robots", {**p, "unreadable": "keep"}, _doc("https://broken.example/"), None, "policy keep"
     yield "robots", p, _doc(None), None, "no URL"
-    yield "robots", p, _doc("not a url"), None, "garbage URL: no host"
+    yield "robots", p, _doc("not a url"), None, "garbage URL: no host (bad_url)"
+    yield "robots", p, _doc("example.com/a"), "disallowed", "no scheme: read as https://example.com/a"
+    yield "robots", p, _doc("//shop.example/p/1.html"), "disallowed", "scheme-relative URL"
+    yield "robots", p, _doc("https://bücher.example/x"), "disallowed", "IDN host, punycode file name"
+    yield "robots", p, _doc("https://xn--mnchen-3ya.example/x"), "disallowed", "punycode host, IDN file name"
 
 
 def tdm_cases() -> Iterator[tuple]:
@@ -77,6 +83,7 @@ def tdm_cases() -> Iterator[tuple]:
     yield t, {}, _doc(meta={"html_head": '<meta name="robots" content="noindex">'}), None, "noindex is not noai"
     yield t, {"snapshot": SNAP}, _doc("https://rep.example/news/1"), "reserved", "tdmrep.json rule"
     yield t, {"snapshot": SNAP}, _doc("https://rep.example/free/1"), None, "tdmrep.json first rule: 0"
+    yield t, {"snapshot": SNAP}, _doc("rep.example/news/1"), "reserved", "tdmrep.json rule, URL without a scheme"
     yield t, {"reserved": "keep"}, _doc(meta={"http_headers": {"tdm-reservation": "1"}}), None, "record only"
     yield t, {}, _doc(), None, "no meta at all"
 
