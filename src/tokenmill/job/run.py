@@ -25,6 +25,7 @@ tokenmill's commit protocol (staging, rename, marker, fingerprint).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job.driver import hold_job, holding, job_fingerprint, pick_executor, resolve_out, stage_progress
 from tokenmill.job.inputs import Inputs, plan_inputs
 from tokenmill.job.options import JobOptions
+from tokenmill.report.datacard import card_data, write_datacard
 from tokenmill.report.manifest import peak_rss_mb, step_seconds, write_manifest
 from tokenmill.report.rejects import merge_rejects
 
@@ -194,11 +196,14 @@ def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor:
         "skipped_inputs": this.inputs.walk_skipped,  # what the directory walks left out, and why
     }
     manifest.update(this.job.report(this, results, manifest))
+    card = card_data(this.out, manifest) if this.job.card else None
+    if card and card.get("warnings"):  # what the card warns of is said where the user looks: manifest, stderr
+        manifest["warnings"] = card["warnings"]
+        for warning in card["warnings"]:
+            print(f"warning: {warning}", file=sys.stderr)
     write_manifest(this.out, manifest)
-    if this.job.card:
-        from tokenmill.report.datacard import write_datacard  # report sits above the job layer's imports
-
-        write_datacard(this.out, manifest)
+    if card is not None:
+        write_datacard(this.out, manifest, card)
     if this.job.after is not None:
         this.job.after(this, manifest, results)
     this.manifest = manifest

@@ -184,7 +184,7 @@ def render(data: dict) -> str:
                                             [[d["step"], d["reached"], d["removed"], f"{d['rate']:.2%}"]
                                              for d in data["dedup"]]) or "No dedup step ran.",
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
-             "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"]),
+             "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
@@ -224,9 +224,10 @@ def _table(head: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _opt_outs(o: dict) -> str:
+def _opt_outs(o: dict, ran: bool) -> str:
+    unknown = "none recorded" if ran else "no robots step ran"  # a step that ran is never called absent
     lines = [f"robots.txt disallowed, by crawler: {_pairs(o['robots_disallowed_by_agent']) or 'none'}",
-             f"robots.txt status of every document: {_pairs(o['robots_status']) or 'none recorded'}",
+             f"robots.txt status of every document: {_pairs(o['robots_status']) or unknown}",
              f"TDM reservations, by where they were read: {_pairs(o['tdm_reserved_by_source']) or 'none'}"]
     return "\n".join(f"- {line}" for line in lines)
 
@@ -237,10 +238,11 @@ def _tokenizer_text(t: dict | None) -> str:
     return f"`{t['name']}` (backend {t['backend']}, vocabulary {t['vocab_size']:,}), fingerprint `{t['fingerprint']}`."
 
 
-def write_datacard(out: str | Path, manifest: dict) -> Path:
-    """Write ``out/datacard.json`` and ``out/datacard.md``; return the Markdown's path."""
+def write_datacard(out: str | Path, manifest: dict, data: dict | None = None) -> Path:
+    """Write ``out/datacard.json`` and ``out/datacard.md`` (from ``data``, the card already read, when given);
+    return the Markdown's path."""
     out = Path(out)
-    data = card_data(out, manifest)
+    data = card_data(out, manifest) if data is None else data
     atomic_write(out / "datacard.json", json.dumps(data, indent=2, default=str).encode() + b"\n")
     atomic_write(out / "datacard.md", render(data).encode())
     return out / "datacard.md"
