@@ -126,7 +126,10 @@ class RecipeDataset:
         return self.recipe.phases[self.blend.phase_of(int(k))]
 
     def phase_at_step(self, step: int) -> Phase:
-        """The phase of optimizer step ``step`` (steps of the recipe's global batch)."""
+        """The phase of optimizer step ``step`` (steps of the recipe's global batch, from 0; a step past the
+        end, as a loader with a smaller batch counts them, is in the last phase)."""
+        if int(step) < 0:
+            raise ConfigError(f"step {step}: steps count from 0 (the recipe has {self.recipe.total_steps:,})")
         return self.phase_of(min(int(step) * self.recipe.global_batch, len(self) - 1))
 
     def source_of(self, k: int) -> str:
