@@ -12,8 +12,9 @@ through to a step that never scored them are counted as ``unscored`` and kept, a
 A step names its decision parameters (``decision_params``: thresholds ``decide`` reads); changing any
 other parameter changes its scores (``fineweb.short_line_length`` changes which lines are short), and is
 refused naming the ones that replay (rerun instead); a step that names none replays nothing. Of the
-corpus steps only a quality step's ``top_fraction`` replays (a new percentile of the scores in its ledger, by the run's own histogram rule,
-over the documents that now reach it); a dedup decision needs the text, and is refused.
+corpus steps only a quality step's ``top_fraction`` replays (a new percentile of the scores in its
+ledger, by the run's own histogram rule, over the documents that now reach it); a dedup decision needs
+the text, and is refused.
 """
 
 from __future__ import annotations
