@@ -62,14 +62,15 @@ def read_text(path: str | Path, *, what: str) -> str:
     return decode(data, where=str(p), what=what)
 
 
-def decode(data: bytes, *, where: str, what: str) -> str:
-    """``data`` as UTF-8; a ``ConfigError`` naming the first byte that is not, and its offset."""
+def decode(data: bytes, *, where: str, what: str, error: type[Exception] = ConfigError) -> str:
+    """``data`` as UTF-8; an ``error`` (a chat template's is a ``TemplateError``) naming the first byte
+    that is not, and its offset."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start:exc.end]
-        raise ConfigError(f"{where}: the {what} is not UTF-8 text (byte offset {exc.start}: {bad!r}); "
-                          f"save it as UTF-8") from None
+        raise error(f"{where}: the {what} is not UTF-8 text (byte offset {exc.start}: {bad!r}); "
+                    f"save it as UTF-8") from None
 
 
 def load_yaml(text: str, *, where: str) -> Any:
