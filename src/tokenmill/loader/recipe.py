@@ -99,7 +99,7 @@ PHASE_KEYS = {"name", "share", "tokens", "steps", "weights", "seq_len", "ignore_
 
 # Bounds of every number (docs/recipes.md, "Bounds"): past them a run cannot be served or planned in
 # reasonable time and memory (a plan reads the packing plan of every sample: O(samples)), or a typo is
-# far likelier than intent (the largest published runs draw ~4e13 tokens, Fu et al. upsample by <= 10).
+# far likelier than intent (the largest published runs draw ~4e13 tokens; a factor of 1e9 asked 4 TiB).
 MAX_TOKENS = 10 ** 14
 MAX_SAMPLES = 1 << 36  # steps x global batch of the whole run
 MAX_EPOCHS = 1_000_000
