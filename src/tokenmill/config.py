@@ -47,8 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from tokenmill.base.yamlsafe import load_yaml_file
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import choice, file_keys, paths
 
@@ -173,13 +172,5 @@ def load_config(path: str | Path) -> dict:
 
 def read_config(path: str | Path) -> Any:
     """The parsed YAML document of a pipeline file (not yet validated); ``ConfigError`` when unreadable."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the pipeline file ({exc.strerror})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from exc
+    data = load_yaml_file(path, what="pipeline file")  # duplicate keys, alias bombs, non-UTF-8 refused
     return data or {}

@@ -84,3 +84,44 @@ def test_funnel_min_stop_words_equals_rerun(tmp_path):
     rerun = run_curate([str(src)], out=tmp_path / "b", workers=1, report=False,
                        steps=[steps[0], {"name": "gopher_quality", "min_stop_words": 3}])
     assert _counts(replayed) == _counts(rerun["funnel"])
+
+
+FINEWEB = [{"name": "fineweb"}]
+
+
+@pytest.mark.skipif(bool(missing_steps(FINEWEB)), reason=f"steps not in this installation: {missing_steps(FINEWEB)}")
+def test_a_parameter_that_changes_the_scores_is_refused_naming_those_that_replay(tmp_path, capsys):
+    src = write_corpus(tmp_path / "web.jsonl")
+    run_curate([str(src)], out=tmp_path / "a", steps=FINEWEB, workers=1, report=False)
+    with pytest.raises(ConfigError) as err:
+        recompute(tmp_path / "a", {("fineweb", "short_line_length"): 5})
+    assert err.value.problems == [
+        "--set fineweb.short_line_length: changes how fineweb scores documents, which the ledger cannot replay; "
+        "rerun `tokenmill curate` (the parameters that replay: line_punct_thr, line_punct_exclude_zero, "
+        "short_line_thr, char_duplicates_ratio, new_line_ratio)"]
+    assert main(["funnel", str(tmp_path / "a"), "--set", "fineweb.short_line_length=5"]) == 1
+    assert "fineweb.short_line_length: changes how fineweb scores" in capsys.readouterr().err
+    replayed = recompute(tmp_path / "a", {("fineweb", "short_line_thr"): 0.1})  # a threshold replays
+    rerun = run_curate([str(src)], out=tmp_path / "b", workers=1, report=False,
+                       steps=[{"name": "fineweb", "short_line_thr": 0.1}])
+    assert _counts(replayed) == _counts(rerun["funnel"])
+
+
+def test_every_registered_document_step_names_the_parameters_that_replay():
+    """``funnel --set`` replays only a step's ``decision_params``: a step that names none cannot be replayed."""
+    import dataclasses
+
+    from tokenmill.curate.build import resolve
+    from tokenmill.curate.registry import STEP_CLASSES
+
+    for name in STEP_CLASSES:
+        try:
+            cls = resolve(name)
+        except LookupError:
+            continue
+        if not hasattr(cls, "decide"):  # a corpus step: only a quality step's top_fraction replays
+            continue
+        declared = getattr(cls, "decision_params", None)
+        assert declared is not None, name
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(declared)
+        assert set(declared) <= fields, name

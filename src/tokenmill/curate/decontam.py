@@ -36,7 +36,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -211,6 +211,7 @@ class Decontaminate:
     column: str = "text"  # the document column checked (``prompt``/``response`` on SFT batches)
     name: str = "decontaminate"
     version: int = 2
+    decision_params: ClassVar[tuple] = ("min_matches",)  # the others change the n-grams matched
     eval_digest: str = field(default="", init=False)
 
     def __post_init__(self) -> None:

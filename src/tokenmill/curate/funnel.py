@@ -9,10 +9,12 @@ min_stop_words=3``) without reading any text: each step's ``decide`` runs again 
 statistics. With every step scoring every document (the default, see :mod:`tokenmill.curate.cascade`),
 the result equals a full rerun with those parameters; otherwise documents a loosened threshold lets
 through to a step that never scored them are counted as ``unscored`` and kept, and the funnel says so.
-A step may name its decision parameters (``decision_params``); changing any other parameter of such a
-step changes its scores, and is refused (rerun instead). Of the corpus steps only a quality step's
-``top_fraction`` replays (a new percentile of the scores in its ledger, by the run's own histogram rule,
-over the documents that now reach it); a dedup decision needs the text, and is refused.
+A step names its decision parameters (``decision_params``: thresholds ``decide`` reads); changing any
+other parameter changes its scores (``fineweb.short_line_length`` changes which lines are short), and is
+refused naming the ones that replay (rerun instead); a step that names none replays nothing. Of the
+corpus steps only a quality step's ``top_fraction`` replays (a new percentile of the scores in its
+ledger, by the run's own histogram rule, over the documents that now reach it); a dedup decision needs
+the text, and is refused.
 """
 
 from __future__ import annotations
@@ -164,15 +166,21 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
             problems += exc.problems
             steps.append(None)
             continue
-        allowed = getattr(step, "decision_params", None)
-        if allowed is not None:
-            problems += [f"--set {e['name']}.{p}: changes how {e['name']} scores documents, which the ledger cannot "
-                         f"replay; rerun `tokenmill curate` (decision parameters: {', '.join(allowed)})"
-                         for p in changes if p not in allowed and p in e["params"]]
+        problems += _score_problems(e["name"], step, [p for p in changes if p in e["params"]])
         steps.append(step)
     if problems:
         raise ConfigError(problems)
     return steps
+
+
+def _score_problems(name: str, step: Any, changed: list[str]) -> list[str]:
+    """A change the ledger cannot replay: a parameter outside the step's ``decision_params`` changes its
+    scores (a step that names none replays nothing: the funnel cannot tell a threshold from a statistic
+    parameter, and a silently unchanged funnel would read as "no effect")."""
+    allowed = getattr(step, "decision_params", None) or ()
+    replay = f"the parameters that replay: {', '.join(allowed)}" if allowed else "none of its parameters replay"
+    return [f"--set {name}.{p}: changes how {name} scores documents, which the ledger cannot replay; rerun "
+            f"`tokenmill curate` ({replay})" for p in changed if p not in allowed]
 
 
 def _corpus_problems(entry: dict, changes: dict[str, Any]) -> list[str]:

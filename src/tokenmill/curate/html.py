@@ -243,5 +243,16 @@ def render_report(directory: Path, manifest: dict, samples: dict[str, list[dict]
 
 def write_report(directory: Path, manifest: dict, samples: dict[str, list[dict]]) -> Path:
     path = Path(directory) / "report.html"
-    atomic_write(path, render_report(Path(directory), manifest, samples).encode("utf-8"))
+    atomic_write(path, utf8(render_report(Path(directory), manifest, samples)))
     return path
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8, a file name's undecodable bytes (Python keeps them as lone surrogates) shown as
+    ``\\xNN``, as the manifest and the rejects show them: a name that is not UTF-8 must not fail the report
+    after the run's manifest is written."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte (a JSON "\\ud800" in a sample)
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace").encode("utf-8")

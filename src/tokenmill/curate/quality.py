@@ -299,6 +299,7 @@ class Quality:
     version: int = 1
     model_sha256: str = field(default="", init=False)
     thresholds: ClassVar[dict] = {"score": "threshold"}
+    decision_params: ClassVar[tuple] = ("threshold",)  # top_fraction replays as a corpus step's new cut
     histogram_stats: ClassVar[dict] = {"score": (0.0, 1.0)}  # the funnel's and the report's score histogram
 
     def __post_init__(self) -> None:

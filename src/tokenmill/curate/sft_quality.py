@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +50,7 @@ class SftQuality:
     min_chars_language: int = 40
     name: str = "sft_quality"
     version: int = 1
+    decision_params: ClassVar[tuple] = ("max_dup_ngram_frac",)  # the others change what is scored
 
     def setup(self) -> None:
         if self.check_language:

@@ -42,8 +42,9 @@ class PackedLoader:
         from tokenmill.loader.runlog import RunLog
 
         dataset = RecipeDataset(recipe, tokenizer=tokenizer)
-        loader = cls(dataset, batch_size=batch_size or dataset.recipe.batch, rank=rank,
-                     world_size=world_size or dataset.recipe.world_size, num_workers=num_workers, pin_memory=pin_memory,
+        loader = cls(dataset, batch_size=dataset.recipe.batch if batch_size is None else batch_size, rank=rank,
+                     world_size=dataset.recipe.world_size if world_size is None else world_size,
+                     num_workers=num_workers, pin_memory=pin_memory,
                      collate_fn=collate_fn or PackedCollator(pad_id=dataset.pad_id))
         loader.run_log = RunLog(log_dir, rank=rank, dataset=dataset) if log_dir is not None else None
         return loader

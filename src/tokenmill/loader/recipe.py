@@ -19,11 +19,14 @@ Parsing checks every field and reports every problem at once (a ``ConfigError`` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenmill.base.yamlsafe import load_yaml_file
+from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError, InputError
 
 MODES = ("concat", "boundary", "bfd")
@@ -40,7 +43,7 @@ class LongDocs:
 @dataclass(frozen=True)
 class Source:
     name: str
-    path: Path
+    path: Path | str  # a local directory, or the URL of a finished run in object storage (s3://...)
     mode: str | None = None  # None: bfd for shards with a loss mask, concat otherwise
     cap_tokens: int | None = None  # use only the documents within the first cap_tokens tokens
     max_epochs: float | None = None  # the plan refuses to repeat the source more often
@@ -94,23 +97,33 @@ TOP_KEYS = {"seq_len", "total_tokens", "batch", "world_size", "grad_accum", "see
 SOURCE_KEYS = {"path", "mode", "cap_tokens", "max_epochs", "upsample_long"}
 PHASE_KEYS = {"name", "share", "tokens", "steps", "weights", "seq_len", "ignore_loss_mask"}
 
+# Bounds of every number (docs/recipes.md, "Bounds"): past them a run cannot be served or planned in
+# reasonable time and memory (a plan reads the packing plan of every sample: O(samples)), or a typo is
+# far likelier than intent (the largest published runs draw ~4e13 tokens; a factor of 1e9 asked 4 TiB).
+MAX_TOKENS = 10 ** 14
+MAX_SAMPLES = 1 << 36  # steps x global batch of the whole run
+MAX_EPOCHS = 1_000_000
+MAX_WEIGHT = 1_000_000
+WHOLE = {  # field: (low, high)
+    "seq_len": (1, 1 << 20), "batch": (1, 1 << 16), "world_size": (1, 1 << 16), "grad_accum": (1, 1 << 16),
+    "seed": (0, (1 << 63) - 1), "total_tokens": (1, MAX_TOKENS), "tokens": (1, MAX_TOKENS),
+    "cap_tokens": (1, MAX_TOKENS), "min_tokens": (1, MAX_TOKENS), "steps": (1, MAX_SAMPLES), "factor": (1, 1000),
+}
+
 
 def load_recipe(path) -> Recipe:
     """Read and check a recipe file; a ``ConfigError`` lists every problem, each naming its field."""
-    import yaml
-
     path = Path(path)
     if not path.is_file():
         raise InputError(f"recipe {path} does not exist")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    return parse_recipe(doc, base=path.parent, path=path)
+    return parse_recipe(load_yaml_file(path, what="recipe"), base=path.parent, path=path)
 
 
 def parse_recipe(doc: Any, *, base: Path = Path("."), path: Path | None = None) -> Recipe:
-    """A :class:`Recipe` from the parsed YAML ``doc``; relative source paths are taken from ``base``."""
+    """A :class:`Recipe` from the parsed YAML ``doc``; relative source paths are taken from ``base``.
+
+    Every field is checked before anything is raised, so one ``ConfigError`` lists every problem of the
+    file (a field that cannot be read only silences the checks that need its value)."""
     problems: list[str] = []
     if not isinstance(doc, Mapping):
         raise ConfigError("recipe: expected a mapping with seq_len, sources and phases")
@@ -119,30 +132,62 @@ def parse_recipe(doc: Any, *, base: Path = Path("."), path: Path | None = None) 
     batch = _whole(doc, "batch", problems, default=8)
     world = _whole(doc, "world_size", problems, default=1)
     accum = _whole(doc, "grad_accum", problems, default=1)
-    seed = _whole(doc, "seed", problems, default=0, low=0)
+    seed = _whole(doc, "seed", problems, default=0)
     total = _whole(doc, "total_tokens", problems, default=None)
     sources = _sources(doc.get("sources"), base, problems)
-    if problems:  # phases need the numbers above
-        raise ConfigError(problems)
-    phases = _phases(doc.get("phases"), [s.name for s in sources], seq_len=seq_len, total=total,
-                     global_batch=batch * world * accum, problems=problems)
+    given = doc.get("sources")
+    names = [str(k) for k in given] if isinstance(given, Mapping) else []
+    run = _Run(seq_len=seq_len, total=total, total_broken=total is None and doc.get("total_tokens") is not None,
+               global_batch=None if None in (batch, world, accum) else batch * world * accum)
+    phases = _phases(doc.get("phases"), names, run, problems)
+    if run.global_batch and phases and sum(p.steps for p in phases) * run.global_batch > MAX_SAMPLES:
+        samples = sum(p.steps for p in phases) * run.global_batch
+        problems.append(f"phases: the run draws {samples:,} samples, more than {MAX_SAMPLES:,} (steps x global "
+                        "batch): shorten the phases or raise seq_len")
     if problems:
         raise ConfigError(problems)
     return Recipe(seq_len=seq_len, batch=batch, world_size=world, grad_accum=accum, seed=seed,
                   sources=tuple(sources), phases=tuple(phases), path=path)
 
 
-def _whole(doc: Mapping, key: str, problems: list[str], *, required: bool = False, default=None, low: int = 1,
-           where: str = ""):
+@dataclass(frozen=True)
+class _Run:
+    """What a phase's length needs from the top of the file (``None``: not given, or given wrong)."""
+
+    seq_len: int | None
+    total: int | None
+    total_broken: bool
+    global_batch: int | None
+
+
+def _whole(doc: Mapping, key: str, problems: list[str], *, required: bool = False, default=None, where: str = ""):
+    """``doc[key]`` when it is a whole number within ``WHOLE[key]``; else None, with the problem noted."""
+    low, high = WHOLE[key]
     value = doc.get(key, default)
     if value is None:
         if required:
-            problems.append(f"{where}{key}: required (a whole number >= {low})")
+            problems.append(f"{where}{key}: required (a whole number >= {low:,} and <= {high:,})")
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        problems.append(f"{where}{key}: expected a whole number >= {low}, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        problems.append(f"{where}{key}: expected a whole number >= {low:,} and <= {high:,}, got {_show(value)}")
         return None
     return value
+
+
+def _real(value, low: float, high: float, *, above: bool = False) -> bool:
+    """Whether ``value`` is a finite number in ``[low, high]`` (``(low, high]`` with ``above``): NaN and
+    infinities are not numbers a recipe can use."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return (low < value if above else low <= value) and value <= high
+
+
+def _show(value) -> str:
+    """``repr`` of a value in a message, cut short (a value may be a whole YAML subtree)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _sources(given, base: Path, problems: list[str]) -> list[Source]:
@@ -162,15 +207,24 @@ def _source(name: str, spec, base: Path, problems: list[str]) -> Source | None:
     problems += [f"{where}{k}: unknown field (known: {', '.join(sorted(SOURCE_KEYS))})" for k in spec if k not in SOURCE_KEYS]
     mode = spec.get("mode")
     if mode is not None and mode not in MODES:
-        problems.append(f"{where}mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        problems.append(f"{where}mode: expected one of {', '.join(MODES)}, got {_show(mode)}")
     epochs = spec.get("max_epochs")
-    if epochs is not None and (not isinstance(epochs, (int, float)) or isinstance(epochs, bool) or epochs <= 0):
-        problems.append(f"{where}max_epochs: expected a positive number, got {epochs!r}")
+    if epochs is not None and not _real(epochs, 0, MAX_EPOCHS, above=True):
+        problems.append(f"{where}max_epochs: expected a number > 0 and <= {MAX_EPOCHS:,} (leave it out for no cap), "
+                        f"got {_show(epochs)}")
         epochs = None
-    path = Path(spec["path"]).expanduser()
-    return Source(name=name, path=path if path.is_absolute() else base / path, mode=mode,
+    return Source(name=name, path=_source_path(spec["path"], base), mode=mode,
                   cap_tokens=_whole(spec, "cap_tokens", problems, where=where), max_epochs=epochs,
                   upsample_long=_long_docs(spec.get("upsample_long"), where, problems))
+
+
+def _source_path(given: str, base: Path) -> Path | str:
+    """A shard directory: a URL (``s3://...``, read as ``open_shards`` reads one) as it is; a relative local
+    path from the recipe's folder."""
+    if is_remote(given):
+        return given
+    path = Path(given).expanduser()
+    return path if path.is_absolute() else base / path
 
 
 def _long_docs(spec, where: str, problems: list[str]) -> LongDocs | None:
@@ -185,15 +239,13 @@ def _long_docs(spec, where: str, problems: list[str]) -> LongDocs | None:
     return LongDocs(n, k) if n and k else None
 
 
-def _phases(given, names: list[str], *, seq_len: int, total: int | None, global_batch: int,
-            problems: list[str]) -> list[Phase]:
+def _phases(given, names: list[str], run: _Run, problems: list[str]) -> list[Phase]:
     if not isinstance(given, list) or not given:
         problems.append("phases: required, a list of {name, share|tokens|steps, weights}")
         return []
-    out = [_phase(i, spec, names, seq_len=seq_len, total=total, global_batch=global_batch, problems=problems)
-           for i, spec in enumerate(given)]
+    out = [_phase(i, spec, names, run, problems) for i, spec in enumerate(given)]
     shares = [spec.get("share") for spec in given if isinstance(spec, Mapping)]
-    if all(isinstance(s, (int, float)) for s in shares) and abs(sum(shares) - 1) > 1e-6:
+    if all(_real(s, 0, 1, above=True) for s in shares) and abs(sum(shares) - 1) > 1e-6:
         problems.append(f"phases: the shares add up to {sum(shares):g}, not 1")
     seen = [p.name for p in out if p is not None]
     if len(set(seen)) < len(seen):
@@ -201,20 +253,19 @@ def _phases(given, names: list[str], *, seq_len: int, total: int | None, global_
     return [p for p in out if p is not None]
 
 
-def _phase(i: int, spec, names: list[str], *, seq_len: int, total: int | None, global_batch: int,
-           problems: list[str]) -> Phase | None:
+def _phase(i: int, spec, names: list[str], run: _Run, problems: list[str]) -> Phase | None:
     where = f"phases[{i}]."
     if not isinstance(spec, Mapping):
         problems.append(f"phases[{i}]: expected a mapping {{name, share|tokens|steps, weights}}")
         return None
     problems += [f"{where}{k}: unknown field (known: {', '.join(sorted(PHASE_KEYS))})" for k in spec if k not in PHASE_KEYS]
     name = spec.get("name", f"phase{i}")
-    length = _whole(spec, "seq_len", problems, default=seq_len, where=where)
+    length = _whole(spec, "seq_len", problems, default=run.seq_len, where=where)
     weights = _weights(spec.get("weights"), names, where, problems)
-    steps = _steps(spec, where, length, total=total, global_batch=global_batch, problems=problems)
+    steps = _steps(spec, where, length, run, problems)
     mask = spec.get("ignore_loss_mask", False)
     if not isinstance(mask, bool):
-        problems.append(f"{where}ignore_loss_mask: expected true or false, got {mask!r}")
+        problems.append(f"{where}ignore_loss_mask: expected true or false, got {_show(mask)}")
     if weights is None or steps is None or length is None:
         return None
     return Phase(name=str(name), steps=steps, weights=weights, seq_len=length, ignore_loss_mask=bool(mask))
@@ -224,17 +275,16 @@ def _weights(given, names: list[str], where: str, problems: list[str]) -> tuple[
     if not isinstance(given, Mapping) or not given:
         problems.append(f"{where}weights: required, a mapping of source names to numbers")
         return None
-    bad = [f"{where}weights.{k}: unknown source (known: {', '.join(names)})" for k in given if k not in names]
-    bad += [f"{where}weights.{k}: expected a number >= 0, got {v!r}" for k, v in given.items()
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0]
+    bad = [f"{where}weights.{k}: unknown source (known: {', '.join(names)})" for k in given if str(k) not in names]
+    bad += [f"{where}weights.{k}: expected a number >= 0 and <= {MAX_WEIGHT:,}, got {_show(v)}"
+            for k, v in given.items() if not _real(v, 0, MAX_WEIGHT)]
     if not bad and sum(given.values()) <= 0:
         bad.append(f"{where}weights: at least one weight must be positive")
     problems += bad
     return None if bad else tuple((str(k), float(v)) for k, v in given.items())
 
 
-def _steps(spec: Mapping, where: str, seq_len: int | None, *, total: int | None, global_batch: int,
-           problems: list[str]) -> int | None:
+def _steps(spec: Mapping, where: str, seq_len: int | None, run: _Run, problems: list[str]) -> int | None:
     """A phase's optimizer steps from exactly one of ``share`` (of total_tokens), ``tokens`` or ``steps``."""
     given = [k for k in ("share", "tokens", "steps") if k in spec]
     if len(given) != 1:
@@ -244,20 +294,21 @@ def _steps(spec: Mapping, where: str, seq_len: int | None, *, total: int | None,
     if key == "steps":
         return _whole(spec, "steps", problems, where=where)
     if key == "share":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
-            problems.append(f"{where}share: expected a number in (0, 1], got {value!r}")
+        if not _real(value, 0, 1, above=True):
+            problems.append(f"{where}share: expected a number in (0, 1], got {_show(value)}")
             return None
-        if total is None:
-            problems.append(f"{where}share: needs total_tokens at the top of the recipe")
+        if run.total is None:
+            if not run.total_broken:  # a total_tokens given wrong is reported on its own
+                problems.append(f"{where}share: needs total_tokens at the top of the recipe")
             return None
-        value = value * total
+        value = value * run.total
     elif _whole(spec, "tokens", problems, where=where) is None:
         return None
-    if seq_len is None:
+    if seq_len is None or run.global_batch is None:
         return None
-    steps = round(value / (seq_len * global_batch))
+    steps = round(value / (seq_len * run.global_batch))
     if steps < 1:
-        problems.append(f"{where}{key}: {value:,.0f} tokens is less than one step of {seq_len * global_batch:,} "
-                        f"tokens (seq_len {seq_len} x global batch {global_batch})")
+        problems.append(f"{where}{key}: {value:,.0f} tokens is less than one step of {seq_len * run.global_batch:,} "
+                        f"tokens (seq_len {seq_len} x global batch {run.global_batch})")
         return None
     return steps

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokenmill.engine.store import readable
 from tokenmill.errors import ConfigError, TokenmillError
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.order import epoch_seed, permute
@@ -48,16 +49,20 @@ def open_source(source: Source, seq_len: int, *, seed: int, tokenizer=None, dire
 
 
 def check_tokenizers(recipe: Recipe) -> None:
-    """One tokenizer for every source, else a ConfigError naming each source's tokenizer."""
+    """One tokenizer for every source, else a ConfigError naming each source's tokenizer; every source that
+    cannot be opened is named in the same error."""
     from tokenmill.shards import open_shards
 
-    found = {}
+    found, unreadable = {}, []
     for s in recipe.sources:
         try:
             shards = open_shards(s.path)
         except TokenmillError as exc:
-            raise ConfigError(f"sources.{s.name}.path: {exc}") from exc
+            unreadable.append(f"sources.{s.name}.path: {exc}")
+            continue
         found[s.name] = (shards.tokenizer_name, shards.fingerprint)
+    if unreadable:
+        raise ConfigError(unreadable)
     if len({fp for _, fp in found.values()}) > 1:
         listed = ", ".join(f"{n!r} {name} ({fp[:12]})" for n, (name, fp) in found.items())
         raise ConfigError(f"sources: mismatched tokenizers: {listed}; data trained together must share one "
@@ -121,7 +126,10 @@ class RecipeDataset:
         return self.recipe.phases[self.blend.phase_of(int(k))]
 
     def phase_at_step(self, step: int) -> Phase:
-        """The phase of optimizer step ``step`` (steps of the recipe's global batch)."""
+        """The phase of optimizer step ``step`` (steps of the recipe's global batch, from 0; a step past the
+        end, as a loader with a smaller batch counts them, is in the last phase)."""
+        if int(step) < 0:
+            raise ConfigError(f"step {step}: steps count from 0 (the recipe has {self.recipe.total_steps:,})")
         return self.phase_of(min(int(step) * self.recipe.global_batch, len(self) - 1))
 
     def source_of(self, k: int) -> str:
@@ -169,7 +177,7 @@ class RecipeDataset:
         out = {}
         for name, w in found[0].weights:
             source = self.recipe.source(name)
-            val = val_directory(source.path) if w > 0 else None
+            val = val_directory(readable(source.path)) if w > 0 else None  # an s3:// source: its local copy
             if val is not None and shard_headers(val):  # a tiny split may hold no shard at all
                 out[name] = open_source(source, found[0].seq_len, seed=self.seed, directory=val)
         return out

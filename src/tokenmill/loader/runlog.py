@@ -32,7 +32,11 @@ class RunLog:
 
     def __init__(self, directory, *, rank: int, dataset):
         self.directory, self.rank, self.dataset = Path(directory), int(rank), dataset
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file of that name, a file on the way, no permission
+            raise InputError(f"log_dir {self.directory}: cannot hold the run log ({exc.strerror or exc}); "
+                             "give a folder (it is created when missing)") from None
         self.path = self.directory / f"consumed.rank{self.rank}.jsonl"
 
     def _write(self, line: dict) -> None:
@@ -64,14 +68,52 @@ def read_log(directory) -> list[dict]:
         raise InputError(f"no run log ({LOG_GLOB}) in {directory}: pass the log_dir given to PackedLoader.from_recipe")
     lines = []
     for path in files:
-        texts = path.read_text(encoding="utf-8").splitlines()
+        texts = path.read_bytes().decode("utf-8", errors="replace").splitlines()
         for n, text in enumerate(texts, 1):
             try:
-                lines.append(json.loads(text))
+                line = json.loads(text)
             except json.JSONDecodeError:
                 if n < len(texts):  # only a torn last line (a kill mid-write) is forgiven
                     raise InputError(f"{path}:{n}: not a JSON line; the log is damaged") from None
+                continue
+            problem = line_problem(line)
+            if problem:
+                raise InputError(f"{path}:{n}: {problem}; the log is damaged or not a run log of from_recipe")
+            lines.append(line)
     return lines
+
+
+FIELDS = {  # kind: {field: type}, what check_run reads of each line
+    "start": {"fingerprint": str},
+    "step": {"first": int, "stride": int, "count": int, "tokens": dict},
+    "val": {"step": int, "phase": str, "source": str, "loss": (int, float)},
+}
+MAX_COUNT = 1 << 24  # samples of one rank's batch: more is a damaged number, not a batch
+
+
+def line_problem(line) -> str | None:
+    """What is wrong with one parsed log line (``None``: nothing), so a damaged line is named, not a KeyError."""
+    if not isinstance(line, dict):
+        return "not a run-log object"
+    fields = FIELDS.get(line.get("kind"))
+    if fields is None:
+        return f"unknown kind {line.get('kind')!r} (expected one of {', '.join(FIELDS)})"
+    kind = line["kind"]
+    bad = [k for k, t in fields.items() if not isinstance(line.get(k), t) or isinstance(line.get(k), bool)]
+    if kind == "step" and "tokens" not in bad and not _token_table(line["tokens"]):
+        bad.append("tokens")
+    if bad:
+        return f"a {kind!r} line without a valid {', '.join(bad)}"
+    if kind == "step" and not (line["first"] >= 0 and line["stride"] >= 1 and 0 <= line["count"] <= MAX_COUNT):
+        return (f"a 'step' line with stride {line['stride']}, first {line['first']}, count {line['count']} "
+                f"(expected stride >= 1, first >= 0, count in [0, {MAX_COUNT:,}])")
+    return None
+
+
+def _token_table(tokens: dict) -> bool:
+    """``{phase: {source: whole number}}``."""
+    return all(isinstance(by, dict) and all(isinstance(n, int) and not isinstance(n, bool) for n in by.values())
+               for by in tokens.values())
 
 
 def check_run(plan: dict, directory) -> dict:

@@ -24,6 +24,7 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 
+from tokenmill.base.yamlsafe import decode
 from tokenmill.errors import TemplateError
 from tokenmill.sft.budget import (
     BudgetedSandbox,
@@ -81,7 +82,7 @@ def _from_path(path: Path, *, name: str) -> ChatTemplate:
         raise TemplateError(f"{path}: no chat_template.jinja or tokenizer_config.json in this directory")
     if not path.is_file():
         raise TemplateError(f"{path}: chat template file not found; pass a file, a directory or 'chatml'")
-    text = path.read_text(encoding="utf-8")
+    text = decode(path.read_bytes(), where=str(path), what="chat template", error=TemplateError)
     if path.suffix == ".json":
         try:
             config = json.loads(text)

@@ -65,6 +65,7 @@ class C4:
     filter_policy: bool = True
     name: ClassVar[str] = "c4"
     version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("min_num_sentences",)  # the line rules rewrite the text: scoring again
 
     def __post_init__(self) -> None:
         for key in ("min_num_sentences", "min_words_per_line", "max_word_length"):

@@ -35,6 +35,8 @@ class FineWeb:
     new_line_ratio: float | None = 0.3
     name: ClassVar[str] = "fineweb"
     version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("line_punct_thr", "line_punct_exclude_zero", "short_line_thr",
+                                           "char_duplicates_ratio", "new_line_ratio")
 
     def __post_init__(self) -> None:
         for key in ("line_punct_thr", "short_line_thr", "char_duplicates_ratio"):

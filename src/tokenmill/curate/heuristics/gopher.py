@@ -55,6 +55,9 @@ class GopherQuality:
     stop_words: tuple[str, ...] = STOP_WORDS
     name: ClassVar[str] = "gopher_quality"
     version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("min_doc_words", "max_doc_words", "min_avg_word_length",
+                                        "max_avg_word_length", "max_symbol_word_ratio", "max_bullet_lines_ratio",
+                                        "max_ellipsis_lines_ratio", "min_alpha_words_ratio", "min_stop_words")
 
     def __post_init__(self) -> None:
         for key in ("min_doc_words", "max_doc_words", "min_stop_words"):
@@ -146,6 +149,8 @@ class GopherRepetition:
     dup_n_grams: tuple[tuple[int, float], ...] = DUP_N_GRAMS
     name: ClassVar[str] = "gopher_repetition"
     version: ClassVar[int] = 1
+    # the n-gram lists pair statistic parameters (n) with thresholds: changing them means scoring again
+    decision_params: ClassVar[tuple] = ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac")
 
     def __post_init__(self) -> None:
         for key in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"):

@@ -24,6 +24,7 @@ class Length:
     max_chars: int | None = None
     name: ClassVar[str] = "length"
     version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("min_chars", "max_chars")
 
     def __post_init__(self) -> None:
         check_number(self, "min_chars", low=0, whole=True)

@@ -60,6 +60,7 @@ class RefinedWeb:
     max_removed_ratio: float | None = 0.05
     name: ClassVar[str] = "refinedweb"
     version: ClassVar[int] = 1
+    decision_params: ClassVar[tuple] = ("max_removed_ratio",)  # the line rules rewrite the text: scoring again
 
     def __post_init__(self) -> None:
         for key in ("max_uppercase_ratio", "max_numeric_ratio", "max_removed_ratio"):
