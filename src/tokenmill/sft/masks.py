@@ -51,6 +51,7 @@ class TurnShape:
     calibration_error: str = ""  # why no probe rendered ("" when calibrated); turns then end at a control token
     controls: tuple[str, ...] = ()  # the tokenizer's control-token strings
     after_output: str = ""  # the template text between an assistant output and the next message's text
+    last_stop_marker: str = ""  # the control token that ends the conversation's last assistant turn ("" when none)
 
 
 @dataclass
@@ -135,6 +136,7 @@ def _calibrate_from(
         stop, after = _learn_stop(text, a1[-1][1], u2[0][0], pattern), text[a1[-1][1] : u2[0][0]]
     else:
         stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
+    last_stop = _learn_stop(text, a2[-1][1], len(text), pattern)
     r2 = cut.spans.get(reasoning_of(first + 3))
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
@@ -142,10 +144,17 @@ def _calibrate_from(
         open=_learn_open(gap, pattern), stop=stop, stop_marker=_last_control(stop, pattern),
         renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
         needs_tools=tools is not None, controls=controls, after_output=after,
+        last_stop_marker=_last_control(last_stop, pattern),
     )
 
 
 _CONTROL_LIKE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</s>|<eos>|<end_of_turn>|\[/?[A-Z_]{2,20}\]")
+
+
+def ends_no_turn(shape: TurnShape) -> bool:
+    """Whether the calibrated template ends no assistant turn, last or not, with a control token: nothing the
+    model could learn to stop with is ever trained."""
+    return not (shape.stop_marker or shape.last_stop_marker or shape.calibration_error)
 
 
 def untrained_stop_strings(shape: TurnShape, encode) -> list[str]:
@@ -251,17 +260,21 @@ def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tupl
 
 
 def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
-    """End of the stop marker in the template text ``render[last:hi]``, or ``last`` when the turn renders none."""
+    """End of the end mark in the template text ``render[last:hi]``, or ``last`` when the turn renders none.
+
+    The end mark is the one the template writes after this turn, whatever it is: the calibrated stop, else the
+    calibrated marker, else the first control token (a template may end its last turn with ``eos_token`` only, or
+    a final answer with ``<|return|>`` and other turns with ``<|end|>``); never one past the next assistant
+    header."""
     if shape.stop and render.startswith(shape.stop, last) and last + len(shape.stop) <= hi:
         return last + len(shape.stop)
-    marker = shape.stop_marker
-    if not marker:
-        return last
-    pos = render.find(marker, last, hi)
     nxt = _header(render, shape, last, hi, last=False)
-    if pos < 0 or (nxt is not None and nxt[0] < pos):
-        return last
-    return pos + len(marker)
+    limit = nxt[0] if nxt is not None else hi
+    marker = shape.stop_marker
+    pos = render.find(marker, last, limit) if marker else -1
+    if pos >= 0:
+        return pos + len(marker)
+    return _uncalibrated_stop(render, last, limit, shape)
 
 
 def _uncalibrated_stop(render: str, last: int, hi: int, shape: TurnShape) -> int:
