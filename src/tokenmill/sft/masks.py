@@ -16,6 +16,7 @@ in the number of spans; nothing is rendered or tokenized again.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,6 +53,7 @@ class TurnShape:
     controls: tuple[str, ...] = ()  # the tokenizer's control-token strings
     after_output: str = ""  # the template text between an assistant output and the next message's text
     last_stop_marker: str = ""  # the control token that ends the conversation's last assistant turn ("" when none)
+    prompt: str = ""  # what the generation prompt adds after a user message ("" when none, or when it rewrites)
 
 
 @dataclass
@@ -145,6 +147,7 @@ def _calibrate_from(
         renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
         needs_tools=tools is not None, controls=controls, after_output=after,
         last_stop_marker=_last_control(last_stop, pattern),
+        prompt=_learn_prompt(template, messages[: first + 3], tools, special),
     )
 
 
@@ -175,6 +178,20 @@ def render_cut(template: ChatTemplate, messages: list[dict], *, tools=None, spec
     cut = cut_sentinels(text)
     cut.generation = [(cut.to_plain(a), cut.to_plain(b)) for a, b in generation]
     return cut
+
+
+def _learn_prompt(template: ChatTemplate, messages: list[dict], tools, special: dict) -> str:
+    """What ``add_generation_prompt`` appends to a conversation that ends with a user message: the header that
+    precedes what the model emits. Everything after it in a turn is the model's to emit, hence trained (a
+    channel header, a recipient, a lone space, an opening think tag the template writes after it); a turn
+    that writes all of it (``<think>\\n`` included) trains none of it. "" when the template writes none, or when
+    the prompt changes the text before it."""
+    try:
+        before, _ = render_template(template, messages, tools=tools, special_tokens=special)
+        prompt, _ = render_template(template, messages, tools=tools, special_tokens=special, generation_prompt=True)
+    except TemplateError:
+        return ""
+    return prompt[len(before):] if prompt.startswith(before) else ""
 
 
 def _faithful(template: ChatTemplate, with_system: bool, tools, special: dict) -> bool:
@@ -250,13 +267,29 @@ class _Territory:
 
 
 def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tuple[int, int] | None:
-    """(header start, output start) of the last (or first) ``open`` in ``render[lo:hi]``."""
-    for o in (shape.open, shape.open.strip()):
+    """(header start, output start) of the last (or first) assistant header in ``render[lo:hi]``: the generation
+    prompt, else ``open``. A turn may write only part of the generation prompt (no ``<think>\\n`` on earlier
+    turns): its header is then the longest whole part of the prompt it writes (see :func:`shared_prompt`)."""
+    for o in (shape.prompt, shape.open, shape.open.strip()):
         if o:
             pos = render.rfind(o, lo, hi) if last else render.find(o, lo, hi)
             if pos >= 0:
-                return pos, pos + len(o)
+                if not shape.prompt.startswith(o):
+                    return pos, pos + len(o)
+                return pos, pos + max(len(o), shared_prompt(shape.prompt, render[pos:hi], shape.controls))
     return None
+
+
+def shared_prompt(prompt: str, text: str, controls) -> int:
+    """How much of the generation prompt ``prompt`` the turn ``text`` writes as its header: their common prefix,
+    all of it or cut back to a whole part (through whitespace or a control token), so that ``<think>\\n`` is not
+    half matched by ``<tool_call>``. What follows it is the model's to emit, hence trained."""
+    k = len(os.path.commonprefix([prompt, text]))
+    if k == len(prompt):
+        return k
+    while k > 0 and not prompt[k - 1].isspace() and not any(prompt.endswith(c, 0, k) for c in controls):
+        k -= 1
+    return k
 
 
 def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:

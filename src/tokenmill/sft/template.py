@@ -215,14 +215,16 @@ def render_template(
     special_tokens: dict[str, str] | None = None,
     record_id: str = "?",
     track_generation: bool = False,
+    generation_prompt: bool = False,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """Render ``messages`` (HF form) without a generation prompt; returns the text and ``{% generation %}`` spans.
+    """Render ``messages`` (HF form), without a generation prompt unless asked (calibration reads it); returns the
+    text and ``{% generation %}`` spans.
 
     Raises :class:`TemplateError` naming ``record_id`` when the template fails.
     """
     compiled = _compile_or_raise(template)
     kwargs = dict(special_tokens or {})
-    kwargs.update(messages=messages, tools=tools, documents=None, add_generation_prompt=False)
+    kwargs.update(messages=messages, tools=tools, documents=None, add_generation_prompt=generation_prompt)
     blocks: list[str] = []
     spans: list[tuple[int, int]] = []
     try:
