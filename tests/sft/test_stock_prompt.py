@@ -1,7 +1,8 @@
 """What is trained starts where the generation prompt ends: everything the model must emit after it is trained
 (gpt-oss's channel header after ``<|start|>assistant``, Functionary's recipient after ``>>>``, Seed-OSS's opening
 ``<seed:think>``), and what the prompt already holds is not, even
-when a turn writes it itself (``<think>\\n`` of QwQ, Nemotron, MiniMax-M2).
+when a turn writes it itself (``<think>\\n`` of QwQ, Nemotron, MiniMax-M2). A ``{% generation %}`` block that
+wraps the assistant header (SmolLM3) bounds what is trained, never widens it past the header or the end mark.
 Each case: ids equal to transformers' and masks equal to the prefix-render reference (stockkit.check_render)."""
 
 from __future__ import annotations
@@ -53,3 +54,8 @@ def test_think_opening_held_by_the_prompt_is_not_trained(tmp_path, name, stop):
     if name != "NVIDIA-Nemotron-Nano-v2.jinja":
         runs = _runs(name, REASONING, tmp_path)
         assert runs[-1] == f"2 + 2 = 4.\n</think>\n\n4.{stop}", runs
+
+
+def test_generation_block_wrapping_the_header_trains_no_header(tmp_path):
+    name = "HuggingFaceTB-SmolLM3-3B.jinja"
+    assert _runs(name, TWO_TURNS, tmp_path) == ["Hi! How are you?<|im_end|>", "The answer is 42.<|im_end|>"]

@@ -398,10 +398,10 @@ def _trained_spans(
         if (policy.train_on == "last" and turn.message != last_assistant) or _weight(conv, turn.message) == 0:
             continue
         start, end = turn.start, turn.stop_end
-        if use_generation:
-            start, end = generation[k][0], generation[k][1]
+        if use_generation:  # a {% generation %} block bounds the output, never widens it past header or end mark
+            start, end = max(generation[k][0], turn.start), generation[k][1]
             if end >= turn.end:
-                end = max(end, turn.stop_end)
+                end = turn.stop_end
         if turn.empty_think and not policy.supervise_empty_think:
             start = max(start, turn.empty_think[1])
         if turn.reasoning and not policy.train_reasoning:
