@@ -12,8 +12,8 @@ shares, cut back to a whitespace or a control token when the turn writes only pa
 where the shared part ends: everything the model must emit after the generation prompt is trained. (When the
 message before renders differently once it is no longer last, as Hermes-3's last tool result does, the turn starts
 at the generation prompt's header, the first one after where ``before`` and the whole render part.) The output
-ends after the turn's last control token (the end-of-turn marker the model must emit), or at the turn's end,
-trailing whitespace cut, when it has none. An empty ``<think></think>`` block the template writes at the output's
+ends after the turn's last control token when only whitespace follows it (the end-of-turn marker the model must
+emit), else at the turn's end, trailing whitespace cut. An empty ``<think></think>`` block the template writes at the output's
 start is not trained (tokenmill's default, ``supervise_empty_think=False``). A token is trained when its
 characters overlap that span; tokens in the turn's region must be trained exactly so.
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-_EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
+_EMPTY_THINK = re.compile(r"\s*<think>\s*</think>\s*")  # GLM writes "\n<think></think>\n"
 
 
 def _render(hf_tokenizer: Any, messages: list[dict], tools, template_source: str, prompt: bool) -> str:
@@ -91,7 +91,9 @@ def _shared(header: str, turn: str, controls: list[str]) -> int:
 
 def _trained(whole: str, start: int, end: int, pattern: re.Pattern | None) -> tuple[int, int]:
     found = list(pattern.finditer(whole, start, end)) if pattern else []
-    stop = found[-1].end() if found else start + len(whole[start:end].rstrip())
+    stop = start + len(whole[start:end].rstrip())
+    if found and found[-1].end() >= stop:  # the turn ends with a control token (none: GLM, whose turn ends at
+        stop = found[-1].end()             # the next role token; a </think> inside it is no end mark)
     empty = _EMPTY_THINK.match(whole, start, stop)
     return (empty.end() if empty else start), stop
 

@@ -31,7 +31,7 @@ from tokenmill.sft.spans import (
 )
 from tokenmill.sft.template import ChatTemplate, render_template
 
-_EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
+_EMPTY_THINK = re.compile(r"\s*<think>\s*</think>\s*")  # GLM writes "\n<think></think>\n"
 _THINK_CLOSE = re.compile(r"\s*</think>\s*")
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
 PROBE_TOOL = {"type": "function", "function": {
