@@ -32,6 +32,7 @@ from tokenmill.sft.masks import (
     render_cut,
     untrained_stop_strings,
 )
+from tokenmill.sft.spans import texts_of
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.tokenize.pieces import Encoded
 
@@ -260,11 +261,13 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
-    try:
-        cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
-                         track_generation=template.has_generation_blocks)
-    except TemplateError as exc:
-        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
+    cut = _render_marked(template, messages, tools, special, rid, conv, shape)
+    cut_off = _inlined_cut_off(cut, messages, conv) if counts["reasoning_inlined"] else []
+    if cut_off:  # rendered again, those messages with their own content only
+        messages = [dict(m, content=conv["messages"][i].get("content")) if i in cut_off else m
+                    for i, m in enumerate(messages)]
+        messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
+        cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
@@ -278,6 +281,30 @@ def prepare_conversation(
     )
     return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), control, neutralised,
                     spans, owners, counts)
+
+
+def _render_marked(template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str, conv: dict,
+                   shape: TurnShape):
+    try:
+        return render_cut(template, messages, tools=tools, special=special, record_id=rid,
+                          track_generation=template.has_generation_blocks)
+    except TemplateError as exc:
+        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
+
+
+def _inlined_cut_off(cut, messages: list[dict], conv: dict) -> set[int]:
+    """Messages whose inlined reasoning the template cut off (it splits the content at ``</think>``, as DeepSeek's
+    templates do): their reasoning text is rendered nowhere. Inlined, such a message would keep the ``\\n\\n``
+    between ``</think>`` and the content, which the source conversation does not have."""
+    out = set()
+    for i, m in enumerate(conv.get("messages") or []):
+        reasoning = m.get("reasoning")
+        if not reasoning or not isinstance(messages[i].get("content"), str) or "thinking" in messages[i]:
+            continue
+        pieces = {cut.text[a:b] for a, b in cut.spans.get(texts_of(i), [])}
+        if reasoning.strip() not in pieces:
+            out.add(i)
+    return out
 
 
 def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str, *, needs_tools: bool
