@@ -74,11 +74,13 @@ def check_render(conv: dict, name: str, tok, hf, **policy):
     """Render ``conv`` with stock template ``name``; assert ids equal transformers' and masks equal the reference
     on every turn it has one for; return the trained runs, decoded."""
     from tokenmill.sft.maskref import mask_differences
+    from tokenmill.sft.parity import reference_clock
     from tokenmill.sft.render import MaskPolicy, render_conversation
     from tokenmill.sft.template import load_template
 
     template = load_template(stock_template(name))
     r = render_conversation(conv, tokenizer=tok, template=template, policy=MaskPolicy(**policy))
-    assert r.ids.tolist() == ck.oracle_ids(hf, r, template.source), (name, conv["id"])
-    assert mask_differences(hf, r, template.source, controls_of(hf)) == [], (name, conv["id"])
+    with reference_clock(template):  # the reference reads the clock at the same fixed day
+        assert r.ids.tolist() == ck.oracle_ids(hf, r, template.source), (name, conv["id"])
+        assert mask_differences(hf, r, template.source, controls_of(hf)) == [], (name, conv["id"])
     return r, [hf.decode(run) for run in ck.trained_runs(r.ids, r.mask)]
