@@ -310,6 +310,27 @@ def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
     return _uncalibrated_stop(render, last, limit, shape)
 
 
+def _own(render: str, anchors: list[tuple[int, int]], shape: TurnShape) -> list[tuple[int, int]]:
+    """The message's spans up to where another message opens: a template may write a text of this message again
+    in a later one (gpt-oss names the tool a result answers, the call's name, in the tool message's header). A gap
+    that holds the control token opening a message (the generation prompt's first) without the assistant header
+    starts another message."""
+    opener = _first_control(shape.prompt, shape.controls)
+    if not opener or len(anchors) < 2:
+        return anchors
+    for k in range(1, len(anchors)):
+        gap = render[anchors[k - 1][1] : anchors[k][0]]
+        if opener in gap and shape.prompt not in gap:
+            return anchors[:k]
+    return anchors
+
+
+def _first_control(text: str, controls: tuple[str, ...]) -> str:
+    pattern = _control_regex(controls)
+    match = pattern.search(text) if pattern and text else None
+    return match.group() if match else ""
+
+
 def _uncalibrated_stop(render: str, last: int, hi: int, shape: TurnShape) -> int:
     """Without calibration a turn ends at the first control token of the template text after it."""
     pattern = _control_regex(shape.controls)
@@ -321,7 +342,7 @@ def locate_assistant(
     render: str, cut: Cut, i: int, message: dict, shape: TurnShape, cursor: int, territory: _Territory,
 ) -> Turn | None:
     """Assistant message ``i``'s turn, from its spans; None when it has text the template did not render."""
-    anchors = cut.of_message(i)
+    anchors = _own(render, cut.of_message(i), shape)
     if not anchors and (_has_text(message) or message.get("tool_calls")):
         return None
     if anchors:
