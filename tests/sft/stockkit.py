@@ -42,6 +42,7 @@ STOCK = {
                                                "<|assistant|>", "<|end|>"], "<s>", "<|endoftext|>"),
     "open-instruct-olmo.jinja": (_QWEN, None, "<|endoftext|>"),
     "open-instruct-simple_chat.jinja": (["<s>", "</s>"], "<s>", "</s>"),
+    "openchat-openchat-3.5-0106.jinja": (["<s>", "</s>", "<|end_of_turn|>"], "<s>", "<|end_of_turn|>"),
     "vllm-tool_chat_template_internlm2_tool.jinja": (["<s>", "</s>", "<|im_start|>", "<|im_end|>",
                                                       "<|action_start|>", "<|action_end|>", "<|interpreter|>",
                                                       "<|plugin|>"], "<s>", "</s>"),

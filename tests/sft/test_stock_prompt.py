@@ -1,9 +1,10 @@
 """What is trained starts where the generation prompt ends: everything the model must emit after it is trained
 (gpt-oss's channel header after ``<|start|>assistant``, Functionary's recipient after ``>>>``, Seed-OSS's opening
-``<seed:think>``), and what the prompt already holds is not, even
-when a turn writes it itself (``<think>\\n`` of QwQ, Nemotron, MiniMax-M2). A ``{% generation %}`` block that
-wraps the assistant header (SmolLM3) bounds what is trained, never widens it past the header or the end mark.
-Each case: ids equal to transformers' and masks equal to the prefix-render reference (stockkit.check_render)."""
+``<seed:think>``, the space after OpenChat's ``GPT4 Correct Assistant:`` before non-Latin text), and what the
+prompt already holds is not, even when a turn writes it itself (``<think>\\n`` of QwQ, Nemotron, MiniMax-M2). A
+``{% generation %}`` block that wraps the assistant header (SmolLM3) bounds what is trained, never widens it past
+the header or the end mark. Each case: ids equal to transformers' and masks equal to the prefix-render reference
+(stockkit.check_render)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def test_gpt_oss_channel_header_is_trained(tmp_path):
 def test_functionary_recipient_is_trained(tmp_path):
     assert _runs("meetkai-functionary-medium-v3.2.jinja", TWO_TURNS, tmp_path) == [
         "all\nHi! How are you?<|eot_id|>", "all\nThe answer is 42.<|eot_id|>"]
+
+
+def test_openchat_space_before_non_latin_text_is_trained(tmp_path):
+    name = "openchat-openchat-3.5-0106.jinja"
+    _, tok, hf = sk.toks_for(name, tmp_path / "tok")
+    r, runs = sk.check_render(ck.conv(("user", "Hello there"), ("assistant", "你好!"), cid="zh"), name, tok, hf)
+    assert runs == [" 你好!<|end_of_turn|>"]
+    first = int(r.mask.argmax())
+    assert hf.decode(r.ids[first : first + 1].tolist()) == " "  # a token of its own, trained
 
 
 def test_seed_oss_opening_think_is_trained(tmp_path):
