@@ -54,6 +54,7 @@ class TurnShape:
     after_output: str = ""  # the template text between an assistant output and the next message's text
     last_stop_marker: str = ""  # the control token that ends the conversation's last assistant turn ("" when none)
     prompt: str = ""  # what the generation prompt adds after a user message ("" when none, or when it rewrites)
+    opener: str = ""  # the generation prompt's first control token (it opens a message: <|start|>, <|im_start|>)
 
 
 @dataclass
@@ -139,6 +140,7 @@ def _calibrate_from(
     else:
         stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
     last_stop = _learn_stop(text, a2[-1][1], len(text), pattern)
+    prompt = _learn_prompt(template, messages[: first + 3], tools, special)
     r2 = cut.spans.get(reasoning_of(first + 3))
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
@@ -147,7 +149,7 @@ def _calibrate_from(
         renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
         needs_tools=tools is not None, controls=controls, after_output=after,
         last_stop_marker=_last_control(last_stop, pattern),
-        prompt=_learn_prompt(template, messages[: first + 3], tools, special),
+        prompt=prompt, opener=_first_control(prompt, pattern),
     )
 
 
@@ -274,20 +276,22 @@ def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tupl
         if o:
             pos = render.rfind(o, lo, hi) if last else render.find(o, lo, hi)
             if pos >= 0:
-                if not shape.prompt.startswith(o):
+                if o is shape.prompt or not shape.prompt.startswith(o):
                     return pos, pos + len(o)
-                return pos, pos + max(len(o), shared_prompt(shape.prompt, render[pos:hi], shape.controls))
+                text = render[pos : min(hi, pos + len(shape.prompt))]
+                return pos, pos + max(len(o), shared_prompt(shape.prompt, text, _control_regex(shape.controls)))
     return None
 
 
-def shared_prompt(prompt: str, text: str, controls) -> int:
+def shared_prompt(prompt: str, text: str, pattern: re.Pattern | None) -> int:
     """How much of the generation prompt ``prompt`` the turn ``text`` writes as its header: their common prefix,
-    all of it or cut back to a whole part (through whitespace or a control token), so that ``<think>\\n`` is not
-    half matched by ``<tool_call>``. What follows it is the model's to emit, hence trained."""
+    all of it or cut back to a whole part (through whitespace or a control token, ``pattern``), so that
+    ``<think>\\n`` is not half matched by ``<tool_call>``. What follows it is the model's to emit, hence trained."""
     k = len(os.path.commonprefix([prompt, text]))
     if k == len(prompt):
         return k
-    while k > 0 and not prompt[k - 1].isspace() and not any(prompt.endswith(c, 0, k) for c in controls):
+    ends = {m.end() for m in pattern.finditer(prompt, 0, k)} if pattern else set()
+    while k > 0 and not prompt[k - 1].isspace() and k not in ends:
         k -= 1
     return k
 
@@ -315,18 +319,17 @@ def _own(render: str, anchors: list[tuple[int, int]], shape: TurnShape) -> list[
     in a later one (gpt-oss names the tool a result answers, the call's name, in the tool message's header). A gap
     that holds the control token opening a message (the generation prompt's first) without the assistant header
     starts another message."""
-    opener = _first_control(shape.prompt, shape.controls)
+    opener = shape.opener
     if not opener or len(anchors) < 2:
         return anchors
     for k in range(1, len(anchors)):
-        gap = render[anchors[k - 1][1] : anchors[k][0]]
-        if opener in gap and shape.prompt not in gap:
+        a, b = anchors[k - 1][1], anchors[k][0]
+        if render.find(opener, a, b) >= 0 and render.find(shape.prompt, a, b) < 0:
             return anchors[:k]
     return anchors
 
 
-def _first_control(text: str, controls: tuple[str, ...]) -> str:
-    pattern = _control_regex(controls)
+def _first_control(text: str, pattern: re.Pattern | None) -> str:
     match = pattern.search(text) if pattern and text else None
     return match.group() if match else ""
 

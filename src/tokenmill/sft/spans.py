@@ -36,7 +36,8 @@ _SENTINEL = re.compile("[\U000f0000\U000f0001][\U00100000-\U0010fffd]")
 # a sentinel as Python's repr writes it: a template that passes a dict through ``|string`` (InternLM2's tool-call
 # arguments) renders ``str(dict)``, whose strings escape the private-use characters
 _ESCAPED = r"\\U000f000[01]\\U0010[0-9a-f]{4}"
-_SPLIT = re.compile(f"({_SENTINEL.pattern}|{_ESCAPED})")
+_SPLIT = re.compile(f"({_SENTINEL.pattern})")
+_SPLIT_ESCAPED = re.compile(f"({_SENTINEL.pattern}|{_ESCAPED})")  # slower: only for a render that holds an escape
 _RESERVED = re.compile("[\U000f0000\U000f0001\U00100000-\U0010fffd]")
 _THINK_TAG = re.compile(r"(</?think>)")
 
@@ -144,7 +145,7 @@ class Cut:
     spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # field -> char spans in order
     unpaired: set[int] = field(default_factory=set)  # fields with a start or end sentinel the template lost
     marks: list[int] = field(default_factory=list)  # where each sentinel stood in the marked render, in order
-    cut_before: list[int] = field(default_factory=list)  # characters cut before each mark's end (2, or 20 escaped)
+    cut_before: list[int] = field(default_factory=list)  # characters cut through each mark, when any was escaped
     generation: list[tuple[int, int]] = field(default_factory=list)  # ``{% generation %}`` spans of the text
 
     def of_message(self, i: int) -> list[tuple[int, int]]:
@@ -159,23 +160,30 @@ class Cut:
         """A position in the marked render -> the same position in :attr:`text` (two characters per sentinel
         that stood before it)."""
         k = bisect.bisect_left(self.marks, position)
+        if not self.cut_before:  # every sentinel two characters wide
+            return position - 2 * k
         return position - (self.cut_before[k - 1] if k else 0)
 
 
 def cut_sentinels(marked: str) -> Cut:
     """Cut every sentinel (or its repr escape) out of ``marked``; pair each start with the next end of the same
     field."""
-    parts = _SPLIT.split(marked)  # text, sentinel, text, ..., text: one pass finds and cuts them all
+    escaped = "\\U000f000" in marked  # a template passed marked text through |string (repr)
+    parts = (_SPLIT_ESCAPED if escaped else _SPLIT).split(marked)  # text, sentinel, ..., text: one pass
     if len(parts) == 1:
         return Cut(marked)
     texts = parts[0::2]
     cut, open_at, here, removed = Cut("".join(texts)), {}, 0, 0
     for k, sentinel in enumerate(parts[1::2]):
         here += len(texts[k])  # where the sentinel stood in the plain text
-        cut.marks.append(here + removed)
-        removed += len(sentinel)
-        cut.cut_before.append(removed)
-        is_start, i = _read(sentinel)
+        if escaped:
+            cut.marks.append(here + removed)
+            removed += len(sentinel)
+            cut.cut_before.append(removed)
+            is_start, i = _read(sentinel)
+        else:
+            cut.marks.append(here + 2 * k)
+            is_start, i = sentinel[0] == START, ord(sentinel[1]) - _INDEX_BASE
         if is_start:
             if i in open_at:
                 cut.unpaired.add(i)
