@@ -88,6 +88,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--allow-untrained-stop", action="store_true", default=None,
                    help="go on when the template's end-of-turn string is not a special token (the model will "
                         "not learn to stop)")
+    p.add_argument("--date", help="the day (ISO 8601) chat templates that stamp the current time are rendered at")
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
@@ -352,7 +353,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         "reasoning_policy": args.reasoning_policy, "verify": args.verify, "seq_len": args.seq_len,
         "train_reasoning": False if args.no_train_reasoning else None,
         "supervise_empty_think": args.supervise_empty_think, "on_mismatch": args.on_mismatch,
-        "allow_untrained_stop": args.allow_untrained_stop,
+        "allow_untrained_stop": args.allow_untrained_stop, "date": args.date,
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(

@@ -93,6 +93,7 @@ SFT: dict[str, Callable[[Any], Any]] = {
     "verify": _typed(int),
     "on_mismatch": choice("stop", "reject"),
     "allow_untrained_stop": _typed(bool),
+    "date": _typed(str),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
 

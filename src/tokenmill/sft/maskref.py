@@ -6,15 +6,16 @@ reference tokenizer's ``apply_chat_template`` (text, not ids):
 - ``before`` = the messages before ``i``, and ``prompt`` = the same with ``add_generation_prompt=True``;
 - ``upto`` = the messages through ``i``.
 
-When ``upto`` and ``before`` are prefixes of the whole conversation's render, the turn occupies
-``[len(before), len(upto))`` of it. Its header is what the generation prompt adds (the part of ``prompt`` that the
-whole render shares), so the output starts where the shared part ends. (When the message before renders
-differently once it is no longer last, as Hermes-3's last tool result does, the turn starts at the generation
-prompt's header, the first one after where ``before`` and the whole render part.) The output ends after the turn's last control
-token (the end-of-turn marker the model must emit), or at the turn's end, trailing whitespace cut, when it has
-none. An empty ``<think></think>`` block the template writes at the output's start is not trained (tokenmill's
-default, ``supervise_empty_think=False``). A token is trained when its characters overlap that span; tokens in
-the turn's region must be trained exactly so.
+When ``upto`` and ``before`` are prefixes of the whole conversation's render, the turn occupies ``[len(before),
+len(upto))`` of it. Its header is what the generation prompt adds (the part of ``prompt`` that the whole render
+shares, cut back to a whitespace or a control token when the turn writes only part of it), so the output starts
+where the shared part ends: everything the model must emit after the generation prompt is trained. (When the
+message before renders differently once it is no longer last, as Hermes-3's last tool result does, the turn starts
+at the generation prompt's header, the first one after where ``before`` and the whole render part.) The output
+ends after the turn's last control token when only whitespace follows it (the end-of-turn marker the model must
+emit), else at the turn's end, trailing whitespace cut. An empty ``<think></think>`` block the template writes at the output's
+start is not trained (tokenmill's default, ``supervise_empty_think=False``). A token is trained when its
+characters overlap that span; tokens in the turn's region must be trained exactly so.
 
 A turn whose render depends on what follows it (``upto`` not a prefix of the whole render, as when a template
 drops earlier turns' reasoning) has no reference and is not compared; nor has a turn of a template that writes
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-_EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
+_EMPTY_THINK = re.compile(r"\s*<think>\s*</think>\s*")  # GLM writes "\n<think></think>\n"
 
 
 def _render(hf_tokenizer: Any, messages: list[dict], tools, template_source: str, prompt: bool) -> str:
@@ -54,16 +55,20 @@ def reference_turns(hf_tokenizer: Any, messages: list[dict], tools, template_sou
             upto = _render(hf_tokenizer, messages[: i + 1], tools, template_source, False)
         except Exception:  # noqa: BLE001 - a template may refuse a prefix (e.g. one that must end with a user)
             continue
-        start = _output_start(whole, before, prompt, upto)
+        start = _output_start(whole, before, prompt, upto, controls)
         if start is not None:
             out.append((start[0], len(upto), *_trained(whole, start[1], len(upto), pattern)))
     return out
 
 
-def _output_start(whole: str, before: str, prompt: str, upto: str) -> tuple[int, int] | None:
+def _output_start(whole: str, before: str, prompt: str, upto: str, controls: list[str]
+                  ) -> tuple[int, int] | None:
     """(turn start, output start) in ``whole``, or None when the turn has no reference."""
     if not whole.startswith(upto) or prompt == before:
         return None
+    if whole.startswith(before) and prompt.startswith(before):
+        header = _shared(prompt[len(before):], whole[len(before):len(upto)], controls)
+        return len(before), len(before) + header
     if whole.startswith(before):
         return len(before), max(len(before), min(len(os.path.commonprefix([prompt, whole])), len(upto)))
     # the message before renders differently once it is not the last one (e.g. a closing newline it then gets):
@@ -73,9 +78,22 @@ def _output_start(whole: str, before: str, prompt: str, upto: str) -> tuple[int,
     return None if pos < 0 else (pos, pos + len(header))
 
 
+def _shared(header: str, turn: str, controls: list[str]) -> int:
+    """The part of the generation prompt's ``header`` the turn writes: all of it, or the common prefix cut back
+    to its last whitespace or control token (a half-matched tag is not header)."""
+    common = os.path.commonprefix([header, turn])
+    if common == header:
+        return len(common)
+    cut = max((common.rfind(c) + len(c) for c in controls if c in common), default=0)
+    space = max((i + 1 for i, ch in enumerate(common) if ch.isspace()), default=0)
+    return max(cut, space)
+
+
 def _trained(whole: str, start: int, end: int, pattern: re.Pattern | None) -> tuple[int, int]:
     found = list(pattern.finditer(whole, start, end)) if pattern else []
-    stop = found[-1].end() if found else start + len(whole[start:end].rstrip())
+    stop = start + len(whole[start:end].rstrip())
+    if found and found[-1].end() >= stop:  # the turn ends with a control token (none: GLM, whose turn ends at
+        stop = found[-1].end()             # the next role token; a </think> inside it is no end mark)
     empty = _EMPTY_THINK.match(whole, start, stop)
     return (empty.end() if empty else start), stop
 

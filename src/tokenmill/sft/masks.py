@@ -16,6 +16,7 @@ in the number of spans; nothing is rendered or tokenized again.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -30,7 +31,7 @@ from tokenmill.sft.spans import (
 )
 from tokenmill.sft.template import ChatTemplate, render_template
 
-_EMPTY_THINK = re.compile(r"<think>\s*</think>\s*")
+_EMPTY_THINK = re.compile(r"\s*<think>\s*</think>\s*")  # GLM writes "\n<think></think>\n"
 _THINK_CLOSE = re.compile(r"\s*</think>\s*")
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.DOTALL)
 PROBE_TOOL = {"type": "function", "function": {
@@ -51,6 +52,9 @@ class TurnShape:
     calibration_error: str = ""  # why no probe rendered ("" when calibrated); turns then end at a control token
     controls: tuple[str, ...] = ()  # the tokenizer's control-token strings
     after_output: str = ""  # the template text between an assistant output and the next message's text
+    last_stop_marker: str = ""  # the control token that ends the conversation's last assistant turn ("" when none)
+    prompt: str = ""  # what the generation prompt adds after a user message ("" when none, or when it rewrites)
+    opener: str = ""  # the generation prompt's first control token (it opens a message: <|start|>, <|im_start|>)
 
 
 @dataclass
@@ -135,6 +139,8 @@ def _calibrate_from(
         stop, after = _learn_stop(text, a1[-1][1], u2[0][0], pattern), text[a1[-1][1] : u2[0][0]]
     else:
         stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
+    last_stop = _learn_stop(text, a2[-1][1], len(text), pattern)
+    prompt = _learn_prompt(template, messages[: first + 3], tools, special)
     r2 = cut.spans.get(reasoning_of(first + 3))
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
@@ -142,10 +148,18 @@ def _calibrate_from(
         open=_learn_open(gap, pattern), stop=stop, stop_marker=_last_control(stop, pattern),
         renders_reasoning=bool(r2), faithful=_faithful(template, with_system, tools, special),
         needs_tools=tools is not None, controls=controls, after_output=after,
+        last_stop_marker=_last_control(last_stop, pattern),
+        prompt=prompt, opener=_first_control(prompt, pattern),
     )
 
 
 _CONTROL_LIKE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</s>|<eos>|<end_of_turn>|\[/?[A-Z_]{2,20}\]")
+
+
+def ends_no_turn(shape: TurnShape) -> bool:
+    """Whether the calibrated template ends no assistant turn, last or not, with a control token: nothing the
+    model could learn to stop with is ever trained."""
+    return not (shape.stop_marker or shape.last_stop_marker or shape.calibration_error)
 
 
 def untrained_stop_strings(shape: TurnShape, encode) -> list[str]:
@@ -166,6 +180,20 @@ def render_cut(template: ChatTemplate, messages: list[dict], *, tools=None, spec
     cut = cut_sentinels(text)
     cut.generation = [(cut.to_plain(a), cut.to_plain(b)) for a, b in generation]
     return cut
+
+
+def _learn_prompt(template: ChatTemplate, messages: list[dict], tools, special: dict) -> str:
+    """What ``add_generation_prompt`` appends to a conversation that ends with a user message: the header that
+    precedes what the model emits. Everything after it in a turn is the model's to emit, hence trained (a
+    channel header, a recipient, a lone space, an opening think tag the template writes after it); a turn
+    that writes all of it (``<think>\\n`` included) trains none of it. "" when the template writes none, or when
+    the prompt changes the text before it."""
+    try:
+        before, _ = render_template(template, messages, tools=tools, special_tokens=special)
+        prompt, _ = render_template(template, messages, tools=tools, special_tokens=special, generation_prompt=True)
+    except TemplateError:
+        return ""
+    return prompt[len(before):] if prompt.startswith(before) else ""
 
 
 def _faithful(template: ChatTemplate, with_system: bool, tools, special: dict) -> bool:
@@ -241,27 +269,69 @@ class _Territory:
 
 
 def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tuple[int, int] | None:
-    """(header start, output start) of the last (or first) ``open`` in ``render[lo:hi]``."""
-    for o in (shape.open, shape.open.strip()):
+    """(header start, output start) of the last (or first) assistant header in ``render[lo:hi]``: the generation
+    prompt, else ``open``. A turn may write only part of the generation prompt (no ``<think>\\n`` on earlier
+    turns): its header is then the longest whole part of the prompt it writes (see :func:`shared_prompt`)."""
+    for o in (shape.prompt, shape.open, shape.open.strip()):
         if o:
             pos = render.rfind(o, lo, hi) if last else render.find(o, lo, hi)
             if pos >= 0:
-                return pos, pos + len(o)
+                if o is shape.prompt or not shape.prompt.startswith(o):
+                    return pos, pos + len(o)
+                text = render[pos : min(hi, pos + len(shape.prompt))]
+                return pos, pos + max(len(o), shared_prompt(shape.prompt, text, _control_regex(shape.controls)))
     return None
 
 
+def shared_prompt(prompt: str, text: str, pattern: re.Pattern | None) -> int:
+    """How much of the generation prompt ``prompt`` the turn ``text`` writes as its header: their common prefix,
+    all of it or cut back to a whole part (through whitespace or a control token, ``pattern``), so that
+    ``<think>\\n`` is not half matched by ``<tool_call>``. What follows it is the model's to emit, hence trained."""
+    k = len(os.path.commonprefix([prompt, text]))
+    if k == len(prompt):
+        return k
+    ends = {m.end() for m in pattern.finditer(prompt, 0, k)} if pattern else set()
+    while k > 0 and not prompt[k - 1].isspace() and k not in ends:
+        k -= 1
+    return k
+
+
 def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
-    """End of the stop marker in the template text ``render[last:hi]``, or ``last`` when the turn renders none."""
+    """End of the end mark in the template text ``render[last:hi]``, or ``last`` when the turn renders none.
+
+    The end mark is the one the template writes after this turn, whatever it is: the calibrated stop, else the
+    calibrated marker, else the first control token (a template may end its last turn with ``eos_token`` only, or
+    a final answer with ``<|return|>`` and other turns with ``<|end|>``); never one past the next assistant
+    header."""
     if shape.stop and render.startswith(shape.stop, last) and last + len(shape.stop) <= hi:
         return last + len(shape.stop)
-    marker = shape.stop_marker
-    if not marker:
-        return last
-    pos = render.find(marker, last, hi)
     nxt = _header(render, shape, last, hi, last=False)
-    if pos < 0 or (nxt is not None and nxt[0] < pos):
-        return last
-    return pos + len(marker)
+    limit = nxt[0] if nxt is not None else hi
+    marker = shape.stop_marker
+    pos = render.find(marker, last, limit) if marker else -1
+    if pos >= 0:
+        return pos + len(marker)
+    return _uncalibrated_stop(render, last, limit, shape)
+
+
+def _own(render: str, anchors: list[tuple[int, int]], shape: TurnShape) -> list[tuple[int, int]]:
+    """The message's spans up to where another message opens: a template may write a text of this message again
+    in a later one (gpt-oss names the tool a result answers, the call's name, in the tool message's header). A gap
+    that holds the control token opening a message (the generation prompt's first) without the assistant header
+    starts another message."""
+    opener = shape.opener
+    if not opener or len(anchors) < 2:
+        return anchors
+    for k in range(1, len(anchors)):
+        a, b = anchors[k - 1][1], anchors[k][0]
+        if render.find(opener, a, b) >= 0 and render.find(shape.prompt, a, b) < 0:
+            return anchors[:k]
+    return anchors
+
+
+def _first_control(text: str, pattern: re.Pattern | None) -> str:
+    match = pattern.search(text) if pattern and text else None
+    return match.group() if match else ""
 
 
 def _uncalibrated_stop(render: str, last: int, hi: int, shape: TurnShape) -> int:
@@ -275,7 +345,7 @@ def locate_assistant(
     render: str, cut: Cut, i: int, message: dict, shape: TurnShape, cursor: int, territory: _Territory,
 ) -> Turn | None:
     """Assistant message ``i``'s turn, from its spans; None when it has text the template did not render."""
-    anchors = cut.of_message(i)
+    anchors = _own(render, cut.of_message(i), shape)
     if not anchors and (_has_text(message) or message.get("tool_calls")):
         return None
     if anchors:

@@ -22,6 +22,7 @@ give a reference (:mod:`tokenmill.sft.maskref`), the trained tokens must be exac
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,20 +72,50 @@ def check_mask(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: Chat
             or any(w is not None and float(w) == 0 for w in weights) or not callable(hf_tokenizer)):
         return 0
     controls = _special_strings(hf_tokenizer)
-    differences = mask_differences(hf_tokenizer, rendered, template.source, controls)
+    with reference_clock(template):
+        differences = mask_differences(hf_tokenizer, rendered, template.source, controls)
     if differences:
         raise ParityError(
             f"record {conv.get('id', rendered.id)}: loss mask differs from the reference built from "
             f"apply_chat_template's renders (chat template {template.origin}): {differences[0]}"
         )
-    return len(reference_turns(hf_tokenizer, rendered.messages, rendered.tools, template.source, controls))
+    with reference_clock(template):
+        return len(reference_turns(hf_tokenizer, rendered.messages, rendered.tools, template.source, controls))
+
+
+@contextmanager
+def reference_clock(template: ChatTemplate):
+    """transformers' render of ``template`` reads the clock at ``template.date``, as ours does, while in this block.
+
+    ``apply_chat_template`` passes no callable to a template (its variables are made plain data), so the fixed
+    ``strftime_now`` goes where transformers' own is: the globals of its compiled template (cached per source),
+    put back on leaving. A template that reads no clock is left alone."""
+    compiled = _hf_compiled(template.source) if template.stamps_time else None
+    if compiled is None:
+        yield
+        return
+    saved = compiled.globals.get("strftime_now")
+    compiled.globals["strftime_now"] = template.clock["strftime_now"]
+    try:
+        yield
+    finally:
+        compiled.globals["strftime_now"] = saved
+
+
+def _hf_compiled(source: str) -> Any:
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError:  # no transformers, or a version without it: the reference reads the real clock
+        return None
+    return _compile_jinja_template(source)
 
 
 def _reference(hf_tokenizer: Any, messages: list[dict], tools: list | None, template: ChatTemplate) -> list[int]:
-    return list(hf_tokenizer.apply_chat_template(
-        messages, tools=tools, chat_template=template.source, tokenize=True, add_generation_prompt=False,
-        return_dict=False,
-    ))
+    with reference_clock(template):
+        return list(hf_tokenizer.apply_chat_template(
+            messages, tools=tools, chat_template=template.source, tokenize=True, add_generation_prompt=False,
+            return_dict=False,
+        ))
 
 
 def _check_sanitised(rid: str, got: list[int], rendered: Rendered, hf_tokenizer: Any, template: ChatTemplate) -> None:

@@ -14,6 +14,7 @@ end-of-turn marker the model must emit to stop. Role headers, system, user and t
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,16 @@ import numpy as np
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.budget import render_session
 from tokenmill.sft.lacks import lacks_sentence, missing_tool_support
-from tokenmill.sft.masks import Turn, TurnShape, calibrate, locate_turns, render_cut, untrained_stop_strings
+from tokenmill.sft.masks import (
+    Turn,
+    TurnShape,
+    calibrate,
+    ends_no_turn,
+    locate_turns,
+    render_cut,
+    untrained_stop_strings,
+)
+from tokenmill.sft.spans import texts_of
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.tokenize.pieces import Encoded
 
@@ -54,18 +64,28 @@ def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
 
 
 def check_stop_token(template: ChatTemplate, tokenizer: Any, *, allow: bool = False) -> list[str]:
-    """Refuse a template whose end-of-turn string is not a special token of ``tokenizer`` (the model would
-    never learn to stop); with ``allow`` return those strings instead of raising."""
+    """Refuse a template that ends no assistant turn with a control token of ``tokenizer`` (the model would never
+    learn to stop): its end-of-turn string is no special token, or it writes none at all. With ``allow``, warn
+    and return the strings instead of raising."""
     shape = shape_of(template, tokenizer)
     strings = untrained_stop_strings(shape, tokenizer.encode)
-    if strings and not allow:
-        raise TemplateError(
-            f"chat template ({template.origin}) ends assistant turns with {', '.join(map(repr, strings))}, which "
-            f"tokenizer {tokenizer.name!r} does not have as a special token: it becomes several ordinary tokens and "
-            "no example would train a stop token. Add it to the tokenizer as a special token (added_tokens in "
-            "tokenizer.json with \"special\": true, or additional_special_tokens in tokenizer_config.json), use the "
-            "model's own tokenizer, or pass --allow-untrained-stop (sft.allow_untrained_stop) to go on anyway"
-        )
+    if strings:
+        why = (f"ends assistant turns with {', '.join(map(repr, strings))}, which tokenizer {tokenizer.name!r} does "
+               "not have as a special token: it becomes several ordinary tokens and no example would train a stop "
+               "token")
+        fix = ("add it to the tokenizer as a special token (added_tokens in tokenizer.json with \"special\": true, "
+               "or additional_special_tokens in tokenizer_config.json), use the model's own tokenizer")
+    elif ends_no_turn(shape):
+        why = (f"ends no assistant turn, the last one included, with a control token of tokenizer "
+               f"{tokenizer.name!r} (it writes none after a reply): no example would train a stop token and the "
+               "model would never learn to stop")
+        fix = "use a template that ends a reply with the end-of-turn or eos token"
+    else:
+        return []
+    if not allow:
+        raise TemplateError(f"chat template ({template.origin}) {why}. To fix: {fix}, or pass --allow-untrained-stop "
+                            "(sft.allow_untrained_stop) to go on anyway")
+    warnings.warn(f"chat template ({template.origin}) {why}; going on (allow_untrained_stop)", stacklevel=2)
     return strings
 
 
@@ -241,11 +261,13 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
-    try:
-        cut = render_cut(template, messages, tools=tools, special=special, record_id=rid,
-                         track_generation=template.has_generation_blocks)
-    except TemplateError as exc:
-        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
+    cut = _render_marked(template, messages, tools, special, rid, conv, shape)
+    cut_off = _inlined_cut_off(cut, messages, conv) if counts["reasoning_inlined"] else []
+    if cut_off:  # rendered again, those messages with their own content only
+        messages = [dict(m, content=conv["messages"][i].get("content")) if i in cut_off else m
+                    for i, m in enumerate(messages)]
+        messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
+        cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
     text, generation = cut.text, cut.generation
@@ -259,6 +281,30 @@ def prepare_conversation(
     )
     return Prepared(conv, rid, text, messages, tools, generation, turns, tuple(literal), control, neutralised,
                     spans, owners, counts)
+
+
+def _render_marked(template: ChatTemplate, messages: list[dict], tools, special: dict, rid: str, conv: dict,
+                   shape: TurnShape):
+    try:
+        return render_cut(template, messages, tools=tools, special=special, record_id=rid,
+                          track_generation=template.has_generation_blocks)
+    except TemplateError as exc:
+        raise _explained(exc, template, conv, rid, needs_tools=shape.needs_tools and not tools) from exc
+
+
+def _inlined_cut_off(cut, messages: list[dict], conv: dict) -> set[int]:
+    """Messages whose inlined reasoning the template cut off (it splits the content at ``</think>``, as DeepSeek's
+    templates do): their reasoning text is rendered nowhere. Inlined, such a message would keep the ``\\n\\n``
+    between ``</think>`` and the content, which the source conversation does not have."""
+    out = set()
+    for i, m in enumerate(conv.get("messages") or []):
+        reasoning = m.get("reasoning")
+        if not reasoning or not isinstance(messages[i].get("content"), str) or "thinking" in messages[i]:
+            continue
+        pieces = {cut.text[a:b] for a, b in cut.spans.get(texts_of(i), [])}
+        if reasoning.strip() not in pieces:
+            out.add(i)
+    return out
 
 
 def _explained(exc: TemplateError, template: ChatTemplate, conv: dict, rid: str, *, needs_tools: bool
@@ -379,10 +425,10 @@ def _trained_spans(
         if (policy.train_on == "last" and turn.message != last_assistant) or _weight(conv, turn.message) == 0:
             continue
         start, end = turn.start, turn.stop_end
-        if use_generation:
-            start, end = generation[k][0], generation[k][1]
+        if use_generation:  # a {% generation %} block bounds the output, never widens it past header or end mark
+            start, end = max(generation[k][0], turn.start), generation[k][1]
             if end >= turn.end:
-                end = max(end, turn.stop_end)
+                end = turn.stop_end
         if turn.empty_think and not policy.supervise_empty_think:
             start = max(start, turn.empty_think[1])
         if turn.reasoning and not policy.train_reasoning:
@@ -449,7 +495,9 @@ def _stats(
         "trained_by_turn": by_turn,
         "reasoning_trained_tokens": reasoning,
         "answer_trained_tokens": assistant - reasoning,
-        "stop_token_trained": bool(owners) and all(t is None or t.stop_end > t.end for t in owners),
+        # the last trained turn ends in its end mark: what teaches the model to stop (a template may write one
+        # after the conversation's last reply only)
+        "stop_token_trained": bool(owners) and (owners[-1] is None or owners[-1].stop_end > owners[-1].end),
         "control_tokens_neutralised": p.neutralised,
         "control_tokens_real": len(p.control),
         "reasoning_dropped_by_template": sum(1 for t in turns if t.message in with_reasoning and not t.reasoning),

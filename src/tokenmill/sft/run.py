@@ -16,6 +16,7 @@ Corpus steps (exact and near-duplicate removal) run as stages before the shards 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import add_into, example_report, summarize
 from tokenmill.sft.steps import filter_conversations
-from tokenmill.sft.template import ChatTemplate, load_template
+from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, load_template, parse_date
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter
@@ -61,12 +62,16 @@ class SftOptions:
     verify: int = 16  # examples per unit checked against apply_chat_template (plus one per shape); 0 = off
     on_mismatch: str = "stop"  # stop | reject: what a real parity difference does
     allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
+    date: str = DEFAULT_DATE  # the day a template that stamps the current time (strftime_now) is rendered at
 
     def __post_init__(self) -> None:
         if self.on_mismatch not in ("stop", "reject"):
-            from tokenmill.errors import ConfigError
-
             raise ConfigError(f"on_mismatch={self.on_mismatch!r}: expected 'stop' or 'reject'")
+        try:
+            parse_date(self.date)
+        except (TypeError, ValueError):
+            raise ConfigError(f"date={self.date!r}: expected an ISO 8601 date such as 2025-01-01 (the day chat "
+                              "templates that stamp the current time are rendered at)") from None
 
     @property
     def policy(self) -> MaskPolicy:
@@ -90,6 +95,10 @@ class SftTask:
     survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
     verdict_key: str | None = None  # sft/verdicts.py run_key: where this run's checks are cached (None: nowhere)
     trusted: frozenset = frozenset()  # the shapes cached verdicts vouched for when the run started
+
+    def __post_init__(self) -> None:
+        if self.template.date != self.options.date:  # the run's fixed day, for a template that stamps the time
+            object.__setattr__(self, "template", dataclasses.replace(self.template, date=self.options.date))
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""

@@ -33,7 +33,11 @@ from tokenmill.errors import TemplateError
 START, END = "\U000f0000", "\U000f0001"
 _INDEX_BASE, _INDEX_MAX = 0x100000, 0xFFFD  # field k -> chr(_INDEX_BASE + k)
 _SENTINEL = re.compile("[\U000f0000\U000f0001][\U00100000-\U0010fffd]")
+# a sentinel as Python's repr writes it: a template that passes a dict through ``|string`` (InternLM2's tool-call
+# arguments) renders ``str(dict)``, whose strings escape the private-use characters
+_ESCAPED = r"\\U000f000[01]\\U0010[0-9a-f]{4}"
 _SPLIT = re.compile(f"({_SENTINEL.pattern})")
+_SPLIT_ESCAPED = re.compile(f"({_SENTINEL.pattern}|{_ESCAPED})")  # slower: only for a render that holds an escape
 _RESERVED = re.compile("[\U000f0000\U000f0001\U00100000-\U0010fffd]")
 _THINK_TAG = re.compile(r"(</?think>)")
 
@@ -103,7 +107,8 @@ def mark_messages(messages: list[dict], *, record_id: str = "?") -> list[dict]:
         marked = dict(m)
         for key in _MARKED_KEYS:
             if isinstance(m.get(key), str):
-                if not m[key].isascii() and _RESERVED.search(m[key]):  # isascii: a flag of the string, no scan
+                # isascii: a flag of the string, no scan; the escape: a sentinel as a repr writes it
+                if (not m[key].isascii() and _RESERVED.search(m[key])) or "\\U000f000" in m[key]:
                     _refuse_reserved(m[key], record_id, i)
                 k = reasoning_of(i) if key in ("reasoning_content", "thinking") else texts_of(i)
                 marked[key] = mark_text(m[key], k)
@@ -124,10 +129,10 @@ def _mark_call(call: dict, i: int, record_id: str) -> dict:
 
 
 def _refuse_reserved(text: str, record_id: str, i: int) -> None:
-    if _RESERVED.search(text):
+    if _RESERVED.search(text) or re.search(_ESCAPED, text):
         raise TemplateError(
             f"record {record_id}: message {i} holds a private-use character of planes 15-16 (U+F0000, U+F0001 or "
-            "U+100000-U+10FFFD) that tokenmill reserves to locate message texts; remove it",
+            "U+100000-U+10FFFD), or its escape (\\U000f0000), that tokenmill reserves to locate message texts; remove it",
             reason="sentinel_collision",
         )
 
@@ -140,6 +145,7 @@ class Cut:
     spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # field -> char spans in order
     unpaired: set[int] = field(default_factory=set)  # fields with a start or end sentinel the template lost
     marks: list[int] = field(default_factory=list)  # where each sentinel stood in the marked render, in order
+    cut_before: list[int] = field(default_factory=list)  # characters cut through each mark, when any was escaped
     generation: list[tuple[int, int]] = field(default_factory=list)  # ``{% generation %}`` spans of the text
 
     def of_message(self, i: int) -> list[tuple[int, int]]:
@@ -153,21 +159,32 @@ class Cut:
     def to_plain(self, position: int) -> int:
         """A position in the marked render -> the same position in :attr:`text` (two characters per sentinel
         that stood before it)."""
-        return position - 2 * bisect.bisect_left(self.marks, position)
+        k = bisect.bisect_left(self.marks, position)
+        if not self.cut_before:  # every sentinel two characters wide
+            return position - 2 * k
+        return position - (self.cut_before[k - 1] if k else 0)
 
 
 def cut_sentinels(marked: str) -> Cut:
-    """Cut every sentinel out of ``marked``; pair each start with the next end of the same field."""
-    parts = _SPLIT.split(marked)  # text, sentinel, text, ..., text: one pass finds and cuts them all
+    """Cut every sentinel (or its repr escape) out of ``marked``; pair each start with the next end of the same
+    field."""
+    escaped = "\\U000f000" in marked  # a template passed marked text through |string (repr)
+    parts = (_SPLIT_ESCAPED if escaped else _SPLIT).split(marked)  # text, sentinel, ..., text: one pass
     if len(parts) == 1:
         return Cut(marked)
     texts = parts[0::2]
-    cut, open_at, here = Cut("".join(texts)), {}, 0
+    cut, open_at, here, removed = Cut("".join(texts)), {}, 0, 0
     for k, sentinel in enumerate(parts[1::2]):
         here += len(texts[k])  # where the sentinel stood in the plain text
-        cut.marks.append(here + 2 * k)
-        i = ord(sentinel[1]) - _INDEX_BASE
-        if sentinel[0] == START:
+        if escaped:
+            cut.marks.append(here + removed)
+            removed += len(sentinel)
+            cut.cut_before.append(removed)
+            is_start, i = _read(sentinel)
+        else:
+            cut.marks.append(here + 2 * k)
+            is_start, i = sentinel[0] == START, ord(sentinel[1]) - _INDEX_BASE
+        if is_start:
             if i in open_at:
                 cut.unpaired.add(i)
             open_at[i] = here
@@ -177,3 +194,10 @@ def cut_sentinels(marked: str) -> Cut:
             cut.unpaired.add(i)
     cut.unpaired.update(open_at)
     return cut
+
+
+def _read(sentinel: str) -> tuple[bool, int]:
+    """(is a start, field) of a sentinel, raw (two characters) or repr-escaped (``\\U000f0000\\U0010xxxx``)."""
+    if len(sentinel) == 2:
+        return sentinel[0] == START, ord(sentinel[1]) - _INDEX_BASE
+    return sentinel[9] == "0", int(sentinel[-6:], 16) - _INDEX_BASE

@@ -35,6 +35,7 @@ from tokenmill.sft.budget import (
 )
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
+DEFAULT_DATE = "2025-01-01"  # the day templates that stamp the current time are rendered at (sft option ``date``)
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
 
@@ -45,6 +46,18 @@ class ChatTemplate:
 
     source: str
     origin: str = "builtin:chatml"
+    date: str = DEFAULT_DATE  # what strftime_now() tells the template: a fixed day, so every render is the same
+
+    @cached_property
+    def stamps_time(self) -> bool:
+        """Whether the template reads the clock (``strftime_now``: SmolLM3, Granite, Hunyuan write today's date)."""
+        return "strftime_now" in self.source
+
+    @cached_property
+    def clock(self) -> dict[str, Any]:
+        """``{"strftime_now": ...}`` at :attr:`date` for a template that reads the clock, else ``{}``: passed with
+        the render's variables (they shadow the environment's ``strftime_now``), here and to the reference."""
+        return {"strftime_now": fixed_clock(self.date)} if self.stamps_time else {}
 
     @cached_property  # read for every conversation: searched once per template object
     def digest(self) -> str:
@@ -152,6 +165,22 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def parse_date(value: str) -> datetime:
+    """``value`` (ISO 8601: ``2025-01-01`` or ``2025-01-01T09:30``) as a datetime; :class:`ValueError` otherwise."""
+    return datetime.fromisoformat(str(value))
+
+
+def fixed_clock(date: str):
+    """``strftime_now`` that always answers ``date``: a template that stamps the current time renders the same
+    on every run, in every worker and in the reference."""
+    moment = parse_date(date)
+
+    def strftime_now(fmt: str) -> str:
+        return moment.strftime(fmt)
+
+    return strftime_now
+
+
 class _TemplateDict:
     def __call__(self, *args, **kwargs):
         return dict(*args, **kwargs)
@@ -216,14 +245,17 @@ def render_template(
     special_tokens: dict[str, str] | None = None,
     record_id: str = "?",
     track_generation: bool = False,
+    generation_prompt: bool = False,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """Render ``messages`` (HF form) without a generation prompt; returns the text and ``{% generation %}`` spans.
+    """Render ``messages`` (HF form), without a generation prompt unless asked (calibration reads it); returns the
+    text and ``{% generation %}`` spans.
 
     Raises :class:`TemplateError` naming ``record_id`` when the template fails.
     """
     compiled = _compile_or_raise(template)
     kwargs = dict(special_tokens or {})
-    kwargs.update(messages=messages, tools=tools, documents=None, add_generation_prompt=False)
+    kwargs.update(messages=messages, tools=tools, documents=None, add_generation_prompt=generation_prompt,
+                  **template.clock)
     blocks: list[str] = []
     spans: list[tuple[int, int]] = []
     try:
