@@ -37,6 +37,7 @@ Example::
                                # first of each conversation shape (0 = off)
       on_mismatch: stop        # stop | reject (as parity_mismatch) on a real difference from apply_chat_template
       allow_untrained_stop: false  # go on when the template's end-of-turn string is not a special token
+      date: "2025-01-01"       # the day a template that stamps the time (strftime_now) renders at
 
 CLI flags override the file.
 """
