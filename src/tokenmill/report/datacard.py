@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,25 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
         "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
+        "sft": _sft(manifest),
     }
+
+
+def _sft(manifest: dict) -> dict | None:
+    """An SFT run's examples: the schemas its inputs were read as, the chat template and its hash, the share of
+    tokens trained, the stop token trained, what truncation cut and what was dropped (None for other runs)."""
+    config, report = manifest.get("config") or {}, manifest.get("report") or {}
+    if "chat_template_hash" not in config:
+        return None
+    schemas = Counter(str((i.get("schema_used") or {}).get("style") or (i.get("schema_used") or {}).get("record"))
+                      for i in manifest.get("inputs") or [] if isinstance(i, dict))
+    counts = manifest.get("counts") or {}
+    return {"schemas": dict(schemas.most_common()), "chat_template": config.get("chat_template"),
+            "chat_template_hash": config.get("chat_template_hash"), "examples": report.get("examples", 0),
+            "supervised_share": report.get("supervised_share"),
+            "stop_token_trained_share": report.get("stop_token_trained_share"),
+            "truncated": report.get("truncated", 0), "supervised_tokens_lost": report.get("supervised_tokens_lost", 0),
+            "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items()))}
 
 
 def _sources(manifest: dict, t: Tally) -> list[dict]:
@@ -168,7 +187,8 @@ def render(data: dict) -> str:
     header = {k: v for k, v in _header(data).items() if v is not None}
     parts = ["---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n",
              f"# Data card: tokenmill {data['track']} output\n",
-             f"{data['documents']:,} documents kept of {data['input_records']:,} input records "
+             f"{data['documents']:,} {'examples' if data.get('sft') else 'documents'} kept of "
+             f"{data['input_records']:,} input records "
              f"({data['rejected']:,} rejected as malformed)" + (f"; {data['tokens']:,} tokens." if data["tokens"] else "."),
              "\n## Sources\n", _table(["source", "records", "kept", "tokens", "licences (kept)"],
                                       [[s["source"], s["records"], s["kept"], s["tokens"] if s["tokens"] is not None else "",
@@ -185,11 +205,25 @@ def render(data: dict) -> str:
                                              for d in data["dedup"]]) or "No dedup step ran.",
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
+             *_sft_text(data.get("sft")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
              "\nPipeline:\n\n```yaml\n" + yaml.safe_dump(data["pipeline"], sort_keys=False, allow_unicode=True) + "```\n"]
     return "\n".join(parts)
+
+
+def _sft_text(sft: dict | None) -> list[str]:
+    if not sft:
+        return []
+    share = lambda v: "not measured" if v is None else f"{v:.1%}"  # noqa: E731
+    lines = [f"Input schemas: {_pairs(sft['schemas']) or 'none'}",
+             f"Chat template: `{sft['chat_template']}` (sha256 `{sft['chat_template_hash']}`)",
+             f"Examples: {sft['examples']:,}; supervised share of tokens: {share(sft['supervised_share'])}; "
+             f"examples whose stop token is trained: {share(sft['stop_token_trained_share'])}",
+             f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
+             f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
+    return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
 
 
 def _warnings(found: list[str]) -> list[str]:

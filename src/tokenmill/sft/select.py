@@ -42,6 +42,7 @@ from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import take_records
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
 from tokenmill.track import staged_files
@@ -197,7 +198,7 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
 
     def configure(run: Run) -> ScoreTask:
         run.config["select"] = {**how.__dict__, "rules": f"{rules.name}_v{rules.version}"}
-        return ScoreTask(how, rules, run.inputs.schemas)
+        return ScoreTask(how, rules, run.inputs.schemas, limit=run.options.limit)
 
     def stages(run: Run) -> list[Stage]:
         def pick(ctx: StageContext) -> StagePlan:
@@ -235,6 +236,7 @@ class ScoreTask:
     how: Selection
     rules: Any
     schemas: dict[str, dict]
+    limit: int | None = None  # first records of every input only (a trial run)
 
     def setup(self) -> None:
         self.rules.setup()
@@ -243,7 +245,7 @@ class ScoreTask:
         work = unit.payload
         stats, sink, convs, where = Stats(), RejectSink(staging, work), [], []
         rows: list[dict] = []
-        for raw in read_unit(work):
+        for raw in take_records(read_unit(work), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             got, bad = normalize_rows(raw.to_rows(), raw.locs, source=raw.source,
                                       schema=self.schemas.get(work.file.rel, {}))
