@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -185,11 +185,9 @@ def run_pretrain(
     documents off into ``out/val/``: see :mod:`tokenmill.split`. The run itself is :func:`tokenmill.job.run`
     of :func:`pretrain_job`.
     """
-    options = JobOptions(workers=None if executor is not None else workers, force=force, overwrite=overwrite,
-                         unit_bytes=unit_bytes, text_mode=text_mode, exclude=tuple(exclude),
-                         skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run, no_progress=progress is False)
-    if executor is not None and workers is not None:
-        options = replace(options, workers=workers)  # refused by the driver: one of the two
+    options = JobOptions(workers=workers, force=force, overwrite=overwrite, unit_bytes=unit_bytes, text_mode=text_mode,
+                         exclude=tuple(exclude), skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run,
+                         no_progress=progress is False)
     job = pretrain_job(steps=steps, shard_tokens=shard_tokens, eos=eos, config=config,
                        split=make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed))
     return run_job(job, inputs, out=out, options=options, executor=executor, tokenizer=tokenizer, schemas=schemas)
