@@ -80,7 +80,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                     "consent, none (join with +: consent+fineweb)")
     p.add_argument("--robots-snapshot", metavar="PATH",
                    help="robots.txt snapshot of the crawl for the consent preset (a directory of <host>.txt or a WARC)")
-    p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS)")
+    p.add_argument("--eos", metavar="TOKEN", help="token appended after every document (default: the tokenizer's EOS; its "
+                   "document token, e.g. <|endoftext|>, when that EOS is a chat end-of-turn token)")
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p, skip=("text_mode",))
