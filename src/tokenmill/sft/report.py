@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenmill.sft.lacks import lacks_sentence
+from tokenmill.sft.oracle import reference_note
 
 
 def length_bin(n: int) -> str:
@@ -139,7 +140,8 @@ def _report_lines(report: dict[str, Any]) -> str:
     ]
     if "parity" in r:
         p = r["parity"]
-        lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
+        against = reference_note(p.get("reference") or "transformers")
+        lines.append(f"  parity vs {against}: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
                      f"only deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
                      + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else "")
                      + (f"; loss masks equal the reference on {p['mask_turns_checked']} assistant turns"

@@ -36,6 +36,7 @@ from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
 from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.oracle import reference
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import add_into, example_report, summarize
@@ -275,10 +276,12 @@ def _oracle(tokenizer: Any) -> tuple[Any, str]:
     return _ORACLES[key]
 
 
-def _report(results: list[UnitResult], out: Path, *, seq_len: int | None) -> dict:
-    """The merged report of all units (noting why parity was not checked when no reference could be built),
-    with the packing plan at ``seq_len`` when asked for."""
+def _report(results: list[UnitResult], out: Path, *, seq_len: int | None, reference: str | None) -> dict:
+    """The merged report of all units (naming the parity reference, and why parity was not checked when no
+    reference could be built), with the packing plan at ``seq_len`` when asked for."""
     report = summarize([r.data["report"] for r in results])
+    if reference:
+        report.setdefault("parity", {})["reference"] = reference
     why = next((r.data["parity_unavailable"] for r in results if r.data.get("parity_unavailable")), "")
     if why:
         report.setdefault("parity", {})["unavailable"] = why
@@ -349,15 +352,14 @@ def run_sft(
             run.config["val_split"] = split.describe()
         if dry_run:
             return {**dry_run_plan(run), "chat_template": template.origin}
-        if opts.verify:
-            _check_oracle(run.tokenizer)
-        key = run_key(run.tokenizer, template, opts) if opts.verify else None
+        checked_against = reference() if opts.verify else None  # sft/oracle.py: transformers, else the plain one
+        key = run_key(run.tokenizer, template, opts, reference=checked_against) if opts.verify else None
         task = SftTask(run.tokenizer, template, run.schemas, opts, shard_tokens=shard_tokens, steps=inline,
                        limit=limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
         curation: dict = {}
 
         def summarize_run(results: list[UnitResult], out: Path) -> dict:
-            report = _report(results, out, seq_len=seq_len)
+            report = _report(results, out, seq_len=seq_len, reference=checked_against)
             return {**report, "curation": curation} if corpus else report
 
         return finish_run(run, task, executor=executor, overwrite=overwrite, progress=progress,
@@ -383,14 +385,6 @@ def _curated(run: Any, task: SftTask, corpus: tuple, curation: dict) -> dict:
         return guard(dataclasses.replace(task, survivors=survivors(ctx, corpus)))
 
     return {"before": before, "bind": bind}
-
-
-def _check_oracle(tokenizer: Any) -> None:
-    """Fail before any work when verification is asked for but transformers is missing (found, not imported:
-    only the workers use it, and importing it here would cost the run two seconds)."""
-    from tokenmill._extras import require_installed
-
-    require_installed("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
 def _packing(out: Path, seq_len: int) -> dict:
