@@ -326,15 +326,16 @@ def _check_consistent(shards: list[Shard], directory: Path) -> None:
 def _check_fingerprint(header: dict, tokenizer, directory: Path) -> None:
     if tokenizer is None:
         return
-    from tokenmill.tokenize.identity import describe, fingerprint_of
+    from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
 
     expected = fingerprint_of(tokenizer)  # any spec --tokenizer takes, an object, or a fingerprint
     found = header["tokenizer_fingerprint"]
     if expected != found:
+        info = {"name": header["tokenizer"], **(header.get("tokenizer_info") or {})}
         raise ShardError(
-            f"shards in {directory} were written with tokenizer {header['tokenizer']!r} (fingerprint {found}), "
-            f"but the tokenizer given ({describe(tokenizer)}) has fingerprint {expected}; use the tokenizer the "
-            "shards were made with or re-tokenize the data"
+            f"shards in {directory} were written with tokenizer {recorded(info)} (fingerprint {found[:12]}), "
+            f"but the tokenizer given ({describe(tokenizer)}) has fingerprint {expected[:12]}: another vocabulary; "
+            "use the tokenizer the shards were made with or re-tokenize the data"
         )
 
 
