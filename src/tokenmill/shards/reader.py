@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tokenmill.errors import ShardError
 from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name
-from tokenmill.shards.inventory import inventory_problems, shard_headers
+from tokenmill.shards.inventory import inventory_problems, no_shards, shard_headers
 
 
 class Shard:
@@ -258,10 +258,7 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     if missing:
         raise ShardError(f"shards in {directory} do not add up:\n" + "\n".join(f"  - {p}" for p in missing))
     if not shards:
-        raise ShardError(
-            f"no tokenmill shard headers (*.json with magic 'tokenmill-shard') in {directory}; "
-            "check the path or write shards with ShardWriter"
-        )
+        raise ShardError(no_shards(directory))
     for shard in shards:
         _check_shard(shard)
     _check_consistent(shards, directory)
