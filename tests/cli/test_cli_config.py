@@ -53,6 +53,20 @@ def test_bad_steps_are_reported_together_with_their_path(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_mistyped_step_or_parameter_names_what_was_meant(tmp_path, capsys):
+    """Not Python's ``__init__() got an unexpected keyword argument``: the step's parameters, a close name."""
+    src = tmp_path / "docs.jsonl"
+    tk.write_docs(src, 5)
+    cfg = tmp_path / "pipeline.yaml"
+    cfg.write_text("steps:\n  - {name: length, min_char: 60}\n  - {name: lenght}\n")
+    assert main(["pretrain", str(src), "--out", str(tmp_path / "out"), "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "__init__" not in err and "keyword argument" not in err, err
+    assert (f"{cfg}: steps[0]: unknown parameter 'min_char' of step 'length' (did you mean 'min_chars'?); "
+            "its parameters: min_chars, max_chars") in err, err
+    assert f"{cfg}: steps[1].name: unknown step 'lenght' (did you mean 'length'?)" in err, err
+
+
 def test_not_yaml_and_missing_file_are_clean_errors(tmp_path, capsys):
     cfg = tmp_path / "pipeline.yaml"
     cfg.write_text("inputs: [unclosed\n")

@@ -31,32 +31,38 @@ def test_the_tutorial_covers_the_walk_through():
 def test_the_tutorial_runs(shared_data, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    repo = tmp_path / "repo"  # the reader starts in the repository root, and the tutorial leaves nothing there
+    repo.mkdir()
+    cwd, where = repo, tmp_path / "cwd"  # one shell for the reader: a block's `cd` holds for the next ones
     env = {**os.environ, "PY": sys.executable, "DATA": str(shared_data), "TOKENMILL_PROGRESS_EVERY": "3600"}
     outputs = []
     for kind, body in blocks():
         body = body.replace("../shared/data", str(shared_data))
         if kind == "python":
             name = body.splitlines()[0].removeprefix("# ").strip()
-            (tmp_path / name).write_text(body)
+            (cwd / name).write_text(body)
             continue
-        done = subprocess.run(["bash", "-e", "-c", PRELUDE + body], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(["bash", "-e", "-c", PRELUDE + body + f'\npwd > "{where}"'], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{body}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
         outputs.append(done.stdout)
+        cwd = Path(where.read_text().strip())
+    assert list(repo.iterdir()) == [], "the tutorial wrote into the repository root"
     printed = "\n".join(outputs)
-    web = json.loads((tmp_path / "shards" / "web" / "manifest.json").read_text())
-    chat = json.loads((tmp_path / "shards" / "chat" / "manifest.json").read_text())
+    web = json.loads((cwd / "shards" / "web" / "manifest.json").read_text())
+    chat = json.loads((cwd / "shards" / "chat" / "manifest.json").read_text())
     assert web["counts"]["kept"] == 600 and web["tokenizer"]["name"] == "qwen2"
+    assert web["config"]["eos"]["token"] == "<|endoftext|>"  # the instruct tokenizer's <|im_end|> ends no document
     assert chat["counts"]["kept"] > 150 and chat["report"]["parity"]["checked"] > 0
     assert [s["kind"] for s in chat["config"]["skipped_inputs"]] == ["preference"]
     assert "dry run:" in printed and "[[" in printed and "packing" in printed.lower()
     losses = [float(m) for m in re.findall(r"step \d+: loss ([\d.]+)", printed)]
     assert len(losses) == 8 and losses[-1] < losses[0]
-    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    plan = json.loads((cwd / "plan" / "plan.json").read_text())
     assert [p["name"] for p in plan["phases"]] == ["stable", "decay", "long"] and plan["warnings"] == []
     assert plan["phases"][1]["tokens"]["chat"] > 0 and plan["phases"][2]["seq_len"] == 512
     recipe_losses = re.findall(r"step \d+ \((\w+), (\d+) tokens a row\): loss ([\d.]+)", printed)
     assert [p for p, _, _ in recipe_losses] == ["stable"] * 6 + ["decay"] * 4 + ["long"] * 2
     assert "OK: the run consumed what the plan says" in printed
-    assert "token dtype: uint32" in printed and (tmp_path / "chat-hf" / "dataset_info.json").exists()
+    assert "token dtype: uint32" in printed and (cwd / "chat-hf" / "dataset_info.json").exists()

@@ -198,7 +198,7 @@ def test_machine_text_threshold_and_record_only(tmp_path):
             {"text": ARTICLE}]
     src = jsonl(tmp_path / "in" / "docs.jsonl", rows)
     m = run_curate([str(src)], out=tmp_path / "out", steps=[{"name": "machine_text"}], workers=1, report=False)
-    assert m["counts"]["filtered"] == {"machine_text_v1:machine_written": 2}
+    assert m["counts"]["filtered"] == {"machine_text_v2:machine_written": 2}
     got = sorted(pq.read_table(tmp_path / "out" / "ledger").to_pylist(), key=lambda r: r["loc"])
     assert got[0]["machine_text.evidence"] == "phrase:as an ai language model; phrase:i hope this helps"
     assert got[2]["machine_text.score"] == 0.0 and got[2]["machine_text.evidence"] is None

@@ -72,6 +72,15 @@ def test_planted_items_removed_and_counted_per_benchmark(tmp_path, capsys):
     reasons = {r for r in ledger.column("reason").to_pylist() if r}
     assert reasons == {"decontaminate_v2:gsm8k_test", "decontaminate_v2:math500_test", "decontaminate_v2:mmlu"}
     assert "gsm8k_test" in printed and "11 of 51 documents removed" in printed
+    # each removal shows what matched: the shared n-gram (as the document wrote it) and the eval item
+    items = {f"{b} #{i}": q for b in ("gsm8k_test", "math500_test") for i, q in enumerate(evals[b])}
+    for b in report["benchmarks"]:
+        assert b["examples"], b["name"]
+        for ex in b["examples"]:
+            assert ex["ngram"].lower() in items.get(ex["item"], ex["item_text"]).lower() + " "
+            assert ex["item"].startswith(b["name"] + " #") and ex["item_text"] and ex["document"]
+    first = report["benchmarks"][0]["examples"][0]
+    assert f'"{first["ngram"]}"' in printed and first["item"] in printed, printed
     assert (out / "report.html").is_file() and (out / "manifest.json").is_file()
     # the same command again resumes the finished run; --overwrite starts over
     assert main(["decontaminate", str(tmp_path / "in"), "--eval", *evals["paths"], "--out", str(out),

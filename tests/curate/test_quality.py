@@ -155,7 +155,11 @@ def test_cli_writes_a_quantised_model_by_default_with_both_aucs(tmp_path, capsys
     small, full = tmp_path / "q.bin", tmp_path / "full.bin"
     base = ["quality", "train", "--labelled", str(f), "--label-field", "label"]
     assert main([*base, "--out", str(small)]) == 0
-    assert "quantised" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "quantised" in printed.out
+    phases = [line for line in printed.err.splitlines() if line.startswith("quality train: ")]
+    assert [line.split()[2] for line in phases] == ["reading", "training", "quantising"], printed.err
+    assert "1 labelled file" in phases[0] and "224 examples" in phases[1] and "25 epochs" in phases[1]
     assert main([*base, "--param", "quantize=0", "--out", str(full)]) == 0
     q_card = json.loads(Path(str(small) + ".card.json").read_text())
     f_card = json.loads(Path(str(full) + ".card.json").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,12 @@ def test_doc_block_runs(workdir, monkeypatch, k):
     monkeypatch.chdir(root)
     tokenizer = hf_tokenizer(tok_dir)
     namespace = {"model": tiny_model(len(tokenizer)), "tokenizer": tokenizer}
-    exec(compile(BLOCKS[k], f"{DOC.name}[block {k}]", "exec"), namespace)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(BLOCKS[k], f"{DOC.name}[block {k}]", "exec"), namespace)
+    # a reader copying the example should not be told that it uses a deprecated option
+    deprecated = [str(w.message) for w in caught if issubclass(w.category, (DeprecationWarning, FutureWarning))]
+    assert not deprecated, deprecated
 
 
 def test_collator_names_remove_unused_columns_when_trainer_drops_the_mask(workdir, tmp_path):

@@ -25,7 +25,12 @@ def test_pretrain_stats(write_shards):
     stats = shard_stats(write_shards(docs), seq_len=16)
     assert stats["supervised_share"] == 1.0 and stats["track"] == "pretrain"
     assert stats["packing"]["concat_samples"] == sum(d.size for d, _ in docs) // 16
-    assert "boundary_efficiency" in render_stats(stats)
+    text = render_stats(stats)
+    assert "boundary_efficiency" in text and "boundary_samples" in text
+    # the loader packs pretraining shards with concat or boundary, never best-fit-decreasing (an SFT mode
+    # that drops documents over seq_len): its numbers would describe a packing the shards never get
+    for bfd_only in ("dropped_over_length", "packed_samples", "packing_efficiency", "pad_share_fixed"):
+        assert bfd_only not in stats["packing"] and bfd_only not in text
 
 
 def test_tokens_by_document_length_per_source(tmp_path):

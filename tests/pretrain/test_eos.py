@@ -39,15 +39,41 @@ def _last_ids(out: Path) -> set[int]:
     return {int(shards.doc_tokens(i)[-1]) for i in range(len(shards))}
 
 
-def test_the_appended_eos_is_printed_and_a_chat_eos_is_warned_about(instruct, docs, tmp_path, capsys):
+def test_a_chat_eos_gives_way_to_the_document_token_and_the_summary_says_so(instruct, docs, tmp_path, capsys):
+    """An instruct tokenizer names ``<|im_end|>`` as EOS; a base model's documents end with ``<|endoftext|>``."""
     assert main(["pretrain", str(docs), "--tokenizer", str(instruct), "--out", str(tmp_path / "a"),
                  "--workers", "1", "--no-progress"]) == 0
     out = capsys.readouterr().out
     tokenizer_line = next(x for x in out.splitlines() if x.startswith("tokenizer:"))
-    assert "appends EOS '<|im_end|>' (id 2)" in tokenizer_line, tokenizer_line
+    assert "appends EOS '<|endoftext|>' (id 0)" in tokenizer_line, tokenizer_line
+    said = [x for x in out.splitlines() if "end-of-turn" in x]
+    assert len(said) == 1 and "'<|im_end|>'" in said[0] and "'<|endoftext|>'" in said[0] and "--eos" in said[0]
+    assert _last_ids(tmp_path / "a") == {0}
+    eos = json.loads((tmp_path / "a" / "manifest.json").read_text())["config"]["eos"]
+    assert (eos["token"], eos["id"], eos["given"], eos["tokenizer_eos"]) == ("<|endoftext|>", 0, False, "<|im_end|>")
+
+
+def test_a_chat_eos_without_a_document_token_is_kept_and_warned_about(tmp_path, docs, capsys):
+    specials = [t for t in ck.SPECIALS if t not in ("<|endoftext|>", "</s>")]
+    tok = ck.build_tokenizer_dir(tmp_path / "tok2", bos="<s>", eos="<|im_end|>", specials=specials)
+    assert main(["pretrain", str(docs), "--tokenizer", str(tok), "--out", str(tmp_path / "a"),
+                 "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "appends EOS '<|im_end|>'" in out
     warning = next(x for x in out.splitlines() if "end-of-turn" in x)
-    assert "'<|im_end|>'" in warning and "--eos" in warning and "'<|endoftext|>'" in warning
-    assert _last_ids(tmp_path / "a") == {2}
+    assert warning.startswith("warning:") and "--eos TOKEN" in warning
+    assert _last_ids(tmp_path / "a") == {specials.index("<|im_end|>")}
+
+
+def test_choose_eos_keeps_a_given_token_and_a_document_eos():
+    from tokenmill.pretrain.run import choose_eos
+    from tokenmill.tokenize import load_tokenizer
+
+    default = load_tokenizer("default")  # cl100k_im: <|endoftext|> already, so golden outputs do not move
+    tok, note = choose_eos(default, None)
+    assert tok is default and note == {"token": "<|endoftext|>", "id": 100257, "given": False}
+    tok, note = choose_eos(default, "<|im_end|>")
+    assert (tok.eos_token, note["given"], "warning" in note) == ("<|im_end|>", True, False)
 
 
 def test_eos_flag_api_and_pipeline_file_pick_the_appended_token(instruct, docs, tmp_path, capsys):

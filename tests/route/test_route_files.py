@@ -70,7 +70,7 @@ def test_one_route_per_file_and_renderers(tmp_path):
     assert [r.kind for r in routes] == ["pretrain", "pretrain", "preference"]
     table = render_table(routes)
     lines = table.splitlines()
-    assert lines[0].split() == ["path", "format", "kind", "conf", "records", "schema"]
+    assert lines[0].split() == ["path", "format", "kind", "conf", "sampled", "schema"]  # records read, not all
     assert "Document text=text" in lines[1]
     assert any(line.startswith("    ! responses look like whole web pages") for line in lines)
     assert "preference chosen=chosen rejected=rejected" in table

@@ -11,6 +11,7 @@ import chatkit as ck
 import pytest
 
 from tokenmill.sft import run as run_module
+from tokenmill.sft.report import render_report
 from tokenmill.sft.run import run_sft
 
 pytest.importorskip("transformers")
@@ -60,6 +61,8 @@ def test_a_rerun_trusts_checked_shapes_and_writes_the_same_bytes(tok_dir, tmp_pa
     second = _run(src, tmp_path / "b", tok_dir, verify=4)
     assert second["report"]["parity"]["checked"] == 0 and second["report"]["parity"]["skipped_cached"] == 4
     assert _digests(tmp_path / "a") == _digests(tmp_path / "b") and _digests(tmp_path / "a")
+    line = next(x for x in render_report(second["report"]).splitlines() if "parity vs" in x)
+    assert "4 trusted from cached verdicts" in line and "0 identical" not in line, line  # not "nothing checked"
 
 
 def test_a_new_shape_is_still_checked(tok_dir, tmp_path):

@@ -223,3 +223,18 @@ def test_mask_scan_matches_a_loop_across_chunks_and_shards(tmp_path, make_corpus
     assert len(shards.shards) > 2 and 5 in fully and unstopped
     assert scan["fully_masked"] == {"count": len(fully), "first": fully[:10]}
     assert scan["stop_untrained"] == {"count": len(unstopped), "first": unstopped[:10]}
+
+
+def test_a_curate_output_is_pointed_at_tokenmill_pretrain(tmp_path, capsys):
+    """A curation run writes documents, not shards: say how to tokenize them, not to use ShardWriter."""
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": f"Document number {i} has enough words to be kept."}) + "\n"
+                           for i in range(5)))
+    out = tmp_path / "cur"
+    assert main(["curate", str(src), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    for given in (out, out / "documents"):
+        assert main(["audit", str(given)]) == 1
+        printed = capsys.readouterr()
+        text = printed.out + printed.err
+        assert f"tokenmill pretrain {out / 'documents'}" in text and "ShardWriter" not in text, text

@@ -218,6 +218,20 @@ def test_errors_are_tokenizer_errors(tmp_path):
         load_tokenizer(3.5)
 
 
+def test_a_mistyped_local_folder_is_not_looked_up_on_the_hub(tmp_path, monkeypatch):
+    """``toknizer/`` (a trailing slash) or ``tok/qwen`` beside an existing ``tok/`` are folders the user meant:
+    say the folder does not exist (and name a close one), never fail on the network."""
+    (tmp_path / "tok" / "qwen2").mkdir(parents=True)
+    (tmp_path / "tokenizer").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TokenizerError, match=r"folder 'tok/qwen' does not exist.*did you mean 'tok/qwen2'"):
+        load_tokenizer("tok/qwen")
+    with pytest.raises(TokenizerError, match=r"folder 'toknizer/' does not exist.*did you mean 'tokenizer'"):
+        load_tokenizer("toknizer/")
+    with pytest.raises(TokenizerError, match=r"folder '\./nowhere' does not exist"):
+        load_tokenizer("./nowhere")
+
+
 def test_no_warning_when_fast_path_agrees(tiny_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -8,6 +8,8 @@ reported as unavailable, naming it, instead of failing at import time deep insid
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any
 
 from tokenmill.curate.registry import STEP_CLASSES, step_class
@@ -24,7 +26,7 @@ def _legacy(name: str) -> Any:
 def resolve(name: Any) -> Any:
     """The class of step ``name``; raise ``LookupError`` with a sentence when there is none."""
     if not isinstance(name, str) or name not in STEP_CLASSES:
-        raise LookupError(f"unknown step {name!r}; known: {', '.join(STEP_CLASSES)}")
+        raise LookupError(f"unknown step {name!r}{_did_you_mean(name, STEP_CLASSES)}; known: {', '.join(STEP_CLASSES)}")
     try:
         return step_class(name)
     except ModuleNotFoundError as exc:
@@ -59,6 +61,9 @@ def build_step(spec: Any, *, where: str) -> Any:
     except LookupError as exc:
         raise ConfigError(f"{where}.name: {exc}") from None
     options = {k: v for k, v in spec.items() if k != "name"}
+    unknown = _unknown_parameters(factory, options, spec["name"])
+    if unknown:
+        raise ConfigError([f"{where}: {u}" for u in unknown])
     try:
         return factory(**options)
     except (TypeError, ValueError) as exc:
@@ -66,6 +71,25 @@ def build_step(spec: Any, *, where: str) -> Any:
         raise ConfigError(f"{where}: {message}") from None
     except TokenmillError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def _unknown_parameters(factory: Any, options: dict, name: str) -> list[str]:
+    """One sentence per option the step does not take, with a close parameter name and the step's parameters
+    (rather than Python's ``__init__() got an unexpected keyword argument``)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a factory without a readable signature: the call itself will tell
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    known = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and k != "name"]
+    return [f"unknown parameter {k!r} of step {name!r}{_did_you_mean(k, known)}; its parameters: "
+            f"{', '.join(known) or 'none'}" for k in options if k not in params]
+
+
+def _did_you_mean(name: Any, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1) if isinstance(name, str) else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def build_steps(specs: list[dict] | None, *, source: str = "config") -> list:

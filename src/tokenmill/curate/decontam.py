@@ -21,7 +21,9 @@ breaks into, and a whole short item matches only as a run of whole words. (Versi
 an 8-word fragment of a formula-laden MATH or MMLU problem made a 13-"word" match, and clean documents sharing
 only such a fragment were removed.) A document is contaminated when at least ``min_matches`` of its runs
 occur in a benchmark; the reason names the benchmark (``decontaminate_v2:gsm8k_test``) and the ledger holds
-``decontaminate.matches`` and ``decontaminate.benchmark`` (the benchmark with most matches).
+``decontaminate.matches``, ``decontaminate.benchmark`` (the benchmark with most matches), and what the first
+match was: ``decontaminate.ngram`` (the words as the document wrote them) and ``decontaminate.item`` (the eval
+item, ``gsm8k_test #17: text``), so a removal can be checked by eye.
 
 Cost: the index is a sorted ``uint64`` array (8 bytes per distinct eval n-gram: all of GSM8K, MATH-500,
 MMLU and HumanEval make about 3 MB); each batch is hashed with :func:`ngrams.span_hashes` and looked up
@@ -33,6 +35,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,9 @@ class EvalIndex:
     short_lengths: tuple[int, ...]  # word counts of whole short items present in the index
     names: tuple[str, ...]
     items: dict[str, int]  # items read per benchmark
+    item: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # per hash: its item (below)
+    item_labels: tuple[str, ...] = ()  # every item read, in order: "gsm8k_test #17"
+    item_texts: tuple[str, ...] = ()  # and its text, to show what a removed document matched
     present: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=bool))  # a one-probe prefilter
 
     def __post_init__(self) -> None:
@@ -76,14 +82,19 @@ class EvalIndex:
         A table of ``16 x len(index)`` flags (at most 64 MB), indexed by the hash's top bits, rules out
         almost every n-gram with one memory access; only the few that pass are binary-searched.
         """
-        out = np.full(len(hashes), -1, dtype=np.int32)
+        pos = self.positions(hashes)
+        return np.where(pos >= 0, self.bench[np.maximum(pos, 0)] if len(self.bench) else -1, -1).astype(np.int32)
+
+    def positions(self, hashes: np.ndarray) -> np.ndarray:
+        """Position of each hash in the index, -1 where it is not in it (see :meth:`lookup`)."""
+        out = np.full(len(hashes), -1, dtype=np.int64)
         if not len(self.hashes) or not len(hashes):
             return out
         bits = int(np.log2(len(self.present)))
         cand = np.nonzero(self.present[hashes >> np.uint64(64 - bits)])[0]
         h = hashes[cand]
         pos = np.minimum(np.searchsorted(self.hashes, h), len(self.hashes) - 1)
-        out[cand] = np.where(self.hashes[pos] == h, self.bench[pos], -1)
+        out[cand] = np.where(self.hashes[pos] == h, pos, -1)
         return out
 
 
@@ -171,29 +182,34 @@ def _flatten(value: Any) -> str:
 def build_index(paths: Sequence[str], *, fields: Sequence[str] | None, ngram: int, min_words: int) -> EvalIndex:
     names: list[str] = []
     items: dict[str, int] = {}
-    all_h, all_b, short = [], [], set()
+    all_h, all_b, all_i, short, labels, shown = [], [], [], set(), [], []
     for name, path in eval_sources(paths):
         if name not in names:
             names.append(name)
         b = names.index(name)
         records = read_items(path)
         texts = item_texts(records, fields=fields, where=str(path))
+        labels += [f"{name} #{items.get(name, 0) + i}" for i in range(len(texts))]
+        first_item = len(shown)
+        shown += texts
         items[name] = items.get(name, 0) + len(records)
         w = ngrams.word_pieces(texts)
-        h, _ = ngrams.span_hashes(w, ngram)
+        h, item = ngrams.span_hashes(w, ngram)
         whole, lengths, pieces = ngrams.whole_spans(w)
         small = (lengths < ngram) & (pieces >= min_words)
         short.update(int(n) for n in np.unique(lengths[small]))
         all_h += [h, whole[small]]
         all_b += [np.full(len(h) + int(small.sum()), b, dtype=np.int32)]
+        all_i += [(item + first_item).astype(np.int32), (np.flatnonzero(small) + first_item).astype(np.int32)]
     empty = [n for n in names if not items[n]]
     if empty:
         raise ConfigError(f"decontaminate: eval set {', '.join(empty)} holds no items ({', '.join(paths)}): there is "
                           "nothing to decontaminate against; check the eval file (or directory) given")
     h = np.concatenate(all_h) if all_h else np.zeros(0, dtype=np.uint64)
     b = np.concatenate(all_b) if all_b else np.zeros(0, dtype=np.int32)
+    i = np.concatenate(all_i) if all_i else np.zeros(0, dtype=np.int32)
     h, first = np.unique(h, return_index=True)
-    return EvalIndex(h, b[first], tuple(sorted(short)), tuple(names), items)
+    return EvalIndex(h, b[first], tuple(sorted(short)), tuple(names), items, i[first], tuple(labels), tuple(shown))
 
 
 _INDEXES: dict[tuple, EvalIndex] = {}
@@ -241,18 +257,23 @@ class Decontaminate:
 
     def score(self, batch: pa.RecordBatch) -> Scored:
         idx = self.index()
-        w = ngrams.word_pieces(batch.column(self.column))
+        column = batch.column(self.column)
+        w = ngrams.word_pieces(column)
         n_docs = len(w.offsets) - 1
-        doc_parts, bench_parts = [], []
+        doc_parts, bench_parts, first = [], [], {}
         for n in (self.ngram, *idx.short_lengths):
             h, doc = ngrams.span_hashes(w, n)
-            hit = idx.lookup(h)
-            doc_parts.append(doc[hit >= 0])
-            bench_parts.append(hit[hit >= 0])
+            pos = idx.positions(h)
+            hit = np.flatnonzero(pos >= 0)
+            doc_parts.append(doc[hit])
+            bench_parts.append(idx.bench[pos[hit]].astype(np.int32))
+            for at in hit[::-1]:  # the first match of each document, as (span length, its word, index position)
+                first[int(doc[at])] = (n, int(at - np.searchsorted(doc, doc[at])), int(pos[at]))
         docs, benches = np.concatenate(doc_parts), np.concatenate(bench_parts)
         matches = np.bincount(docs, minlength=n_docs).astype(np.int64)
         label = _top_benchmark(docs, benches, n_docs, idx.names)
-        return Scored({"matches": matches, "benchmark": label})
+        shown = _first_matches(column, first, idx, n_docs)
+        return Scored({"matches": matches, "benchmark": label, **shown})
 
     def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         matches = np.asarray(scores["matches"])
@@ -261,6 +282,24 @@ class Decontaminate:
         hit = matches >= self.min_matches
         out[hit] = bench[hit]
         return out
+
+
+def _first_matches(column: Any, first: dict, idx: EvalIndex, n_docs: int) -> dict[str, pa.Array]:
+    """``ngram`` (a document's first shared n-gram, as it wrote it) and ``item`` (the eval item it shares it with,
+    ``gsm8k_test #17: text``), None where nothing matched: a removal a reader can check by eye."""
+    ngram, item = [None] * n_docs, [None] * n_docs
+    for d, (n, start, pos) in first.items():
+        words = [x for x in str(column[d].as_py() or "").split() if any(_counted(c) for c in x)]
+        k = int(idx.item[pos]) if len(idx.item) else -1
+        ngram[d] = " ".join(words[start:start + n])
+        item[d] = f"{idx.item_labels[k]}: {idx.item_texts[k][:200]}" if k >= 0 else None
+    return {"ngram": pa.array(ngram, pa.string()), "item": pa.array(item, pa.string())}
+
+
+def _counted(char: str) -> bool:
+    """Whether a character makes a word count (:func:`ngrams.word_pieces` drops words of punctuation and
+    symbols only)."""
+    return not unicodedata.category(char).startswith(("P", "S"))
 
 
 def _top_benchmark(docs: np.ndarray, benches: np.ndarray, n_docs: int, names: tuple[str, ...]) -> np.ndarray:

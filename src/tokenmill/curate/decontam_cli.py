@@ -20,6 +20,7 @@ from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags, flag_values
 
 REPORT = "decontamination.json"
+EXAMPLES = 5  # removed documents shown per benchmark in decontamination.json (the first one printed)
 
 
 def add_parser(sub: Any) -> None:
@@ -80,8 +81,9 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--ngram and --min-matches must be whole numbers >= 1")
 
 
-def benchmark_report(manifest: dict, spec: dict) -> dict:
-    """Per benchmark: its files, items read and documents removed (from the run's counts)."""
+def benchmark_report(manifest: dict, spec: dict, out: Path | None = None) -> dict:
+    """Per benchmark: its files, items read, documents removed (from the run's counts) and, from the ledger in
+    ``out``, up to :data:`EXAMPLES` of them with the n-gram they share and the eval item."""
     from tokenmill.curate.build import build_step
     from tokenmill.curate.decontam import eval_sources
 
@@ -93,12 +95,31 @@ def benchmark_report(manifest: dict, spec: dict) -> dict:
     prefix = f"{step.name}_v{step.version}:"
     removed = Counter({k[len(prefix):]: v for k, v in manifest["counts"]["filtered"].items() if k.startswith(prefix)})
     c = manifest["counts"]
+    shown = _examples(out / "ledger", step.name) if out is not None else {}
     return {
         "ngram": step.ngram, "min_matches": step.min_matches, "fields": list(step.fields) if step.fields else None,
         "documents": c["input"] - sum(c["rejected"].values()), "removed": sum(removed.values()), "kept": c["kept"],
         "benchmarks": [{"name": n, "files": files.get(n, []), "items": index.items.get(n, 0),
-                        "documents_removed": removed.get(n, 0)} for n in index.names],
+                        "documents_removed": removed.get(n, 0), "examples": shown.get(prefix + n, [])}
+                       for n in index.names],
     }
+
+
+def _examples(ledger: Path, step: str) -> dict[str, list[dict]]:
+    """Per removal reason, the first :data:`EXAMPLES` removed documents with what they matched."""
+    import pyarrow.parquet as pq
+
+    if not ledger.exists():
+        return {}
+    columns = ["id", "reason", f"{step}.ngram", f"{step}.item"]
+    found: dict[str, list[dict]] = {}
+    for row in pq.read_table(ledger, columns=columns).to_pylist():
+        reason = row["reason"] or ""
+        if reason.startswith(f"{step}_v") and len(found.setdefault(reason, [])) < EXAMPLES:
+            label, _, text = (row[f"{step}.item"] or "").partition(": ")
+            found[reason].append({"document": row["id"], "ngram": row[f"{step}.ngram"], "item": label,
+                                  "item_text": text})
+    return found
 
 
 def render(report: dict) -> str:
@@ -108,6 +129,8 @@ def render(report: dict) -> str:
     for b in report["benchmarks"]:
         shown = ", ".join(Path(f).name for f in b["files"][:3]) + (f" (+{len(b['files']) - 3})" if len(b["files"]) > 3 else "")
         lines.append(f"  {b['name']:<28} {b['items']:>8,} {b['documents_removed']:>9,}  {shown}")
+        lines += [f"    {e['document']} shares \"{e['ngram']}\" with {e['item']}: {e['item_text'][:80]!r}"
+                  for e in b.get("examples", [])[:1]]
     return "\n".join(lines)
 
 
@@ -123,7 +146,7 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     reports: list[dict] = []
 
     def write_report(out: Path, manifest: dict) -> None:  # inside the run, the output still held
-        reports.append(benchmark_report(manifest, spec))
+        reports.append(benchmark_report(manifest, spec, out))
         atomic_write(out / REPORT, (json.dumps(reports[-1], indent=2) + "\n").encode("utf-8"))
 
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workflow="decontaminate", finish=write_report,

@@ -2,31 +2,42 @@
 
 Three kinds of evidence, each recorded:
 
-* **boilerplate phrases** of chat assistants (``As an AI language model``, ``I hope this helps!``,
-  ``Certainly! Here's``, refusals, knowledge-cutoff disclaimers): :data:`PHRASES`, matched case-insensitively
-  with any run of spaces; ``machine_text.phrases`` counts them.
+* **boilerplate phrases** of chat assistants (``As an AI language model``, ``Certainly! Here's``, refusals,
+  knowledge-cutoff disclaimers): :data:`PHRASES`, matched case-insensitively with any run of spaces;
+  ``machine_text.phrases`` counts them.
 * **over-used words** of assistant prose (``delve``, ``tapestry``, ``showcasing``, ``meticulous``...), the
   words whose frequency rose most in scientific abstracts after 2022 (Liang et al. 2024, "Mapping the
   increasing use of LLMs in scientific papers"; Kobak et al. 2024, "Delving into ChatGPT usage in academic
   writing through excess vocabulary"), chosen there by the ratio of their post-2022 to their pre-2022
-  frequency. Each distinct one in a document weighs by how rare it was before: :data:`REFERENCE` holds the
+  frequency. Each distinct one weighs by how rare it was before: :data:`REFERENCE` holds the
   words' frequencies from ``wordfreq`` 3.1 (Speer 2022, CC BY-SA 4.0), whose sources end in 2021, and a
   word of reference frequency ``f`` adds ``clip((log10(1 / f) - 4) / 2, 0, 1)`` (1 for a word as rare as
   ``delve``, 1e-6; about 0.35 for ``crucial``, 2e-5; nothing at 1e-4 or more). Repeating a word adds
-  nothing: one author's habit is not the spread of a vocabulary.
-  ``machine_text.markers`` is that weighted sum.
+  nothing: one author's habit is not the spread of a vocabulary. **Hedges** assistants over-use but people
+  write too (``it's important to note that``, ``feel free to ask``, ``I hope this helps``: :data:`HEDGES`)
+  weigh 1 each, as a word as rare as ``delve``. ``machine_text.markers`` is that weighted sum.
 * optionally a **classifier** (``model:``), trained with ``tokenmill quality train --positive MODEL_TEXT
   --negative HUMAN_TEXT`` (``synth rephrase`` output beside its sources gives the pairs): ``machine_text.model``
   is its probability of the model-written class.
 
-``machine_text.score = 1 - exp(-(1.5 * phrases + 0.5 * markers))``: one boilerplate phrase gives 0.78, two
-words as rare as ``delve`` 0.63; with a model, the larger of that and the model's probability.
-``machine_text.evidence`` lists what matched (``phrase:i hope this helps; word:delve x2``). Rule:
-``machine_written`` when the score is at or above ``threshold`` (0.5), unless ``record_only: true``.
+The evidence counted is that of the densest page: the :data:`WINDOW` consecutive words with the highest
+``1.5 * phrases + MARKER_WEIGHT * markers``. Over a whole document, rare words gather by length alone: a
+19th-century novel uses forty of them in 130,000 words and scored 0.98 (v1). A model-written page inside a
+long human text still counts in full, and a text shorter than a page is one window.
+
+``machine_text.score = 1 - exp(-(1.5 * phrases + MARKER_WEIGHT * markers))``: one boilerplate phrase gives
+0.78, three words as rare as ``delve`` in one page 0.59, two 0.45. :data:`MARKER_WEIGHT` (0.3, 0.5 in v1) is
+calibrated on human long-form text (books and Wikipedia articles), pages of 250 words: the densest page of
+any of them scores at most 0.39 (BENCHMARKS.md, "machine_text on human long-form text": of C4's 2019 web
+pages, held out, v1 removed 4.3%, v2 0.3%). With a model, the score is the larger of that and the
+model's probability. ``machine_text.evidence`` lists what matched in that page (``phrase:certainly! here's;
+word:delve x2``). Rule: ``machine_written`` when the score is at or above ``threshold`` (0.5), unless
+``record_only: true``.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import re
@@ -44,16 +55,21 @@ from tokenmill.curate.step import Scored
 
 PHRASES = (
     "as an ai language model", "as an ai developed by", "as an ai assistant", "as a language model",
-    "i'm just an ai", "i am just an ai", "as an artificial intelligence", "i hope this helps",
-    "i hope this information helps", "certainly! here's", "certainly! here is", "sure! here's", "sure! here is",
-    "absolutely! here's", "great question!", "i'm sorry, but i can't", "i'm sorry, but i cannot",
+    "i'm just an ai", "i am just an ai", "as an artificial intelligence",
+    "certainly! here's", "certainly! here is", "sure! here's", "sure! here is",
+    "absolutely! here's", "i'm sorry, but i can't", "i'm sorry, but i cannot",
     "i cannot fulfill", "i can't assist with", "i cannot assist with", "i can't help with that",
     "i'm unable to provide", "as of my last knowledge update", "as of my knowledge cutoff",
     "as of my last training", "my knowledge cutoff", "i don't have personal opinions", "i don't have personal experiences",
-    "i do not have personal opinions", "feel free to ask", "let me know if you have any other questions",
-    "let me know if you need any further", "i hope you find this helpful", "regenerate response",
+    "i do not have personal opinions", "regenerate response",
+)
+HEDGES = (  # assistants over-use them, people write them too: each weighs as one rare over-used word
+    "i hope this helps", "i hope this information helps", "i hope you find this helpful", "great question!",
+    "feel free to ask", "let me know if you have any other questions", "let me know if you need any further",
     "it's important to note that", "it is important to note that", "it's worth noting that",
 )
+WINDOW = 250  # words: a page; evidence is that of the densest page (see the module docstring)
+MARKER_WEIGHT = 0.3  # of the weighted over-used words in the score, calibrated on human long-form text
 # frequency per word of English (wordfreq 3.1, `word_frequency(w, "en")`: sources up to 2021)
 REFERENCE: dict[str, float] = {
     "delve": 1.38e-06, "delves": 5.13e-07, "delving": 6.03e-07, "tapestry": 1.74e-06, "intricate": 3.55e-06,
@@ -74,8 +90,9 @@ REFERENCE: dict[str, float] = {
     "boasts": 4.07e-06, "landscape": 2.29e-05, "groundbreaking": 2.88e-06, "transformative": 1.38e-06,
     "unparalleled": 1.58e-06, "harness": 4.68e-06, "harnessing": 7.59e-07, "elevating": 1.05e-06,
 }
-_PHRASE_RE = re.compile("|".join(re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]") for p in PHRASES),
-                        re.IGNORECASE)
+_PHRASE_RE = re.compile("|".join(re.escape(p).replace(r"\ ", r"\s+").replace("'", "['’]")
+                                 for p in PHRASES + HEDGES), re.IGNORECASE)
+_HEDGES = frozenset(HEDGES)
 _WORD_RE = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 
 
@@ -87,7 +104,7 @@ class MachineText:
     model_sha256: str = ""  # set from the model file; given (a run's recorded step), it must match the file
 
     name: ClassVar[str] = "machine_text"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2  # v2: evidence of the densest page, hedges apart, markers weigh 0.3 (v1: 0.5)
     decision_params: ClassVar[tuple] = ("threshold", "record_only")
     thresholds: ClassVar[dict] = {"score": "threshold"}
     histogram_stats: ClassVar[dict] = {"score": (0.0, 1.0)}
@@ -118,7 +135,7 @@ class MachineText:
         rows = [text_evidence(t) for t in texts]
         phrases = np.array([r[0] for r in rows], dtype=np.int64)
         markers = np.array([r[1] for r in rows], dtype=np.float64).round(6)
-        score = 1.0 - np.exp(-(1.5 * phrases + 0.5 * markers))
+        score = 1.0 - np.exp(-(1.5 * phrases + MARKER_WEIGHT * markers))
         scores = {"phrases": phrases, "markers": markers}
         if self.model:
             from tokenmill.curate.quality import load_model, predict_hq
@@ -139,11 +156,51 @@ class MachineText:
 
 
 def text_evidence(text: str) -> tuple[int, float, str | None]:
-    """``(phrases, markers, evidence)`` of one text (see the module's docstring)."""
-    found = Counter(re.sub(r"\s+", " ", m.group(0).lower()).replace("’", "'") for m in _PHRASE_RE.finditer(text))
-    words = [w.lower() for w in _WORD_RE.findall(text)]
-    counts = Counter(w for w in words if w in REFERENCE)
-    markers = sum(min(max((-math.log10(REFERENCE[w]) - 4) / 2, 0.0), 1.0) for w in counts)
-    parts = [f"phrase:{p}" + (f" x{c}" if c > 1 else "") for p, c in sorted(found.items())]
-    parts += [f"word:{w}" + (f" x{c}" if c > 1 else "") for w, c in sorted(counts.items())]
-    return sum(found.values()), markers, "; ".join(parts) or None
+    """``(phrases, markers, evidence)`` of the densest page of one text (see the module's docstring)."""
+    words = list(_WORD_RE.finditer(text))
+    starts = [m.start() for m in words]
+    found = [(bisect.bisect_right(starts, m.start()), _phrase(m.group(0))) for m in _PHRASE_RE.finditer(text)]
+    found += [(i, w) for i, m in enumerate(words) if (w := m.group(0).lower()) in REFERENCE]
+    found.sort(key=lambda hit: hit[0])
+    page = _densest(found)
+    phrases = sum(1 for k in page.elements() if k in PHRASES)
+    markers = sum(_weight(k) for k in page if k not in PHRASES)
+    parts = [f"phrase:{p}" + (f" x{c}" if c > 1 else "") for p, c in sorted(page.items()) if p in PHRASES or p in _HEDGES]
+    parts += [f"word:{w}" + (f" x{c}" if c > 1 else "") for w, c in sorted(page.items()) if w in REFERENCE]
+    return phrases, markers, "; ".join(parts) or None
+
+
+def _phrase(matched: str) -> str:
+    return re.sub(r"\s+", " ", matched.lower()).replace("’", "'")
+
+
+def _weight(key: str) -> float:
+    """A hedge or over-used word's weight in ``markers`` (counted once per page however often it recurs)."""
+    if key in _HEDGES:
+        return 1.0
+    return min(max((-math.log10(REFERENCE[key]) - 4) / 2, 0.0), 1.0)
+
+
+def _densest(found: list[tuple[int, str]]) -> Counter:
+    """What matched in the :data:`WINDOW` words with the highest score, from ``(word index, key)`` in order:
+    one pass, the window's sum kept as matches enter and leave (linear in the matches)."""
+    best, best_sum, page, total, lo = Counter(), 0.0, Counter(), 0.0, 0
+    for pos, key in found:
+        total += _gain(key, page)
+        page[key] += 1
+        while found[lo][0] <= pos - WINDOW:
+            gone = found[lo][1]
+            page[gone] -= 1
+            total -= _gain(gone, page)
+            page += Counter()  # drops keys whose count fell to 0
+            lo += 1
+        if total > best_sum + 1e-12:
+            best, best_sum = Counter(page), total
+    return best
+
+
+def _gain(key: str, page: Counter) -> float:
+    """What one more ``key`` adds to a page's score: a phrase every time, a hedge or word only the first time."""
+    if key in PHRASES:
+        return 1.5
+    return MARKER_WEIGHT * _weight(key) if not page[key] else 0.0

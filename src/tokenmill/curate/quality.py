@@ -35,7 +35,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -157,11 +157,13 @@ def train_quality(
     seed: int = 0,
     sources: Mapping[str, Any] | None = None,
     quantize: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> TrainReport:
     """Train, evaluate on the held-out split, then write ``out`` (the fastText model) and ``out.card.json``.
 
     ``quantize`` (default) writes the product-quantised model (:data:`QUANTIZE`) and records the held-out
-    scores of both; ``False`` writes the full model."""
+    scores of both; ``False`` writes the full model. ``progress`` is given one line as each long phase starts
+    (training, quantising: a minute or two each on a few MB of text, with nothing else to show)."""
     ft = _fasttext()
     opts = {**DEFAULTS, **(params or {})}
     check_params(opts)
@@ -182,7 +184,7 @@ def train_quality(
               "heldout_examples": {"positive": len(ev_pos), "negative": len(ev_neg)},
               "balance": class_balance(len(positives), len(negatives), len(pos), len(neg))}
     held = (ev_pos + ev_neg, [True] * len(ev_pos) + [False] * len(ev_neg)) if ev_pos and ev_neg else None
-    model, unquantised = _fit(ft, lines, opts, seed, held=held, quantize=quantize)
+    model, unquantised = _fit(ft, lines, opts, seed, held=held, quantize=quantize, progress=progress or _quiet)
     if held:
         scores.update(evaluate(model, *held))
     if unquantised:
@@ -252,17 +254,23 @@ def evaluate(model: Any, texts: Sequence[str], labels: Sequence[bool]) -> dict[s
     return {"accuracy": round(float(((p >= 0.5) == y).mean()), 4), "auc": round(auc(p, y), 4)}
 
 
+def _quiet(line: str) -> None:
+    """No progress lines (the library default)."""
+
+
 def _fit(ft: Any, lines: list[str], opts: Mapping[str, Any], seed: int, *, held: tuple | None,
-         quantize: bool) -> tuple[Any, dict | None]:
+         quantize: bool, progress: Callable[[str], None]) -> tuple[Any, dict | None]:
     """The trained model (quantised when asked) and, when quantised, the full model's held-out scores."""
     fd, path = tempfile.mkstemp(prefix="tokenmill-quality-", suffix=".txt")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
+        progress(f"training fastText on {len(lines):,} examples ({opts['epoch']} epochs, one thread) ...")
         model = ft.train_supervised(input=path, thread=1, seed=seed, verbose=0, **opts)
         if not quantize:
             return model, None
         full = evaluate(model, *held) if held else {}
+        progress(f"quantising the model (the {QUANTIZE['cutoff']:,} largest rows kept, classifier retrained) ...")
         model.quantize(input=path, thread=1, verbose=0, **QUANTIZE)
         return model, full
     finally:

@@ -148,6 +148,15 @@ def _print_balance(scores: dict, chunk: int) -> None:
               f"{held[smaller]:,} {smaller} example(s): add {smaller} documents", file=sys.stderr)
 
 
+def _say(line: str) -> None:
+    """One progress line on stderr as a phase starts: training and quantising are minutes of silence otherwise."""
+    print(f"quality train: {line}", file=sys.stderr, flush=True)
+
+
+def _files(paths: Sequence[str], kind: str) -> str:
+    return f"{len(paths)} {kind} file{'' if len(paths) == 1 else 's'}"
+
+
 def cmd_quality(args: argparse.Namespace) -> int:
     from tokenmill.curate.quality import CARD_SUFFIX, train_quality
     from tokenmill.job import check_file_target
@@ -159,6 +168,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     if args.labelled:
         if not args.label_field:
             raise ConfigError("quality train: --labelled needs --label-field (the column holding 1/0 or true/false)")
+        _say(f"reading {_files(args.labelled, 'labelled')} ...")
         texts, labels, skipped = read_texts(args.labelled, text_field=args.text_field, label_field=args.label_field,
                                             text_mode=args.text_mode)
         pos = [t for t, y in zip(texts, labels) if y]
@@ -167,6 +177,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     else:
         if not args.positive or not args.negative:
             raise ConfigError("quality train: give --positive FILE... and --negative FILE... (or --labelled)")
+        _say(f"reading {_files(args.positive, 'positive')} and {_files(args.negative, 'negative')} ...")
         pos, _, s1 = read_texts(args.positive, text_field=args.text_field, text_mode=args.text_mode)
         neg, _, s2 = read_texts(args.negative, text_field=args.text_field, text_mode=args.text_mode)
         skipped = s1 + s2
@@ -175,7 +186,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
                     "unusable_by_reason": dict(Counter(r.reason for r in skipped))})
     params = _params(args.param)
     quantize = params.pop("quantize", 1) not in (0, "0", "false", "False", "no")  # --param quantize=0: the full model
-    report = train_quality(pos, neg, out=args.out, params=params, sources=sources, quantize=quantize)
+    report = train_quality(pos, neg, out=args.out, params=params, sources=sources, quantize=quantize, progress=_say)
     s = report.card["scores"]
     print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents "
           f"({len(skipped):,} unusable records skipped{_by_reason(skipped)})")

@@ -181,8 +181,8 @@ class TokenOptions(JobOptions):
 class PretrainOptions(TokenOptions, CurationOptions):
     """``tokenmill pretrain``."""
 
-    eos: str | None = option(None, "token appended after every document (default: the tokenizer's EOS)", text,
-                             metavar="TOKEN")
+    eos: str | None = option(None, "token appended after every document (default: the tokenizer's EOS; its document "
+                             "token, e.g. <|endoftext|>, when that EOS is a chat end-of-turn token)", text, metavar="TOKEN")
 
 
 @dataclass(frozen=True, kw_only=True)

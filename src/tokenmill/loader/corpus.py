@@ -14,7 +14,7 @@ def open_sets(sources, *, tokenizer=None, allow_partial: bool = False) -> list:
     """Normalise a path, a ShardSet, or a list of them into a list of ShardSets (an unfinished run's
     directory is refused unless ``allow_partial``)."""
     from tokenmill.shards import ShardSet, open_shards
-    from tokenmill.tokenize.identity import describe, fingerprint_of
+    from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
 
     if isinstance(sources, (str, os.PathLike, ShardSet)):
         sources = [sources]
@@ -23,7 +23,8 @@ def open_sets(sources, *, tokenizer=None, allow_partial: bool = False) -> list:
             for s in sources]
     if not sets:
         raise ShardError("no shard directories given; pass a directory, a ShardSet, or a list of them")
-    named = [(s.fingerprint, str(s.directory)) for s in sets]
+    named = [(s.fingerprint, f"{s.directory} (tokenizer {recorded(s.header['tokenizer_info'] or {})})")
+             for s in sets]
     if tokenizer is not None:  # sets given already open are checked here too
         named.insert(0, (expected, f"the tokenizer given ({describe(tokenizer)})"))
     check_same_tokenizer(named)
@@ -36,7 +37,7 @@ def check_same_tokenizer(named: list[tuple[str, str]]) -> None:
     for fp, where in named[1:]:
         if fp != first_fp:
             raise ShardError(
-                f"{where} was tokenized with fingerprint {fp}, but {first_where} with {first_fp}; "
+                f"{where} was tokenized with fingerprint {fp[:12]}, but {first_where} with {first_fp[:12]}; "
                 "data read together must share one tokenizer: re-tokenize one of them"
             )
 

@@ -38,16 +38,24 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
     }
     stats["by_length"] = length_table(lengths, _doc_sources(shards))
     if seq_len is not None:
-        stats["packing"] = packing_stats(lengths, seq_len, batch_size=batch_size)
-        long = lengths[lengths > seq_len].astype(np.int64).sum()
-        stats["packing"]["long_doc_share"] = float(long / shards.n_tokens) if shards.n_tokens else 0.0
-        if not shards.has_mask:
-            stats["packing"]["concat_samples"] = shards.n_tokens // seq_len
-            stats["packing"]["boundary_efficiency"] = boundary_aware(lengths, seq_len).efficiency
+        stats["packing"] = _packing(shards, lengths, seq_len, batch_size=batch_size)
     val = val_directory(Path(directory))
     if val is not None:  # a run with a validation split: the numbers of val/ beside the training shards'
         stats["val"] = _val_stats(val, seq_len=seq_len, batch_size=batch_size)
     return stats
+
+
+def _packing(shards, lengths: np.ndarray, seq_len: int, *, batch_size: int) -> dict:
+    """The numbers of the loader modes these shards can be packed with: SFT shards ``bfd`` (whole examples;
+    those over ``seq_len`` dropped) against naive padding; pretraining shards ``concat`` and ``boundary``,
+    which cut long documents instead of dropping them (no ``dropped_over_length``: nothing is dropped)."""
+    long = lengths[lengths > seq_len].astype(np.int64).sum()
+    long_share = float(long / shards.n_tokens) if shards.n_tokens else 0.0
+    if shards.has_mask:
+        return {**packing_stats(lengths, seq_len, batch_size=batch_size), "long_doc_share": long_share}
+    boundary = boundary_aware(lengths, seq_len)
+    return {"seq_len": int(seq_len), "long_doc_share": long_share, "concat_samples": shards.n_tokens // seq_len,
+            "boundary_samples": int(boundary.n_packs), "boundary_efficiency": boundary.efficiency}
 
 
 BUCKETS = (0, 512, 2048, 8192, 32768, 131072)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from tokenmill.selection import take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 Step = Callable[[Any], tuple[Any, dict[str, int]]]
 
@@ -176,8 +179,9 @@ def run_pretrain(
 ) -> dict:
     """Run the pretraining track end to end; return the manifest (also written to ``out/manifest.json``).
 
-    ``eos``: the token appended after every document (default: the tokenizer's own EOS), checked against the
-    vocabulary before any work; the summary names it, and warns when it is a chat end-of-turn token.
+    ``eos``: the token appended after every document, checked against the vocabulary before any work (default:
+    the tokenizer's own EOS, or its document token when that EOS is a chat end-of-turn token: see
+    :func:`choose_eos`); the summary names it.
 
     ``executor`` runs the units (default: a local pool of ``workers`` processes, all cores when None).
     ``exclude``, ``skip_misrouted``, ``limit`` and ``dry_run``: see :mod:`tokenmill.selection`; a dry run
@@ -204,10 +208,7 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
     def configure(run: Run) -> PretrainTask:
         run.config.update({"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
                            **({"val_split": split.describe()} if split else {})})
-        if eos is not None:
-            run.tokenizer = run.tokenizer.with_eos(eos)
-        _check_eos(run.tokenizer)
-        run.config["eos"] = eos_note(run.tokenizer, given=eos is not None)
+        run.tokenizer, run.config["eos"] = choose_eos(run.tokenizer, eos)
         return PretrainTask(tokenizer=run.tokenizer, schemas=run.inputs.schemas, shard_tokens=shard_tokens,
                             text_mode=run.options.text_mode, steps=doc_steps, limit=run.options.limit, split=split)
 
@@ -240,17 +241,40 @@ CHAT_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|e
 DOCUMENT_EOS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 
 
-def eos_note(tokenizer: Any, *, given: bool) -> dict:
+def choose_eos(tokenizer: Tokenizer, given: str | None) -> tuple[Tokenizer, dict]:
+    """The tokenizer whose EOS ends every document, and what the manifest says of it (``config.eos``).
+
+    ``given`` (``--eos``) wins, checked against the vocabulary. Otherwise the tokenizer's own EOS, except a chat
+    end-of-turn token (an instruct tokenizer's ``<|im_end|>``) when the vocabulary holds a document token
+    (``<|endoftext|>``): a base model taught to end documents with the chat stop token stops mid-answer and
+    chats where it should continue, and the user who took the instruct model's tokenizer did not ask for that.
+    """
+    tokenizer_eos = tokenizer.eos_token
+    document = None if given is not None or tokenizer_eos not in CHAT_END_OF_TURN else document_eos(tokenizer)
+    if given is not None or document is not None:
+        tokenizer = tokenizer.with_eos(given if given is not None else document)
+    _check_eos(tokenizer)
+    note = eos_note(tokenizer, given=given is not None)
+    if document is not None:
+        note["tokenizer_eos"] = tokenizer_eos
+        note["warning"] = (f"the tokenizer's EOS {tokenizer_eos!r} is a chat end-of-turn token: documents end with "
+                           f"its document token {document!r} instead (--eos {tokenizer_eos!r} keeps the chat token)")
+    return tokenizer, note
+
+
+def document_eos(tokenizer: Tokenizer) -> str | None:
+    """The vocabulary's end-of-document token (``<|endoftext|>``, ``<|end_of_text|>``, ``</s>``, ``<eos>``)."""
+    return next((t for t in DOCUMENT_EOS if tokenizer.token_to_id(t) is not None), None)
+
+
+def eos_note(tokenizer: Tokenizer, *, given: bool) -> dict:
     """What is appended to every document (``config.eos`` of the manifest), with a warning when the EOS is a
-    chat end-of-turn token the user did not choose (an instruct tokenizer's ``<|im_end|>``): a base model then
-    learns to end documents with the chat stop token."""
+    chat end-of-turn token the user did not choose and the vocabulary has no document token to put instead."""
     note = {"token": tokenizer.eos_token, "id": tokenizer.eos_id, "given": given}
     if not given and tokenizer.eos_token in CHAT_END_OF_TURN:
-        better = next((t for t in DOCUMENT_EOS if tokenizer.token_to_id(t) is not None), None)
-        note["warning"] = (
-            f"the tokenizer's EOS {tokenizer.eos_token!r} is a chat end-of-turn token, appended after every document; "
-            + (f"pass --eos {better!r} (pipeline file: eos) to end documents with the document token"
-               if better else "pass --eos TOKEN (pipeline file: eos) if documents should end with another token"))
+        note["warning"] = (f"the tokenizer's EOS {tokenizer.eos_token!r} is a chat end-of-turn token, appended after "
+                           "every document, and its vocabulary holds no document token (<|endoftext|>, </s> ...); "
+                           "pass --eos TOKEN (pipeline file: eos) if documents should end with another token")
     return note
 
 

@@ -57,8 +57,9 @@ def render_json(routes: list[Route]) -> str:
 
 
 def render_table(routes: list[Route]) -> str:
-    """A short human table: path, format, kind, confidence, records, schema summary; warnings below each."""
-    header = ("path", "format", "kind", "conf", "records", "schema")
+    """A short human table: path, format, kind, confidence, records sampled (the records routing read, not the
+    file's count), schema summary; warnings below each."""
+    header = ("path", "format", "kind", "conf", "sampled", "schema")
     lines = [
         (r.path, r.format, r.kind, f"{r.confidence:.2f}", str(r.records_sampled), schema_summary(r.schema))
         for r in routes

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenmill.sft.lacks import lacks_sentence
+from tokenmill.sft.oracle import reference_note
 
 
 def length_bin(n: int) -> str:
@@ -120,6 +121,24 @@ def _lacks_lines(report: dict[str, Any]) -> list[str]:
             for lack, n in (report.get("template_lacks") or {}).items()]
 
 
+def _parity_line(p: dict[str, Any]) -> str:
+    """The parity counts; examples whose shapes cached verdicts vouched for are said to be, not shown as zeros
+    (a re-run that checks nothing printed "0 identical ... 0 real differences")."""
+    against = reference_note(p.get("reference") or "transformers")
+    cached = p.get("skipped_cached", 0)
+    checked = p.get("checked", 0) + p.get("exempt", 0) + p.get("real_differences", 0)
+    trusted = (f"{cached} trusted from cached verdicts (an earlier run checked their shapes with the same "
+               "tokenizer, template and options)") if cached else ""
+    if trusted and not checked:
+        return f"  parity vs {against}: {trusted}; none needed checking again"
+    return (f"  parity vs {against}: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing only "
+            f"deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
+            + (f"; {trusted}" if trusted else "")
+            + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else "")
+            + (f"; loss masks equal the reference on {p['mask_turns_checked']} assistant turns"
+               if p.get("mask_turns_checked") else ""))
+
+
 def _report_lines(report: dict[str, Any]) -> str:
     if not report.get("examples"):
         return "SFT report: no examples written"
@@ -139,11 +158,7 @@ def _report_lines(report: dict[str, Any]) -> str:
     ]
     if "parity" in r:
         p = r["parity"]
-        lines.append(f"  parity vs apply_chat_template: {p.get('checked', 0)} identical, {p.get('exempt', 0)} differing "
-                     f"only deliberately (literal control strings), {p.get('real_differences', 0)} real differences"
-                     + (f"; not checked: {p['unavailable']}" if p.get("unavailable") else "")
-                     + (f"; loss masks equal the reference on {p['mask_turns_checked']} assistant turns"
-                        if p.get("mask_turns_checked") else ""))
+        lines.append(_parity_line(p))
         present = {k: v for k, v in (p.get("shapes_present") or {}).items() if v}
         if present:
             checked = p.get("shapes_checked") or {}

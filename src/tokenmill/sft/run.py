@@ -39,6 +39,7 @@ from tokenmill.selection import take_records
 from tokenmill.sft.corpus import identity, split_steps
 from tokenmill.sft.lacks import missing_tool_support
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.oracle import reference
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import add_into, example_report, summarize
@@ -286,10 +287,12 @@ def _oracle(tokenizer: Any) -> tuple[Any, str]:
     return _ORACLES[key]
 
 
-def _report(results: list[UnitResult], out: Path, *, seq_len: int | None) -> dict:
-    """The merged report of all units (noting why parity was not checked when no reference could be built),
-    with the packing plan at ``seq_len`` when asked for."""
+def _report(results: list[UnitResult], out: Path, *, seq_len: int | None, reference: str | None) -> dict:
+    """The merged report of all units (naming the parity reference, and why parity was not checked when no
+    reference could be built), with the packing plan at ``seq_len`` when asked for."""
     report = summarize([r.data["report"] for r in results])
+    if reference:
+        report.setdefault("parity", {})["reference"] = reference
     why = next((r.data["parity_unavailable"] for r in results if r.data.get("parity_unavailable")), "")
     if why:
         report.setdefault("parity", {})["unavailable"] = why
@@ -356,6 +359,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
                           "use --val-fraction, or curate first and split the curated run")
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
     curation: dict = {}
+    references: list[str | None] = []  # what the run's parity checks are made against (sft/oracle.py)
 
     def configure(run: Run) -> SftTask:
         template = resolve_template(chat_template, run.tokenizer)
@@ -367,9 +371,9 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
             run.config["steps"] = [identity(s) for s in steps]
         if split:
             run.config["val_split"] = split.describe()
-        if opts.verify and not run.options.dry_run:
-            _check_oracle(run.tokenizer)
-        key = run_key(run.tokenizer, template, opts) if opts.verify and not run.options.dry_run else None
+        checked_against = reference() if opts.verify and not run.options.dry_run else None  # transformers, else plain
+        key = run_key(run.tokenizer, template, opts, reference=checked_against) if checked_against else None
+        references.append(checked_against)
         return SftTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
                        limit=run.options.limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
 
@@ -378,7 +382,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
 
     def report(run: Run, results: Results, manifest: dict) -> dict:
         def summarize(last: list[UnitResult], out: Path) -> dict:
-            merged = _report(last, out, seq_len=seq_len)
+            merged = _report(last, out, seq_len=seq_len, reference=references[-1])
             return {**merged, "curation": curation} if corpus else merged
 
         return shards_report(run, results, manifest, chat_template=run.plan.template.source, summarize=summarize)
@@ -404,14 +408,6 @@ def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:
         return guard(dataclasses.replace(task, survivors=survivors(ctx, corpus)))
 
     return {"before": before, "bind": bind}
-
-
-def _check_oracle(tokenizer: Any) -> None:
-    """Fail before any work when verification is asked for but transformers is missing (found, not imported:
-    only the workers use it, and importing it here would cost the run two seconds)."""
-    from tokenmill._extras import require_installed
-
-    require_installed("transformers", "hf", "verify token parity (pass --verify 0 to skip)")
 
 
 def _packing(out: Path, seq_len: int) -> dict:

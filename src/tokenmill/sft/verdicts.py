@@ -28,11 +28,15 @@ CHECK_VERSION = 1  # bump when the check or the shapes change, so older verdicts
 NOT_KEYED = ("verify", "on_mismatch")  # options that change what is checked, not the ids written
 
 
-def run_key(tokenizer: Any, template: Any, options: Any) -> str:
-    """What decides the ids of every example of a run (not its shape): see the module docstring."""
+def run_key(tokenizer: Any, template: Any, options: Any, *, reference: str | None = "transformers") -> str:
+    """What decides the ids of every example of a run (not its shape), and which reference vouched for them
+    (a verdict of the plain reference does not vouch for a run that has transformers): see the module
+    docstring."""
     rendering = {k: v for k, v in sorted(vars(options).items()) if k not in NOT_KEYED}
     parts = [str(CHECK_VERSION), tokenizer.fingerprint, template.digest, json.dumps(rendering, default=str),
              _code_digest(), *(_version(p) for p in ("transformers", "gigatoken", "jinja2"))]
+    if reference != "transformers":
+        parts.append(str(reference))
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

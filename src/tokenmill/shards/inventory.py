@@ -79,6 +79,23 @@ def _shard_counts(manifest: dict) -> dict:
     return manifest.get("counts") or {}
 
 
+def no_shards(directory: Path) -> str:
+    """Why ``directory`` holds no shards, and what to do: a curation run's output (or its ``documents/``) holds
+    documents to tokenize, not shards to write."""
+    directory = Path(directory)
+    run = directory.parent if directory.name == "documents" else directory
+    try:
+        track = json.loads((run / MANIFEST).read_bytes()).get("track")
+    except (OSError, ValueError, AttributeError):
+        track = None
+    if track == "curate" and (run / "documents").is_dir():
+        return (f"{directory} holds the documents of a curation run (`tokenmill curate`), not token shards: "
+                f"tokenize them with `tokenmill pretrain {run / 'documents'} --out SHARDS --tokenizer TOKENIZER` "
+                "(or `tokenmill sft` for conversations), then audit SHARDS")
+    return (f"no tokenmill shard headers (*.json with magic 'tokenmill-shard') in {directory}; check the path "
+            "(the --out of `tokenmill pretrain` or `tokenmill sft`), or write shards with ShardWriter")
+
+
 def val_directory(directory: Path) -> Path | None:
     """The validation shard directory of a run made with a validation split (``val/``), else None."""
     manifest = _manifest(Path(directory))

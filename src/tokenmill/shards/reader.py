@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tokenmill.errors import ShardError
 from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name
-from tokenmill.shards.inventory import inventory_problems, shard_headers
+from tokenmill.shards.inventory import inventory_problems, no_shards, shard_headers
 
 
 class Shard:
@@ -258,10 +258,7 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     if missing:
         raise ShardError(f"shards in {directory} do not add up:\n" + "\n".join(f"  - {p}" for p in missing))
     if not shards:
-        raise ShardError(
-            f"no tokenmill shard headers (*.json with magic 'tokenmill-shard') in {directory}; "
-            "check the path or write shards with ShardWriter"
-        )
+        raise ShardError(no_shards(directory))
     for shard in shards:
         _check_shard(shard)
     _check_consistent(shards, directory)
@@ -326,15 +323,16 @@ def _check_consistent(shards: list[Shard], directory: Path) -> None:
 def _check_fingerprint(header: dict, tokenizer, directory: Path) -> None:
     if tokenizer is None:
         return
-    from tokenmill.tokenize.identity import describe, fingerprint_of
+    from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
 
     expected = fingerprint_of(tokenizer)  # any spec --tokenizer takes, an object, or a fingerprint
     found = header["tokenizer_fingerprint"]
     if expected != found:
+        info = {"name": header["tokenizer"], **(header.get("tokenizer_info") or {})}
         raise ShardError(
-            f"shards in {directory} were written with tokenizer {header['tokenizer']!r} (fingerprint {found}), "
-            f"but the tokenizer given ({describe(tokenizer)}) has fingerprint {expected}; use the tokenizer the "
-            "shards were made with or re-tokenize the data"
+            f"shards in {directory} were written with tokenizer {recorded(info)} (fingerprint {found[:12]}), "
+            f"but the tokenizer given ({describe(tokenizer)}) has fingerprint {expected[:12]}: another vocabulary; "
+            "use the tokenizer the shards were made with or re-tokenize the data"
         )
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from tokenmill.errors import ShardError
 from tokenmill.shards.format import COMMON_FIELDS, WEIGHT_DTYPE, dtype_from_name, file_digest
-from tokenmill.shards.inventory import inventory_problems, shard_headers
+from tokenmill.shards.inventory import inventory_problems, no_shards, shard_headers
 
 _CHUNK = 1 << 24  # tokens scanned at a time
 
@@ -21,7 +21,7 @@ def verify_shards(directory: str | os.PathLike) -> list[str]:
     headers = shard_headers(directory)
     problems = inventory_problems(directory, headers)
     if not headers:
-        return problems or [f"{directory}: no tokenmill shard headers found"]
+        return problems or [no_shards(directory)]
     for path, header in headers:
         stem = path.name[: -len(".json")]
         problems += [f"{stem}: {p}" for p in _verify_one(directory, stem, header)]

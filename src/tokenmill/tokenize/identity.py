@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
@@ -37,8 +38,6 @@ def fingerprint_of(spec: Any) -> str:
 
 def names_tokenizer(text: str) -> bool:
     """Whether ``text`` is a tokenizer spec: ``default``, a path, a tiktoken encoding or an ``org/name`` hub id."""
-    from pathlib import Path
-
     from tokenmill.tokenize import sources
 
     if text in ("default", sources.tk.DEFAULT_NAME) or sources.looks_local(text) or Path(text).expanduser().exists():
@@ -47,7 +46,17 @@ def names_tokenizer(text: str) -> bool:
 
 
 def describe(spec: Any) -> str:
-    """A short name of ``spec`` for messages."""
+    """A short name of ``spec`` for messages, with the path it was read from where one is known: two
+    tokenizers of one name (``qwen2``) differ only there and by fingerprint."""
     if isinstance(spec, (str, os.PathLike)):
-        return repr(os.fspath(spec))
-    return type(spec).__name__
+        text = os.fspath(spec)
+        path = Path(text).expanduser()
+        return repr(text) + (f" at {path.resolve()}" if path.exists() and str(path.resolve()) != text else "")
+    where = getattr(getattr(spec, "_source", None), "path", None) or getattr(spec, "name_or_path", None)
+    return f"{type(spec).__name__} at {where}" if where else type(spec).__name__
+
+
+def recorded(info: dict) -> str:
+    """``'name' at PATH`` of a tokenizer as shards record it (their header's ``tokenizer_info``)."""
+    where = info.get("path") or info.get("origin")
+    return f"{info.get('name')!r}" + (f" at {where}" if where else "")

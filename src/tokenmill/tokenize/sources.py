@@ -7,6 +7,7 @@ A ``Source`` is the picklable recipe of a tokenizer: which kind of model it is (
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -58,15 +59,29 @@ def _from_string(spec: str | os.PathLike) -> Source:
     if text in tk.encoding_names():
         return _from_encoding(text)
     if looks_local(text):
-        raise TokenizerError(f"tokenizer path {text!r} does not exist; pass an existing directory or file, "
-                             f"a tiktoken encoding name, a Hugging Face hub name, or 'default'")
+        raise TokenizerError(_missing(text, path))
     return _from_hub(text)
 
 
 def looks_local(text: str) -> bool:
-    """Whether a string is clearly a filesystem path rather than a hub name ``org/name``."""
-    return text.startswith((".", "/", "~")) or text.count("/") > 1 or text.endswith(
-        (".json", ".model", ".tiktoken", ".txt"))
+    """Whether a string is clearly a filesystem path rather than a hub name ``org/name``: it starts with ``.``,
+    ``/`` or ``~``, has more than one ``/`` or ends with one, names a tokenizer file, or is ``org/name`` where
+    ``org`` is a local folder (``tok/qwen`` beside ``tok/``: a mistyped folder, not a Hub repository)."""
+    if text.startswith((".", "/", "~")) or text.count("/") > 1 or text.endswith(("/", os.sep)):
+        return True
+    if text.endswith((".json", ".model", ".tiktoken", ".txt")):
+        return True
+    return "/" in text and Path(text).parent.is_dir()
+
+
+def _missing(text: str, path: Path) -> str:
+    """What a mistyped local tokenizer path gets: where it was looked for, and a close name beside it."""
+    kind = "file" if path.suffix else "folder"
+    parent = path.parent if path.parent.is_dir() else None
+    near = difflib.get_close_matches(path.name, [p.name for p in parent.iterdir()], n=1) if parent else []
+    hint = f"; did you mean {os.path.join(os.path.dirname(text.rstrip('/')), near[0])!r}?" if near else ""
+    return (f"tokenizer {kind} {text!r} does not exist ({path.resolve()}){hint} Pass an existing directory or "
+            "file, a tiktoken encoding name, a Hugging Face hub name (org/name), or 'default'")
 
 
 def _from_file(path: Path) -> Source:

@@ -115,8 +115,11 @@ def machine_text_cases() -> Iterator[tuple]:
     yield m, {}, _doc(text="The cat sat on the mat and the dog slept by the fire all afternoon."), None, "plain prose"
     yield m, {}, _doc(text="A robust and comprehensive plan for the town's crucial bridge repairs was agreed on " * 3), \
         None, "common words used often stay under"
+    yield m, {}, _doc(text="It's important to note that the bridge closes at nine."), None, "a hedge people write too"
+    yield m, {}, _doc(text="We delve into it. " + "The cat sat on the mat by the fire. " * 40 + "A tapestry hung there. "
+                      + "The dog slept. " * 40 + "It was meticulous."), None, "rare words pages apart"
     yield m, {"record_only": True}, _doc(text="As an AI language model, I can't."), None, "record only"
-    yield m, {"threshold": 0.99}, _doc(text="I hope this helps!"), None, "a high threshold"
+    yield m, {"threshold": 0.99}, _doc(text="Certainly! Here's a summary."), None, "a high threshold"
 
 
 def all_cases() -> Iterator[tuple]:
