@@ -39,7 +39,7 @@ def test_validate_reports_every_problem_and_exits_1(tmp_path, capsys):
     assert "5 problem(s)" in out
     assert "workers: expected a positive number" in out
     assert "steps[0]: min_chars: expected a whole number >= 0" in out
-    assert "tokenizer: tokenizer path" in out and "does not exist" in out
+    assert "tokenizer: tokenizer file" in out and "does not exist" in out
     assert "schema['docs.jsonl'] for docs.jsonl: 'text' names field 'bdoy'" in out and "did you mean 'body'" in out
     assert "chats.jsonl: looks like sft data" in out
     assert "docs.jsonl: jsonl, pretrain" in out  # the route of each input is shown

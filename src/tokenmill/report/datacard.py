@@ -82,7 +82,7 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
         "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
-        "sft": _sft(manifest),
+        **({"sft": _sft(manifest)} if _sft(manifest) else {}),  # an SFT run's examples
     }
 
 
