@@ -110,6 +110,48 @@ def _kept(out: Path, files: dict[str, str]) -> None:
     assert {rel: (out / rel).read_text() if (out / rel).is_file() else None for rel in files} == files
 
 
+# ---- 1. export --to hf --overwrite -------------------------------------------------------------------------
+
+def test_export_hf_overwrite_keeps_the_files_a_user_added(tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    shards, target = _shards(tmp_path), tmp_path / "hf"
+    argv = ["export", str(shards), "--to", "hf", "--out", str(target)]
+    assert main(argv) == 0
+    (target / "mine.txt").write_text("mine")
+    (target / "notes").mkdir()
+    (target / "notes" / "a.txt").write_text("mine too")
+    assert main([*argv, "--overwrite"]) == 0, capsys.readouterr().err
+    assert (target / "mine.txt").read_text() == "mine" and (target / "notes" / "a.txt").read_text() == "mine too"
+    assert len(datasets.load_from_disk(str(target))) == 30
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tokenmill-hf")]  # nothing beside --out
+
+
+# ---- 2. card -----------------------------------------------------------------------------------------------
+
+def test_card_refuses_a_folder_tokenmill_did_not_write(tmp_path, capsys):
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"track": "pretrain", "counts": {"kept": 1}}))
+    (folder / "datacard.md").write_text("their card")
+    before = _tree(folder)
+    assert main(["card", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "not a tokenmill output" in err and "Traceback" not in err, err
+    assert _tree(folder) == before  # not even a lock file
+
+
+def test_card_writes_into_a_tokenmill_output_and_overwrite_removes_it_again(tmp_path, capsys):
+    shards = _shards(tmp_path)
+    (shards / "datacard.md").unlink()
+    (shards / "datacard.json").unlink()
+    (shards / "mine.txt").write_text("mine")
+    assert main(["card", str(shards)]) == 0, capsys.readouterr().err
+    assert (shards / "datacard.md").is_file()
+    hk.pretrain([hk.docs(tmp_path / "in2" / "docs.jsonl", 5)], shards, tokenizer="default", overwrite=True)
+    assert (shards / "mine.txt").read_text() == "mine"
+    assert json.loads((shards / "manifest.json").read_text())["counts"]["kept"] == 5
+
+
 # ---- 3. --overwrite removes exactly what the earlier run wrote --------------------------------------------
 
 def test_overwrite_keeps_reserved_names_the_workflow_never_wrote(tmp_path):
@@ -120,6 +162,26 @@ def test_overwrite_keeps_reserved_names_the_workflow_never_wrote(tmp_path):
     hk.pretrain([data], out, tokenizer="default", overwrite=True)
     _kept(out, files)
     assert json.loads((out / "manifest.json").read_text())["counts"]["kept"] == 8
+
+
+def test_a_plan_rerun_keeps_a_users_files(tmp_path, capsys):
+    _shards(tmp_path)
+    (tmp_path / "recipe.yaml").write_text(RECIPE)
+    out = tmp_path / "plan"
+    assert main(["plan", str(tmp_path / "recipe.yaml"), "--out", str(out)]) == 0, capsys.readouterr().err
+    files = _users_files(out)
+    assert main(["plan", str(tmp_path / "recipe.yaml"), "--out", str(out)]) == 0, capsys.readouterr().err
+    _kept(out, files)
+    assert json.loads((out / "plan.json").read_text())["sources"]["web"]["tokens_available"] > 0
+
+
+def test_a_demo_rerun_keeps_a_users_files(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    files = _users_files(out)
+    assert main(["demo", "--out", str(out)]) == 0, capsys.readouterr().err
+    _kept(out, files)
 
 
 @pytest.mark.parametrize("where", ["units", "finalize"])
@@ -164,6 +226,74 @@ def test_overwrite_refuses_an_output_with_no_record_of_its_files(tmp_path, capsy
     assert {rel: b for rel, b in _tree(out).items() if not rel.startswith("_state")} == before
     _kept(out, files)
     hk.pretrain([data], out, tokenizer="default")  # a resume needs no record: nothing is deleted
+
+
+# ---- 4. --out s3://... -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["export hf", "export bin", "plan", "quality train", "demo"])
+def test_an_s3_out_is_never_a_local_folder(command, tmp_path):
+    shards = _shards(tmp_path)
+    (tmp_path / "recipe.yaml").write_text(RECIPE)
+    pos, neg = hk.docs(tmp_path / "pos.jsonl", 10), hk.docs(tmp_path / "neg.jsonl", 10, start=10)
+    argv = {"export hf": ["export", shards, "--to", "hf"], "export bin": ["export", shards, "--to", "bin"],
+            "plan": ["plan", tmp_path / "recipe.yaml"],
+            "quality train": ["quality", "train", "--positive", pos, "--negative", neg], "demo": ["demo"]}[command]
+    work = tmp_path / "cwd"
+    work.mkdir()
+    result = hk.cli(*argv, "--out", "s3://no-such-bucket/run", cwd=work)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "s3://no-such-bucket/run" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert list(work.iterdir()) == []  # no folder named s3:
+
+
+# ---- 5. one run at a time --------------------------------------------------------------------------------
+
+def _paused(at: str, *argv) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", PAUSED, at, *map(str, argv)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if line.strip() != "paused":
+        proc.kill()
+        raise AssertionError(f"the first run never reached {at}: {line}{proc.stderr.read()}")
+    return proc
+
+
+def _resume(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(input="", timeout=120)
+    return proc.returncode, err
+
+
+def test_a_second_export_into_a_busy_out_is_refused_naming_the_first(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    shards, target = _shards(tmp_path), tmp_path / "hf"
+    argv = ["export", shards, "--to", "hf", "--out", target, "--overwrite"]
+    first = _paused("tokenmill.shards.export:_write_arrow_stream", *argv)
+    try:
+        second = hk.cli(*argv, "--seq-len", "8")
+    finally:
+        code, err = _resume(first)
+    assert second.returncode == 1 and f"in use by another tokenmill run (pid {first.pid})" in second.stderr, \
+        second.stdout + second.stderr
+    assert code == 0, err
+    assert len(datasets.load_from_disk(str(target))) == 30  # the first run's export, whole (not 8-token windows)
+
+
+def test_a_second_quality_train_onto_a_busy_model_is_refused_naming_the_first(tmp_path):
+    pytest.importorskip("fasttext")
+    pos, neg = hk.docs(tmp_path / "pos.jsonl", 20), hk.docs(tmp_path / "neg.jsonl", 20, start=100)
+    model = tmp_path / "model.bin"
+    argv = ["quality", "train", "--positive", pos, "--negative", neg, "--out", model, "--overwrite"]
+    first = _paused("tokenmill.curate.quality:train_quality", *argv)
+    try:
+        second = hk.cli(*argv)
+    finally:
+        code, err = _resume(first)
+    assert second.returncode == 1 and f"in use by another tokenmill run (pid {first.pid})" in second.stderr, \
+        second.stdout + second.stderr
+    assert code == 0, err
+    assert model.is_file() and Path(f"{model}.card.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("model", ".model"))) == \
+        ["model.bin", "model.bin.card.json"]  # no lock file left beside the model
 
 
 # ---- 6. kill -9 while tokenmill writes its own state -------------------------------------------------------

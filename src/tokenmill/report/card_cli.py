@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -13,8 +14,17 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_card(args: argparse.Namespace) -> int:
+    """Held as every output is (``engine/outdir.py``): only a directory a tokenmill run wrote, never while a run
+    writes it, never over a ``datacard.*`` of the user's; the card is recorded as written (``--overwrite``
+    removes it)."""
+    from tokenmill.engine.outdir import hold_finished
+    from tokenmill.errors import InputError
     from tokenmill.report.datacard import rebuild
 
-    path = rebuild(args.directory)
+    if not Path(args.directory).is_dir():
+        raise InputError(f"{args.directory}: no such directory, so no manifest.json; give the output directory of a "
+                         "tokenmill curate or pretrain run")
+    with hold_finished(args.directory, command="card", names=("datacard.md", "datacard.json")):
+        path = rebuild(args.directory)
     print(f"data card: {path} and {path.with_suffix('.json')}")
     return 0
