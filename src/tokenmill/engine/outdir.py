@@ -17,9 +17,12 @@
   killed with ``kill -9`` leaves its record open: the next run claims, among the files that appeared or
   changed since, those of the names tokenmill reserves for its own (``manifest.json``, ``rejects.jsonl``,
   ``report.html``, ``shard-*``, ``documents/``, ...: what a finalize writes), so a killed run's files are
-  removed too and a file a user added under another name never is. A directory an older tokenmill wrote
-  has no record: ``--overwrite`` refuses it rather than guess at names (a resume, which deletes nothing,
-  starts its record), unless all it holds is ``_state/`` (an object-storage run's work directory).
+  removed too, and a file a user had there before that run, or adds under another name, never is. (Two
+  limits: a user's file of a reserved name added after the kill and before the next run is taken for the
+  killed run's, and a file added while a run holds the directory counts as that run's.) A directory an
+  older tokenmill wrote has no record: ``--overwrite`` refuses it rather than guess at names (a resume,
+  which deletes nothing, starts its record), unless all it holds is ``_state/`` (an object-storage run's
+  work directory).
 * **Who.** A run holds an exclusive ``flock`` on ``_state/lock`` from before it clears or resumes the
   directory until its manifest is written; a second run into the same ``--out`` is refused at once,
   naming the process that holds it. The lock is released by the kernel when the process dies, so a run
