@@ -47,7 +47,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 # a real `tokenmill` process killed with SIGKILL right after tokenmill's own atomic write of a file named
-# argv[1] has written its temporary sibling (``job.json.tmp``), before the rename
+# argv[1] in its _state/ has written its temporary sibling (``job.json.tmp``), before the rename
 KILLED_AT_WRITE = """
 import os, signal, sys
 import tokenmill.engine.outdir as outdir
@@ -58,6 +58,7 @@ def killed(path, data):
         os.kill(os.getpid(), signal.SIGKILL)
     real(path, data)
 outdir.atomic_write = killed
+outdir.replace_file = killed  # the record's writer
 from tokenmill.cli import main
 sys.exit(main(sys.argv[2:]))
 """
