@@ -127,6 +127,16 @@ def test_export_hf_overwrite_keeps_the_files_a_user_added(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tokenmill-hf")]  # nothing beside --out
 
 
+def test_export_hf_into_its_input_directory_is_refused(tmp_path, capsys):
+    pytest.importorskip("datasets")
+    shards = _shards(tmp_path)
+    before = _tree(shards)
+    assert main(["export", str(shards), "--to", "hf", "--out", str(shards / "hf")]) == 1
+    err = capsys.readouterr().err
+    assert "inside the input directory" in err and "Traceback" not in err, err
+    assert _tree(shards) == before
+
+
 # ---- 2. card -----------------------------------------------------------------------------------------------
 
 def test_card_refuses_a_folder_tokenmill_did_not_write(tmp_path, capsys):
@@ -223,7 +233,7 @@ def test_overwrite_refuses_an_output_with_no_record_of_its_files(tmp_path, capsy
     code = main(["pretrain", str(data), "--out", str(out), "--tokenizer", "default", "--workers", "1",
                  "--no-progress", "--overwrite"])
     err = capsys.readouterr().err
-    assert code == 1 and "no record of the files it wrote" in err, err
+    assert code == 1 and "kept no record of the files it wrote" in err, err
     assert {rel: b for rel, b in _tree(out).items() if not rel.startswith("_state")} == before
     _kept(out, files)
     hk.pretrain([data], out, tokenizer="default")  # a resume needs no record: nothing is deleted

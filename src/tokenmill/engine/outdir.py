@@ -266,9 +266,10 @@ def clear_output(out: Path) -> None:
     if not out.is_dir():
         return
     if read_record(out) is None and any(e.name != STATE for e in out.iterdir()):
-        raise ConfigError(f"--overwrite refuses to clear {out}: it was written by an older tokenmill that kept no "
-                          f"record of the files it wrote ({STATE}/{WRITTEN}), so they cannot be told from yours; "
-                          "delete what you no longer need yourself, or choose another --out")
+        raise ConfigError(f"{out} was written by an older tokenmill that kept no record of the files it wrote "
+                          f"({STATE}/{WRITTEN}), so they cannot be told from yours and tokenmill will not clear it "
+                          "(--overwrite, or a rerun of plan or demo): delete what you no longer need yourself, or "
+                          "choose another --out")
     record = _settled(out)
     for rel in sorted(set(record["files"]) | unit_outputs(out)):
         _remove_file(out, rel)

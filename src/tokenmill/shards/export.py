@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill._extras import require
-from tokenmill.engine.outdir import STATE, hold_output, hold_path, written_by
+from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, written_by
 from tokenmill.errors import ConfigError, ShardError
 from tokenmill.job.driver import local_out
 from tokenmill.shards.checked import verify_checksums
@@ -65,6 +65,8 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
+    if to == "hf":  # a directory: never the input, never holding it, never inside it
+        check_output_path(out, [str(directory)])
     check_target(to, out, overwrite=overwrite)  # every refusal before anything is written
     if to == "hf":
         with hold_output(out, overwrite=overwrite, workflow="export"):
