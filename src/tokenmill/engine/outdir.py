@@ -317,11 +317,6 @@ def refuse_foreign(out: Path, *, overwrite: bool = True) -> None:
                           "tokenmill writes only into a new or empty directory or one it wrote: choose another --out")
 
 
-def holds_files(out: Path) -> bool:
-    """Whether ``out`` holds anything but tokenmill's lock and the leftovers of its own state writes."""
-    return out.is_dir() and bool(_entries(out))
-
-
 def _entries(out: Path) -> list[Path]:
     return [e for e in out.iterdir() if not (e.name == STATE and _only_lock(e))]
 
@@ -411,7 +406,8 @@ def hold_finished(out: str | os.PathLike, *, command: str, names: Iterable[str])
 def hold_path(path: Path) -> Iterator[None]:
     """Hold the exclusive lock of a run writing the file ``path`` (and its siblings ``path.*``): a hidden
     ``.<name>.lock`` beside it, removed when the block ends; a second run is refused at once, naming the
-    first. A file, not a directory: so the lock is taken afresh when the one found was just removed."""
+    first. Since the holder removes the lock file as it ends, the file this run opened may be gone by the
+    time its lock is granted: it then opens and locks the file now at that path instead."""
     lock = path.with_name(f".{path.name}.lock")
     while True:
         fd = _lock_fd(lock, path)
