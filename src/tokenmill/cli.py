@@ -457,7 +457,7 @@ def cmd_sft_select(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
-    run_demo(Path(args.out))
+    run_demo(args.out)
     return 0
 
 

@@ -90,11 +90,12 @@ def make_inputs(root: Path) -> None:
         fh.writelines(json.dumps(r) + "\n" for r in transcripts)
 
 
-def run_demo(out: Path, *, seq_len: int = 512) -> None:
+def run_demo(out: str | Path, *, seq_len: int = 512) -> None:
     from tokenmill.engine.outdir import written_by
-    from tokenmill.job import hold_job
+    from tokenmill.job.driver import hold_job, local_out
 
-    again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces the demo's own files, nothing else
+    out = local_out(out, "demo")
+    again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces what the demo recorded, nothing else
     with hold_job(out, workflow="demo", overwrite=again):
         _run(out, seq_len=seq_len, again=again)
 

@@ -56,7 +56,7 @@ def test_results_in_unit_order_and_files_committed(tmp_path):
     assert [r.data["value"] for r in results] == [0, 1, 4, 9, 16]
     assert sorted(_tree(tmp_path)) == [f"parts/unit-{i:06d}.txt" for i in range(5)]
     state = sorted(str(f.relative_to(tmp_path / "_state")) for f in (tmp_path / "_state").rglob("*") if f.is_file())
-    assert state == ["lock", "squares_v1/index.jsonl", "squares_v1/run.json"]  # no staging, no markers
+    assert state == ["lock", "squares_v1/index.jsonl", "squares_v1/run.json", "written.json"]  # no staging, no markers
     assert all(r.peak_rss_mb > 0 and r.seconds >= 0 for r in results)
 
 

@@ -35,10 +35,10 @@ def test_overwrite_clears_only_what_tokenmill_wrote(tmp_path):
     out = tmp_path / "out"
     hk.pretrain([data], out)
     (out / "README.txt").write_text("kept")
-    (out / "shard-999999-0000.ids").write_bytes(b"stale")  # a name tokenmill writes: cleared
+    (out / "shard-999999-0000.ids").write_bytes(b"mine")  # a name tokenmill writes, but no run wrote it: kept
     manifest = hk.pretrain([data], out, overwrite=True, shard_tokens=1 << 20)
     assert (out / "README.txt").read_text() == "kept"
-    assert not (out / "shard-999999-0000.ids").exists()
+    assert (out / "shard-999999-0000.ids").read_bytes() == b"mine"
     assert manifest["counts"]["kept"] == 5
 
 

@@ -158,11 +158,19 @@ def _files(paths: Sequence[str], kind: str) -> str:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from tokenmill.curate.quality import CARD_SUFFIX, train_quality
-    from tokenmill.job import check_file_target
+    """``--out`` is held for the whole run as every output is (``job/driver.py``): local only, never over a file
+    tokenmill did not write, over its own only with ``--overwrite``, one run at a time."""
+    from tokenmill.curate.quality import CARD_SUFFIX
+    from tokenmill.job.driver import hold_file
 
-    check_file_target(args.out, overwrite=args.overwrite, what="quality model",
-                      ours=lambda p: Path(str(p) + CARD_SUFFIX).is_file())
+    with hold_file(args.out, overwrite=args.overwrite, what="quality model", command="quality train",
+                   ours=lambda p: Path(str(p) + CARD_SUFFIX).is_file()):
+        return _train(args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from tokenmill.curate.quality import train_quality
+
     if args.labelled and (args.positive or args.negative):
         raise ConfigError("quality train: give --labelled, or --positive and --negative, not both")
     if args.labelled:

@@ -145,16 +145,19 @@ class Store:
                 self.fs.rm(keys)
 
 
-def open_store(out: str | RemoteOutput, *, storage_options: Mapping[str, Any] | None = None) -> Store:
-    """The :class:`Store` for a URL (or a :class:`RemoteOutput`), its bucket checked for existence."""
+def open_store(out: str | RemoteOutput, *, storage_options: Mapping[str, Any] | None = None,
+               role: str = "--out") -> Store:
+    """The :class:`Store` for a URL (or a :class:`RemoteOutput`), its bucket checked for existence; ``role``
+    names the URL in messages (``--out``, or ``input`` for a finished run read back)."""
     url, options = (out.url, dict(out.storage_options)) if isinstance(out, RemoteOutput) else (out, {})
     options.update(storage_options or {})
     store = Store(url.rstrip("/"), tuple(sorted(options.items())))
     bucket = store.root.split("/", 1)[0]
     with _storage(store, f"reach the bucket {bucket!r}"):
         if not store.fs.exists(bucket):
-            raise StorageError(f"--out {url}: the bucket {bucket!r} does not exist (or is not visible with these "
-                               "credentials); create it first or check the endpoint (AWS_ENDPOINT_URL, "
+            first = "check the URL of the input" if role != "--out" else "create it first"
+            raise StorageError(f"{role} {url}: the bucket {bucket!r} does not exist (or is not visible with these "
+                               f"credentials); {first} or check the endpoint (AWS_ENDPOINT_URL, "
                                "--storage-option endpoint_url=...)")
     return store
 
@@ -298,7 +301,7 @@ def local_copy(url: str, *, storage_options: Mapping[str, Any] | None = None, ca
     call: objects missing locally or of another size are downloaded, local files the bucket no longer
     holds are removed. The shards' checksums (``audit``, ``verify=True``) catch anything else.
     """
-    store = open_store(url, storage_options=storage_options)
+    store = open_store(url, storage_options=storage_options, role="input")
     if store.read(MANIFEST) is None:
         raise StorageError(f"{store.where(MANIFEST)} does not exist: {url} holds no finished tokenmill run (a run "
                            "writes its manifest last; resume it with the same command)")

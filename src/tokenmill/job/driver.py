@@ -11,6 +11,12 @@ fingerprint, progress, and the executor.
    tokenmill writes;
 4. with an ``s3://`` output the local work directory is locked and emptied, the bucket's lock object
    taken, the bucket cleared on ``--overwrite``, and its ``_state/`` downloaded (``engine/store.py``).
+
+The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``quality
+train``, ``card``) take the same guard: :func:`local_out` (an ``s3://`` ``--out`` refused before anything
+is written, never a local folder named ``s3:``), :func:`hold_job` or ``hold_output`` for a folder,
+:func:`hold_file` for a file (the same refusals and one run at a time), and
+:func:`tokenmill.engine.outdir.hold_finished` for files added to a finished output.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
-from tokenmill.engine.outdir import check_output_path, check_target, hold_output
+from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path
 from tokenmill.engine.progress import Progress
 from tokenmill.errors import ConfigError
 
@@ -67,6 +73,31 @@ def check_file_target(path: str | Path, *, overwrite: bool, ours: Callable[[Path
     if path.exists() and not overwrite:
         raise ConfigError(f"--out {path} holds an earlier {what}; pass --overwrite to replace it, or choose another path")
     return path
+
+
+def local_out(out: Any, command: str) -> Path:
+    """``out`` as a local path, for a command that writes only locally; an object-storage URL is refused
+    before anything is written (``Path("s3://b/p")`` would be a local folder named ``s3:``)."""
+    from tokenmill.engine.store import is_remote
+
+    if is_remote(out):
+        raise ConfigError(f"--out {out}: `tokenmill {command}` writes to a local path only, not to object storage; "
+                          f"write it to a local --out, then copy it (e.g. `aws s3 cp --recursive DIR {out}`)")
+    return Path(out)
+
+
+@contextlib.contextmanager
+def hold_file(path: str | Path, *, overwrite: bool, ours: Callable[[Path], bool], what: str,
+              command: str) -> Iterator[Path]:
+    """Guard and lock the file ``path`` (and its siblings ``path.*``) for one run of a command that writes a
+    file: local only (:func:`local_out`), the refusals of :func:`check_file_target`, made once the lock is
+    held, and one run at a time (a second is refused at once, naming the first)."""
+    path = local_out(path, command)
+    check_file_target(path, overwrite=overwrite, ours=ours, what=what)  # before anything is written
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with hold_path(path):
+        check_file_target(path, overwrite=overwrite, ours=ours, what=what)  # what a run just finished left
+        yield path
 
 
 @contextlib.contextmanager

@@ -22,14 +22,16 @@ def add_parser(sub: Any) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from tokenmill.errors import UsageError
+    from tokenmill.job.driver import local_out
     from tokenmill.loader.plan import build_plan
     from tokenmill.loader.recipe import load_recipe
 
     if args.out is None and args.check is None:
         raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
+    out = None if args.out is None else local_out(args.out, "plan")  # refused before the plan is built
     plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
-    if args.out is not None:
-        write_plan(plan, Path(args.out))
+    if out is not None:
+        write_plan(plan, out)
     if args.check is not None:
         return _check(plan, args)
     print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
@@ -48,7 +50,8 @@ def _check(plan: dict, args: argparse.Namespace) -> int:
 
 def write_plan(plan: dict, out: Path) -> None:
     """Write ``plan.json`` and ``plan.html`` into ``out``, guarded like every ``--out``: a folder tokenmill did
-    not write, or another command's output, is refused; an earlier plan there is replaced."""
+    not write, or another command's output, is refused; an earlier plan there is replaced (exactly the files
+    it recorded as written: a user's files stay, ``engine/outdir.py``)."""
     from tokenmill.base.files import atomic_write
     from tokenmill.engine.outdir import hold_output, written_by
     from tokenmill.loader.plan_html import render_plan_html

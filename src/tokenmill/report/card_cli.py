@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -15,9 +16,18 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_card(args: argparse.Namespace) -> int:
+    """Held as every output is (``engine/outdir.py``): only a directory a tokenmill run wrote, never while a run
+    writes it, never over a ``datacard.*`` of the user's; the card is recorded as written (``--overwrite``
+    removes it)."""
+    from tokenmill.engine.outdir import hold_finished
+    from tokenmill.errors import InputError
     from tokenmill.report.datacard import rebuild
 
-    path = rebuild(args.directory)
+    if not Path(args.directory).is_dir():
+        raise InputError(f"{args.directory}: no such directory, so no manifest.json; give the output directory of a "
+                         "tokenmill curate or pretrain run")
+    with hold_finished(args.directory, command="card", names=("datacard.md", "datacard.json")):
+        path = rebuild(args.directory)
     print(f"data card: {path} and {path.with_suffix('.json')}")
     for warning in json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)

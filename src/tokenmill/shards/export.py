@@ -21,7 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill._extras import require
+from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, written_by
 from tokenmill.errors import ConfigError, ShardError
+from tokenmill.job.driver import local_out
 from tokenmill.shards.checked import verify_checksums
 from tokenmill.shards.reader import ShardSet, open_shards
 
@@ -47,27 +49,34 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary.
 
     Nothing is written over what the export did not write: an existing target is refused unless
-    ``overwrite``, and even then only a target of the same format (:func:`check_target`).
+    ``overwrite``, and even then only a target of the same format (:func:`check_target`). The target is held
+    as every ``--out`` is (one run at a time, ``engine/outdir.py``): an ``hf`` directory by ``hold_output``
+    (``--overwrite`` removes exactly what the earlier export wrote, a user's files stay), the files of
+    ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is refused (write locally, then copy).
     """
     writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
     if to not in writers:
         raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
     if seq_len is not None and seq_len <= 0:
         raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
+    out = local_out(out, "export")
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
-    out = Path(out)
-    check_target(to, out, overwrite=overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    summary = writers[to](ds, out, seq_len)
+    if to == "hf":  # a directory: never the input, never holding it, never inside it
+        check_output_path(out, [str(directory)])
+    check_target(to, out, overwrite=overwrite)  # every refusal before anything is written
     if to == "hf":
-        from tokenmill.base.files import atomic_write
-
-        (out / "_state").mkdir(exist_ok=True)
-        atomic_write(out / "_state" / "job.json", json.dumps({"workflow": "export"}).encode())
+        with hold_output(out, overwrite=overwrite, workflow="export"):
+            check_target(to, out, overwrite=overwrite)  # again under the lock: what a run just finished left
+            summary = _to_hf(ds, out, seq_len)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with hold_path(out):
+            check_target(to, out, overwrite=overwrite)
+            summary = writers[to](ds, out, seq_len)
     return {"format": to, "seq_len": seq_len, **summary}
 
 
@@ -127,21 +136,18 @@ def check_target(to: str, out: Path, *, overwrite: bool) -> None:
 
     ``bin`` and ``megatron`` write files: an existing directory at one of their paths is refused; an existing
     file is replaced only with ``overwrite`` and when it is of that format (a ``tokenmill-bin`` sidecar, a
-    Megatron index header). ``hf`` writes a directory: a non-empty one is replaced only with ``overwrite`` and
-    when a tokenmill export wrote it (``_state/job.json``).
+    Megatron index header). ``hf`` writes a directory: one holding files is written into only with
+    ``overwrite`` and when a tokenmill export wrote it (``_state/job.json``).
     """
-    from tokenmill.engine.outdir import written_by
-
     if to == "hf":
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {out} is a file; export --to hf writes a directory: give a new directory path")
-        if out.is_dir() and any(out.iterdir()):
+        if out.is_dir() and [e for e in out.iterdir() if e.name != STATE]:
             if not overwrite or written_by(out) != "export":
                 why = "pass --overwrite to replace it" if written_by(out) == "export" else \
                     "it was not written by `tokenmill export --to hf`"
                 raise ConfigError(f"--out {out} is not empty; export --to hf writes a directory of its own ({why}): "
                                   "choose a new directory")
-            shutil.rmtree(out)
         return
     for path in targets(to, out):
         if path.is_dir():
@@ -235,14 +241,19 @@ def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
 
 
 def _to_hf(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+    """Write the dataset in ``out/_state/`` (an Arrow stream, then ``save_to_disk``), then move its files into
+    ``out``: a run killed midway leaves its partial files where ``--overwrite`` always removes them, and
+    nothing is ever written beside ``out``."""
     datasets = require("datasets", "hf", "export shards as a Hugging Face dataset")
-    tmp = Path(tempfile.mkdtemp(prefix=".tokenmill-hf-", dir=out.parent))
+    tmp = Path(tempfile.mkdtemp(prefix="export-hf-", dir=out / STATE))
     try:
         n_seq, n_tok = _write_arrow_stream(ds, tmp / "data.arrow", seq_len)
         with _quiet_datasets(datasets):
             dataset = datasets.Dataset.from_file(str(tmp / "data.arrow"))
-            dataset.save_to_disk(str(out))
+            dataset.save_to_disk(str(tmp / "dataset"))
             del dataset
+        for path in sorted((tmp / "dataset").iterdir()):
+            os.replace(path, out / path.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"paths": [str(out)], "n_sequences": n_seq, "n_tokens": n_tok}
