@@ -58,7 +58,9 @@ def documents(shared_data) -> tuple[list[Path], list[str]]:
 
 
 def reference_ids(name: str, directory: Path, texts: list[str]) -> tuple[list[list[int]], bool, int]:
-    """(ids of every text, whether the tokenizer adds a BOS, its EOS id) from the model's own libraries.
+    """(ids of every text, whether the tokenizer adds a BOS, the EOS id that ends a document) from the model's own
+    libraries: its EOS, or its document token when that EOS is a chat end-of-turn token (an instruct tokenizer's
+    ``<|im_end|>``: pretraining ends documents with ``<|endoftext|>``, see ``choose_eos``).
 
     Llama-2 ships a SentencePiece model, so SentencePiece itself is the reference: the BPE conversion
     ``transformers`` makes of it splits runs of spaces differently on a few of these documents.
@@ -71,8 +73,17 @@ def reference_ids(name: str, directory: Path, texts: list[str]) -> tuple[list[li
         import sentencepiece
 
         sp = sentencepiece.SentencePieceProcessor(model_file=str(directory / "tokenizer.model"))
-        return [sp.encode(t) for t in texts], adds_bos, hf.eos_token_id
-    return [hf.encode(t, add_special_tokens=False) for t in texts], adds_bos, hf.eos_token_id
+        return [sp.encode(t) for t in texts], adds_bos, _document_eos(hf)
+    return [hf.encode(t, add_special_tokens=False) for t in texts], adds_bos, _document_eos(hf)
+
+
+def _document_eos(hf) -> int:
+    from tokenmill.pretrain.run import CHAT_END_OF_TURN, DOCUMENT_EOS
+
+    if hf.eos_token not in CHAT_END_OF_TURN:
+        return hf.eos_token_id
+    vocab = hf.get_vocab()
+    return next((vocab[t] for t in DOCUMENT_EOS if t in vocab), hf.eos_token_id)
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
