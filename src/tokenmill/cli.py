@@ -188,9 +188,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     problems += command_problems(args.command, {k: v for k, v in cfg.items() if k != "track"})
     if problems:
         raise ConfigError([f"{args.config or 'command line'}: {p}" for p in problems])
-    if args.command not in ("pretrain", "sft") and _is_url(cfg.get("out")):
-        raise ConfigError(f"--out {cfg['out']}: `tokenmill {args.command}` writes to a directory (local or on a shared "
-                          "filesystem); object-storage outputs are for `tokenmill pretrain` and `tokenmill sft`")
     missing = [k for k in ("inputs", "out") if not cfg.get(k)]
     if missing:
         raise UsageError(f"missing {' and '.join(missing)}: give INPUT paths and --out DIR (or set them in --config)")

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from tokenmill import __version__
 from tokenmill.base.accounting import Stats
 from tokenmill.engine import Stage, StageContext, Unit, UnitResult, run_workflow
+from tokenmill.engine.store import is_remote
+from tokenmill.errors import ConfigError
 from tokenmill.io.snapshot import CheckedTask, guard_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job.driver import hold_job, holding, job_fingerprint, pick_executor, resolve_out, stage_progress
@@ -92,6 +94,7 @@ class Job:
     after: Callable[[Run, dict, Results], Any] | None = None
     card: bool = True
     describe: Callable[[Run], dict] | None = None  # what a dry run shows beyond the inputs and the config
+    object_storage: bool = False  # whether its stages can publish to an s3:// --out (each reads only its own units)
     progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
 
 
@@ -146,6 +149,10 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
     """Run ``job`` over ``inputs`` into ``out``; return its manifest (a dry run: its plan). Module docstring."""
     started = time.monotonic()
     options = options or JobOptions()
+    if is_remote(out) and not job.object_storage:  # before anything is asked of the store or written
+        raise ConfigError(f"--out {getattr(out, 'url', out)}: `tokenmill {job.name}` writes to a directory (local or on "
+                          "a shared filesystem): its later stages read the files of the earlier ones; object-storage "
+                          "outputs are for `tokenmill pretrain` and `tokenmill sft` (or copy the directory afterwards)")
     executor = None if options.dry_run and executor is None else pick_executor(executor, options.workers)
     with holding(executor):
         on_files = job.warm(executor, inputs, options, tokenizer) if job.warm and executor is not None else None
