@@ -37,6 +37,7 @@ Example::
                                # first of each conversation shape (0 = off)
       on_mismatch: stop        # stop | reject (as parity_mismatch) on a real difference from apply_chat_template
       allow_untrained_stop: false  # go on when the template's end-of-turn string is not a special token
+      keep_unrendered_tools: false # keep records whose tools the template does not render (else rejected)
 
 CLI flags override the file.
 """
@@ -112,6 +113,7 @@ SFT: dict[str, Callable[[Any], Any]] = {
     "verify": _typed(int),
     "on_mismatch": choice("stop", "reject"),
     "allow_untrained_stop": _typed(bool),
+    "keep_unrendered_tools": _typed(bool),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
 

@@ -34,7 +34,7 @@ from tokenmill.job import holding, pick_executor
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import dry_run_plan, take_records
 from tokenmill.sft.corpus import identity, split_steps
-from tokenmill.sft.lacks import missing_tool_support
+from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
@@ -59,6 +59,7 @@ class SftOptions:
     verify: int = 16  # examples per unit checked against apply_chat_template (plus one per shape); 0 = off
     on_mismatch: str = "stop"  # stop | reject: what a real parity difference does
     allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
+    keep_unrendered_tools: bool = False  # keep (and count) records whose tools the template renders away (sft/lacks.py)
 
     def __post_init__(self) -> None:
         if self.on_mismatch not in ("stop", "reject"):
@@ -115,6 +116,8 @@ class SftTask:
                 convs, locs = _surviving(convs, locs, curated, stats)
             kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
+                if not isinstance(rendered, TemplateError):
+                    rendered = self._tools_shown(conv, rendered, report)
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
@@ -167,6 +170,16 @@ class SftTask:
             template=self.template, policy=self.options.policy,
         )
 
+    def _tools_shown(self, conv: dict, rendered: Any, report: dict) -> Any:
+        """``rendered``, or its ``tools_not_rendered`` reject when the template rendered away the tools ``conv``
+        uses; with ``keep_unrendered_tools`` the example is kept and counted in the report."""
+        if not self.options.keep_unrendered_tools:
+            return tools_not_rendered(self.template.source, conv) or rendered
+        lack = missing_tool_support(self.template.source, conv)
+        if lack:
+            add_into(report, {"tools_not_rendered_kept": {lack: 1}})
+        return rendered
+
     def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
         """Check one example (the reference is built on the first check of the process); False (its reason in
         ``report["mismatch"]``) when it differs and is to be rejected."""
@@ -199,7 +212,7 @@ class SftTask:
 
 def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
     """``{"template_lacks": {what: 1}}`` for a record rejected because the template never names its tools."""
-    lack = missing_tool_support(template.source, conv) if reason == "template_error" else ""
+    lack = missing_tool_support(template.source, conv) if reason in ("template_error", TOOLS_NOT_RENDERED) else ""
     return {"template_lacks": {lack: 1}} if lack else {}
 
 
@@ -338,7 +351,8 @@ def run_sft(
                           text_mode="auto", config=None, schemas=schemas, executor=executor,
                           workers=workers, exclude=exclude, skip_misrouted=skip_misrouted, limit=limit)
         template = resolve_template(chat_template, run.tokenizer)
-        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive)  # sft/preflight.py
+        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive,  # sft/preflight.py
+                  keep_unrendered_tools=opts.keep_unrendered_tools)
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
