@@ -7,7 +7,8 @@ prompts (LIMA-style: few, good, diverse).
 3. Score every example: ``length`` (words in the assistant turns, log-scaled), or ``quality`` (the
    quality classifier's probability for the assistant turns; ``--model``).
 4. Cluster prompts: MinHash over word bigrams of the user turns (``hashes`` values, ``bands`` bands),
-   examples sharing a band bucket joined by union-find. Held in memory: selection sets are small
+   without the template many prompts of their source share (:mod:`tokenmill.sft.frames`), examples sharing a
+   band bucket joined by union-find. Held in memory: selection sets are small
    (thousands to a few million examples, 8 bytes x ``hashes`` each).
 5. Walk the examples by score (highest first; ties by input order) and keep one unless its cluster already
    has ``per_cluster`` kept, until ``n`` are kept.
@@ -23,6 +24,7 @@ could not be read or normalised, ``<rule>:<reason>`` for one the quality rules d
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ import pyarrow.parquet as pq
 from tokenmill.curate import ngrams
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
+from tokenmill.sft.frames import without_frames
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
 
 _MERSENNE = np.uint64((1 << 61) - 1)
@@ -92,6 +95,12 @@ def read_conversations(inputs: Sequence[str] | Any) -> tuple[list[dict], list[tu
 
 def turns(conv: dict, role: str) -> str:
     return "\n".join(m.get("content") or "" for m in conv["messages"] if m["role"] == role)
+
+
+def prompts(convs: list[dict], sources: list[str]) -> list[str]:
+    """The user turns clustering reads: without the template most prompts of their source share (sft/frames.py),
+    so that prompts wrapped in one long template are clustered on what differs between them."""
+    return without_frames([turns(c, "user") for c in convs], sources)
 
 
 def minhash(texts: list[str], *, hashes: int, seed: int) -> np.ndarray:
@@ -181,6 +190,21 @@ def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_ru
         return _select(planned, out, how, quality_rules)
 
 
+def shortfall(how: Selection, stats: Stats) -> str:
+    """Why fewer than ``how.n`` examples were kept ("" when ``n`` were): the counts that took the others, largest
+    first, so that a selection of 0 of 5 never passes unsaid."""
+    if stats.kept >= how.n:
+        return ""
+    why = sorted({**stats.filtered, **stats.rejected}.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{count:,} {reason}" for reason, count in why[:3]]
+    if any(reason == "not_selected:cluster_full" for reason, _ in why[:3]):
+        parts.append(f"(a prompt cluster keeps at most --per-cluster {how.per_cluster}: raise it to keep more of one)")
+    asked = f"kept {stats.kept:,} of the {how.n:,} examples asked for (--n {how.n})"
+    if not parts:
+        return f"{asked}: the inputs hold only {stats.input:,} records"
+    return f"{asked}: of {stats.input:,} records, {', '.join(parts)}; selection.parquet gives each record's reason"
+
+
 def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict:
     from tokenmill.base.files import atomic_write
     from tokenmill.curate.sft_quality import SftQuality
@@ -200,8 +224,8 @@ def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict
     idx = np.nonzero(ok)[0]
     pool = [convs[i] for i in idx]
     s = scores(pool, how) if pool else np.zeros(0)
-    cl = clusters(minhash([turns(c, "user") for c in pool], hashes=how.hashes, seed=how.seed), bands=how.bands) \
-        if pool else np.zeros(0, dtype=np.int64)
+    cl = clusters(minhash(prompts(pool, [where[i][0] for i in idx]), hashes=how.hashes, seed=how.seed),
+                  bands=how.bands) if pool else np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(len(pool)), -s))
     selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster)
     for r in reason[~selected]:
@@ -217,6 +241,8 @@ def _select(planned: Any, out: Path, how: Selection, quality_rules: Any) -> dict
               "score": {"all_mean": _mean(s), "selected_mean": _mean(s[selected]),
                         "selected_min": float(s[selected].min()) if selected.any() else None},
               "settings": how.__dict__}
+    if shortfall(how, stats):
+        report["warning"] = shortfall(how, stats)
     manifest = {"kind": "sft select", "counts": stats.to_dict(), "identity": stats.identity_line(),
                 "report": report, "outputs": ["selected.jsonl", "selection.parquet"],
                 "rejects": len(rejects)}
@@ -286,5 +312,7 @@ def cmd_select(args: Any) -> int:
     print(f"sft select: {m['counts']['kept']:,} kept of {m['counts']['input']:,} records "
           f"({r['scored']:,} scored in {r['clusters']:,} prompt clusters, largest {r['largest_cluster']}) -> {args.out}")
     print(m["identity"])
+    if r.get("warning"):
+        print(f"warning: {r['warning']}", file=sys.stderr)
     print(f"selected: {Path(args.out) / 'selected.jsonl'}\nmanifest: {Path(args.out) / 'manifest.json'}")
     return 0
