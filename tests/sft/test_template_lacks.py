@@ -203,3 +203,18 @@ def test_a_sample_whose_every_tool_list_is_lost_stops_before_any_work(setup, cap
     err = capsys.readouterr().err
     assert "fails on every one of the first 16 records" in err and "does not render `tools`" in err, err
     assert not (tmp / "out" / "manifest.json").exists()
+
+
+@pytest.mark.realdata
+def test_real_glaive_records_offering_tools_without_a_call_are_rejected(setup, shared_data, capsys):
+    """LLaMA-Factory's Glaive tool-call demo under Qwen2's template: the records that offer tools and call none
+    (38 of 300) rendered fine and were trained without their tools."""
+    tmp, tok, tpl = setup
+    path = shared_data / "sft" / "llamafactory_glaive_toolcall_en_demo.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    offered = sum(1 for r in rows if r.get("tools") and json.loads(r["tools"])
+                  and not any(m["from"] == "function_call" for m in r["conversations"]))
+    assert main(["sft", str(path), "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress", "--verify", "0"]) == 0
+    counts = json.loads((tmp / "out" / "manifest.json").read_text())["counts"]
+    assert offered > 0 and counts["rejected"].get("tools_not_rendered") == offered, counts
