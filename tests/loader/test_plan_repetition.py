@@ -106,3 +106,20 @@ def test_capped_and_upsampled_sources_match_the_oracle(tmp_path, web):
     assert s["epochs"] == pytest.approx(used.sum() / used.size)
     assert s["repeated_share"] == pytest.approx(np.mean(used >= 2))
     assert s["unread_share"] == pytest.approx(np.mean(used == 0))
+
+
+def test_sft_examples_packed_at_two_windows_match_the_oracle(tmp_path, write_shards, loader_rng):
+    """Best-fit-decreasing packs (whole examples; one longer than the short window is never read there)."""
+    from loaderkit import sft_docs
+
+    write_shards(sft_docs(loader_rng, 300, max_len=50), name="chat", max_tokens=3000)
+    recipe = _recipe(tmp_path, {"chat": {"path": "chat"}},
+                     [{"name": "a", "tokens": 3_000, "seq_len": 48, "weights": {"chat": 1.0}},
+                      {"name": "b", "tokens": 3_000, "seq_len": 96, "weights": {"chat": 1.0}}])
+    plan = build_plan(recipe)
+    (reads,) = _reads(recipe).values()
+    s = plan["sources"]["chat"]
+    assert s["mode"] == "bfd" and s["tokens_drawn"] == reads.sum()
+    assert s["epochs"] == pytest.approx(reads.sum() / reads.size)
+    assert s["repeated_share"] == pytest.approx(np.mean(reads >= 2)) and s["repeated_share"] > 0
+    assert s["unread_share"] == pytest.approx(np.mean(reads == 0)) and s["unread_share"] > 0
