@@ -159,6 +159,7 @@ def test_frames_are_what_many_different_prompts_share():
     openings = [f"What is the {w}?" for w in ("capital of France", "boiling point of water", "speed of sound",
                                               "tallest mountain", "longest river", "largest desert")]
     assert strip_frames(openings) == openings
+    assert strip_frames([]) == [] and strip_frames(QUESTIONS[:2]) == QUESTIONS[:2]
     bare = ALPACA.split("{}")[0]  # the template's head alone
     assert strip_frames([ALPACA.format(q) for q in QUESTIONS[:10]] + [bare])[-1] == bare
 

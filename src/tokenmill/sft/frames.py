@@ -46,7 +46,7 @@ def without_frames(texts: Sequence[str], groups: Sequence[str]) -> list[str]:
 
 def strip_frames(texts: list[str]) -> list[str]:
     """Each of ``texts`` without its shared prefix and suffix (whole when nothing would be left)."""
-    sample = texts[::-(-len(texts) // SAMPLE)]  # evenly spread over the source
+    sample = texts[::max(1, -(-len(texts) // SAMPLE))]  # evenly spread over the source
     heads = _frames(sample)
     tails = [t[::-1] for t in _frames([t[::-1] for t in sample])]
     if not heads and not tails:
