@@ -81,8 +81,15 @@ def test_one_folder_under_two_names_is_counted_once_with_both_draws(tmp_path, we
     assert a["epochs"] == b["epochs"] == pytest.approx(reads.sum() / reads.size) and a["epochs"] > 1.5
     assert a["same_folder_as"] == ["b"] and b["same_folder_as"] == ["a"]
     assert a["repeated_share"] == pytest.approx(np.mean(reads >= 2))
-    said = [w for w in plan["warnings"] if "same shard folder" in w]
-    assert len(said) == 1 and "'a'" in said[0] and "'b'" in said[0]
+    assert not [w for w in plan["warnings"] if "same folder" in w]  # under the repeat limit: two views are allowed
+
+
+def test_the_repeat_warning_counts_every_name_of_the_folder(tmp_path, web):
+    (tmp_path / "alias").symlink_to(web)
+    recipe = _recipe(tmp_path, {"a": {"path": "web"}, "b": {"path": "alias"}},
+                     [{"name": "p", "tokens": 80_000, "weights": {"a": 0.75, "b": 0.25}}])  # 1.5 epochs by b alone
+    said = [w for w in build_plan(recipe)["warnings"] if "is repeated" in w]
+    assert len(said) == 2 and all("6.0 epochs" in w and "which names the same folder" in w for w in said), said
 
 
 def test_max_epochs_is_held_against_the_folder_both_names_read(tmp_path, web):

@@ -9,9 +9,10 @@ share read more than once and the share never read (:mod:`tokenmill.loader.cover
 two windows is read in two orders, and every source naming one folder is counted together.
 
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
-are worth much less than fresh ones), sources that name the same folder, a source that runs out of fresh
-samples before its phase ends, SFT data (loss masks) in a phase that trains every token, a source no phase
-draws. A recipe that cannot run
+are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
+source that runs out of fresh samples before its phase ends, SFT data (loss masks) in a phase that trains
+every token, a source no phase draws. Naming one folder twice (a second view with upsampling, say) is no
+warning by itself: ``same_folder_as`` says it. A recipe that cannot run
 (mismatched tokenizers, a ``max_epochs`` exceeded, a missing directory) raises ``ConfigError``.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenmill.errors import ConfigError
-from tokenmill.loader.coverage import coverage, folder
+from tokenmill.loader.coverage import coverage
 from tokenmill.loader.recipe import Recipe
 from tokenmill.loader.recipe_data import RecipeDataset
 
@@ -107,11 +108,11 @@ def _unique(d) -> tuple[int, int]:
 
 
 def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[str]:
-    out = _shared_folders(sources)
+    out = []
     for name, s in sources.items():
         if s["epochs"] > REPEAT_LIMIT:
-            out.append(f"source {name!r} is repeated {s['epochs']:.1f} epochs, more than {REPEAT_LIMIT:g}: past about 4 "
-                       "epochs repeated tokens are worth much less than fresh ones (Muennighoff et al. 2023)")
+            out.append(f"source {name!r} is repeated {s['epochs']:.1f} epochs{_with(s)}, more than {REPEAT_LIMIT:g}: "
+                       "past about 4 epochs repeated tokens are worth much less than fresh ones (Muennighoff et al. 2023)")
         if s["track"] is None:
             out.append(f"source {name!r} is drawn by no phase")
     out += _exhausted(data)
@@ -121,14 +122,6 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
             out.append(f"phase {p.name!r} trains every token (ignore_loss_mask) but {masked} carry loss masks "
                        "(SFT data): their prompts will be trained; drop ignore_loss_mask or those sources")
     return out
-
-
-def _shared_folders(sources: dict) -> list[str]:
-    """One warning per folder that several source names read: their draws are summed into its epochs."""
-    groups = {tuple(sorted([name, *s["same_folder_as"]])) for name, s in sources.items() if s.get("same_folder_as")}
-    return [f"sources {' and '.join(map(repr, names))} name the same shard folder "
-            f"({folder(sources[names[0]]['path'])}): the run reads it {sources[names[0]]['epochs']:.2f} epochs "
-            "in all, counted for each of them" for names in sorted(groups)]
 
 
 def _exhausted(data: RecipeDataset) -> list[str]:

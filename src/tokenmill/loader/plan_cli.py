@@ -77,8 +77,10 @@ def _repeats(source: dict) -> str:
     """How unevenly the epochs fall: tokens read more than once, tokens never read (when the source is drawn)."""
     if not source.get("tokens_drawn"):
         return ""
+    shared = source.get("same_folder_as")
     return (f", {100 * source.get('repeated_share', 0):.0f}% of its tokens read more than once, "
-            f"{100 * source.get('unread_share', 0):.0f}% never")
+            f"{100 * source.get('unread_share', 0):.0f}% never" + (f", its folder also read as {', '.join(shared)}"
+                                                                   if shared else ""))
 
 
 def render_check(result: dict) -> str:
