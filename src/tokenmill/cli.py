@@ -89,6 +89,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="go on when the template's end-of-turn string is not a special token (the model will "
                         "not learn to stop)")
     p.add_argument("--date", help="the day (ISO 8601) chat templates that stamp the current time are rendered at")
+    p.add_argument("--keep-unrendered-tools", action="store_true", default=None,
+                   help="keep records whose tools the chat template does not render (default: rejected)")
     p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
@@ -351,6 +353,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         "train_reasoning": False if args.no_train_reasoning else None,
         "supervise_empty_think": args.supervise_empty_think, "on_mismatch": args.on_mismatch,
         "allow_untrained_stop": args.allow_untrained_stop, "date": args.date,
+        "keep_unrendered_tools": args.keep_unrendered_tools,
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(

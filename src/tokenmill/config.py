@@ -38,6 +38,7 @@ Example::
       on_mismatch: stop        # stop | reject (as parity_mismatch) on a real difference from apply_chat_template
       allow_untrained_stop: false  # go on when the template's end-of-turn string is not a special token
       date: "2025-01-01"       # the day a template that stamps the time (strftime_now) renders at
+      keep_unrendered_tools: false # keep records whose tools the template does not render (else rejected)
 
 CLI flags override the file.
 """
@@ -95,6 +96,7 @@ SFT: dict[str, Callable[[Any], Any]] = {
     "on_mismatch": choice("stop", "reject"),
     "allow_untrained_stop": _typed(bool),
     "date": _typed(str),
+    "keep_unrendered_tools": _typed(bool),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
 

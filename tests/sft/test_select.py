@@ -32,7 +32,7 @@ def test_select_keeps_best_per_cluster_and_reports(tmp_path, capsys):
     m = json.loads((tmp_path / "sel" / "manifest.json").read_text())
     c = m["counts"]
     assert c["input"] == 13 and c["kept"] == 3 and c["rejected"] == {"malformed_json": 1, "empty_assistant": 1}
-    assert c["filtered"]["sft_quality_v1:refusal"] == 1 and c["balanced"]
+    assert c["filtered"]["sft_quality_v2:refusal"] == 1 and c["balanced"]
     assert c["filtered"]["not_selected:cluster_full"] >= 5  # the tides rewordings are one cluster
     selected = [json.loads(x) for x in (tmp_path / "sel" / "selected.jsonl").read_text().splitlines()]
     tides = [s for s in selected if "tides" in s["messages"][0]["content"]]
@@ -73,6 +73,6 @@ def test_selection_parquet_has_a_row_for_every_input_example_with_why(tmp_path):
     by_loc = {r["loc"]: r for r in ledger}
     assert by_loc[13]["reason"] == "rejected:malformed_json" and by_loc[13]["score"] is None
     assert by_loc[12]["reason"] == "rejected:empty_assistant"
-    assert by_loc[11]["reason"] == "sft_quality_v1:refusal" and not by_loc[11]["selected"]
+    assert by_loc[11]["reason"] == "sft_quality_v2:refusal" and not by_loc[11]["selected"]
     assert all(r["reason"] for r in ledger if not r["selected"])
     assert sum(r["selected"] for r in ledger) == 3 and all(r["reason"] is None for r in ledger if r["selected"])

@@ -154,3 +154,68 @@ def test_the_preflight_renders_without_building_an_encoder(setup):
     with pytest.raises(Exception, match="fails on every one of the first 16 records"):
         preflight(load_template(str(tpl)), run, policy=MaskPolicy(), allow_consecutive=False)
     assert tokenizer._fast is None and tokenizer._ref is None and "_piece_table" not in tokenizer.__dict__
+
+
+def _tool_list_rows(n: int, plain: int) -> list[dict]:
+    """``n`` conversations that offer a tool list and call none of it, then ``plain`` ones without tools."""
+    offered = [{"id": f"o{i}", "tools": TOOLS, "messages": [
+        {"role": "user", "content": f"Can you check the weather {i}?"},
+        {"role": "assistant", "content": "I can call get_weather for that."}]} for i in range(n)]
+    return offered + _rows(0, plain)
+
+
+def test_a_tool_list_the_template_cannot_show_is_rejected_and_said_once(setup, capsys):
+    """Qwen2's template renders the conversation without its tool list: the model would learn to mention a
+    function it never saw. Rejected as ``tools_not_rendered``, said once with the count."""
+    tmp, tok, tpl = setup
+    src = _write(tmp / "offered.jsonl", _tool_list_rows(5, 20))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    said = [x for x in printed if "does not render `tools`" in x]
+    assert len(said) == 1 and "rejected 5 records" in said[0], printed
+    rejects = [json.loads(x) for x in (tmp / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert sorted(r["raw"]["id"] for r in rejects) == [f"o{i}" for i in range(5)]
+    assert {r["reason"] for r in rejects} == {"tools_not_rendered"}
+    assert all("does not render `tools`" in r["detail"] for r in rejects), rejects[0]["detail"]
+    manifest = json.loads((tmp / "out" / "manifest.json").read_text())
+    assert manifest["counts"]["rejected"] == {"tools_not_rendered": 5} and manifest["counts"]["kept"] == 20
+    assert manifest["report"]["template_lacks"] == {"`tools`": 5}
+
+
+def test_keep_unrendered_tools_keeps_them_and_counts_them(setup, capsys):
+    tmp, tok, tpl = setup
+    src = _write(tmp / "offered.jsonl", _tool_list_rows(5, 20))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress", "--keep-unrendered-tools"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    said = [x for x in printed if "does not render `tools`" in x]
+    assert len(said) == 1 and "kept 5 records" in said[0] and "without" in said[0], printed
+    manifest = json.loads((tmp / "out" / "manifest.json").read_text())
+    assert manifest["counts"]["kept"] == 25 and not manifest["counts"]["rejected"]
+    assert manifest["report"]["tools_not_rendered_kept"] == {"`tools`": 5}
+
+
+def test_a_sample_whose_every_tool_list_is_lost_stops_before_any_work(setup, capsys):
+    tmp, tok, tpl = setup
+    src = _write(tmp / "offered.jsonl", _tool_list_rows(20, 0))
+    assert main(["sft", src, "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "fails on every one of the first 16 records" in err and "does not render `tools`" in err, err
+    assert not (tmp / "out" / "manifest.json").exists()
+
+
+@pytest.mark.realdata
+def test_real_glaive_records_offering_tools_without_a_call_are_rejected(setup, shared_data, capsys):
+    """LLaMA-Factory's Glaive tool-call demo under Qwen2's template: the records that offer tools and call none
+    (38 of 300) rendered fine and were trained without their tools."""
+    tmp, tok, tpl = setup
+    path = shared_data / "sft" / "llamafactory_glaive_toolcall_en_demo.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    offered = sum(1 for r in rows if r.get("tools") and json.loads(r["tools"])
+                  and not any(m["from"] == "function_call" for m in r["conversations"]))
+    assert main(["sft", str(path), "--tokenizer", str(tok), "--chat-template", str(tpl), "--out", str(tmp / "out"),
+                 "--workers", "1", "--no-progress", "--verify", "0"]) == 0
+    counts = json.loads((tmp / "out" / "manifest.json").read_text())["counts"]
+    assert offered > 0 and counts["rejected"].get("tools_not_rendered") == offered, counts

@@ -1,7 +1,7 @@
 r"""``sft_quality``: heuristic rules for SFT examples, over the ``prompt`` and ``response`` columns that the
 SFT track's step hook gives every conversation (user turns and assistant turns, flattened).
 
-Statistics (ledger ``sft_quality.<stat>``) and rules (reason ``sft_quality_v1:<rule>``), in this order:
+Statistics (ledger ``sft_quality.<stat>``) and rules (reason ``sft_quality_v2:<rule>``), in this order:
 
 ``empty_answer``       the response is empty, or only a placeholder (``N/A``, ``TODO``, ``...``, ``<noinput>``,
                        ``lorem ipsum``, ``[insert ...]``, ``your answer here``): statistic ``placeholder``.
@@ -9,7 +9,9 @@ Statistics (ledger ``sft_quality.<stat>``) and rules (reason ``sft_quality_v1:<r
                        "I'm sorry, but I cannot", "I can't assist with that"): statistic ``refusal``.
 ``cut_mid_sentence``   a response of at least ``min_chars_cut`` characters whose last non-space character
                        is a letter, digit, comma, colon, semicolon or hyphen (not a sentence end, a closing
-                       bracket or quote, a code fence or a list item): statistic ``cut``.
+                       bracket or quote, a code fence, a list item, or a final-answer line: GSM8K's
+                       ``#### 72``, ``The answer is 72``, ``Final answer: 17.5``): statistic ``cut``. (v1
+                       took final-answer lines for cuts: 97% of GSM8K's train set.)
 ``repeated_ngrams``    the share of the response's word 3-grams that occur more than once in it exceeds
                        ``max_dup_ngram_frac`` (responses of at least 30 words): statistic ``dup_ngram_frac``.
 ``language_mismatch``  both sides have at least ``min_chars_language`` letters and py3langid labels them
@@ -40,6 +42,7 @@ REFUSAL = (r"(as an ai( language)? model|as a language model|i'?m sorry,? but i 
            r"|i (cannot|can'?t|am unable to|won'?t) (assist|help|comply|provide|fulfill)|i'?m not able to (help|assist))")
 CUT_END = r"[\p{L}\p{N},;:\-]$"
 LIST_OR_CODE_END = r"(```|\n\s*([-*•]|\d+[.)])\s+[^\n]*)$"
+FINAL_ANSWER_END = r"((^|\n)[ \t]*####[ \t]*[^\n]+|(?i:\banswer( is|:))[ \t]*[^\n]{1,40})$"
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class SftQuality:
     check_language: bool = True
     min_chars_language: int = 40
     name: str = "sft_quality"
-    version: int = 1
+    version: int = 2  # 2: a final-answer line is not a cut sentence
     decision_params: ClassVar[tuple] = ("max_dup_ngram_frac",)  # the others change what is scored
 
     def setup(self) -> None:
@@ -66,6 +69,7 @@ class SftQuality:
             "refusal": np.asarray(pc.match_substring_regex(low, REFUSAL), dtype=bool),
             "cut": (np.asarray(pc.match_substring_regex(trimmed, CUT_END), dtype=bool)
                     & ~np.asarray(pc.match_substring_regex(trimmed, LIST_OR_CODE_END), dtype=bool)
+                    & ~np.asarray(pc.match_substring_regex(trimmed, FINAL_ANSWER_END), dtype=bool)
                     & (np.asarray(pc.utf8_length(trimmed)) >= self.min_chars_cut)),
             "dup_ngram_frac": dup_ngram_fraction(resp),
         }

@@ -4,9 +4,15 @@ Every number comes from the :class:`~tokenmill.loader.recipe_data.RecipeDataset`
 (the schedule's closed-form counts and the packing plans), so the plan is what ``PackedLoader.from_recipe``
 draws, not an estimate: tokens are the real (non-pad) tokens of the samples each source gives.
 
+A source's ``epochs`` are the tokens the run reads of its folder over the folder's distinct tokens, with the
+share read more than once and the share never read (:mod:`tokenmill.loader.coverage`): a source served at
+two windows is read in two orders, and every source naming one folder is counted together.
+
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
-are worth much less than fresh ones), a source that runs out of fresh samples before its phase ends, SFT
-data (loss masks) in a phase that trains every token, a source no phase draws. A recipe that cannot run
+are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
+source that runs out of fresh samples before its phase ends, SFT data (loss masks) in a phase that trains
+every token, a source no phase draws. Naming one folder twice (a second view with upsampling, say) is no
+warning by itself: ``same_folder_as`` says it. A recipe that cannot run
 (mismatched tokenizers, a ``max_epochs`` exceeded, a missing directory) raises ``ConfigError``.
 """
 
@@ -15,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenmill.errors import ConfigError
+from tokenmill.loader.coverage import coverage
 from tokenmill.loader.recipe import Recipe
 from tokenmill.loader.recipe_data import RecipeDataset
 
@@ -71,18 +78,24 @@ def _long_share(data: RecipeDataset, source: str, window: int) -> float:
 
 
 def _sources(data: RecipeDataset, phases: list[dict]) -> dict:
+    """Per source: what it draws, and how often the run reads its folder's tokens (loader/coverage.py: every
+    source naming one folder counted together, every window it is served at laid over the same tokens)."""
+    covers = coverage(data)
     out = {}
     for s in data.recipe.sources:
         comps = [c for c, key in enumerate(data.names) if data.source_of_component[key] == s.name]
         drawn = sum(p["tokens"].get(s.name, 0) for p in phases)
         entry = {"path": str(s.path), "tokens_drawn": drawn, "tokens_available": 0, "epochs": 0.0,
-                 "documents": 0, "track": None, "mode": None}
+                 "repeated_share": 0.0, "unread_share": 0.0, "documents": 0, "track": None, "mode": None}
         if comps:
-            d = data.datasets[comps[0]]
+            d, cover = data.datasets[comps[0]], covers[s.name]
             docs, available = _unique(d)
-            entry.update(tokens_available=available, epochs=drawn / available if available else 0.0,
-                         documents=docs, track="sft" if d.corpus.has_mask else "pretrain", mode=d.mode,
+            entry.update(tokens_available=available, epochs=cover.epochs, repeated_share=cover.share(cover.repeated),
+                         unread_share=cover.share(cover.unread), documents=docs,
+                         track="sft" if d.corpus.has_mask else "pretrain", mode=d.mode,
                          tokens_per_pass=int(d.corpus.lengths.astype(np.int64).sum()))
+            if len(cover.sources) > 1:
+                entry["same_folder_as"] = [n for n in cover.sources if n != s.name]
         out[s.name] = entry
     return out
 
@@ -98,8 +111,8 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
     out = []
     for name, s in sources.items():
         if s["epochs"] > REPEAT_LIMIT:
-            out.append(f"source {name!r} is repeated {s['epochs']:.1f} epochs, more than {REPEAT_LIMIT:g}: past about 4 "
-                       "epochs repeated tokens are worth much less than fresh ones (Muennighoff et al. 2023)")
+            out.append(f"source {name!r} is repeated {s['epochs']:.1f} epochs{_with(s)}, more than {REPEAT_LIMIT:g}: "
+                       "past about 4 epochs repeated tokens are worth much less than fresh ones (Muennighoff et al. 2023)")
         if s["track"] is None:
             out.append(f"source {name!r} is drawn by no phase")
     out += _exhausted(data)
@@ -138,11 +151,17 @@ def _first_over(data: RecipeDataset, key: str, size: int) -> int:
 
 
 def _refuse_over_max_epochs(recipe: Recipe, sources: dict) -> None:
-    over = [f"sources.{s.name}.max_epochs: the phases draw {sources[s.name]['epochs']:.2f} epochs of it, more "
-            f"than {s.max_epochs:g}: lower its weights or phase lengths, or raise max_epochs"
+    over = [f"sources.{s.name}.max_epochs: the phases draw {sources[s.name]['epochs']:.2f} epochs of it{_with(sources[s.name])}, "
+            f"more than {s.max_epochs:g}: lower its weights or phase lengths, or raise max_epochs"
             for s in recipe.sources if s.max_epochs is not None and sources[s.name]["epochs"] > s.max_epochs]
     if over:
         raise ConfigError(over)
+
+
+def _with(source: dict) -> str:
+    others = source.get("same_folder_as")
+    return f" (with {', '.join(map(repr, others))}, which name{'s' if len(others) == 1 else ''} the same folder)" \
+        if others else ""
 
 
 def _curve(recipe: Recipe, phases: list[dict]) -> dict:

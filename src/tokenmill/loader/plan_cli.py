@@ -71,9 +71,19 @@ def render_plan(plan: dict) -> str:
                      f"the tokens), seq_len {p['seq_len']:,}: {mix}")
     for name, s in plan["sources"].items():
         lines.append(f"  source {name}: {s['tokens_drawn']:,} of {s['tokens_available']:,} tokens, "
-                     f"{s['epochs']:.2f} epochs ({s['track'] or 'unused'})")
+                     f"{s['epochs']:.2f} epochs{_repeats(s)} ({s['track'] or 'unused'})")
     lines += [f"warning: {w}" for w in plan["warnings"]]
     return "\n".join(lines)
+
+
+def _repeats(source: dict) -> str:
+    """How unevenly the epochs fall: tokens read more than once, tokens never read (when the source is drawn)."""
+    if not source.get("tokens_drawn"):
+        return ""
+    shared = source.get("same_folder_as")
+    return (f", {100 * source.get('repeated_share', 0):.0f}% of its tokens read more than once, "
+            f"{100 * source.get('unread_share', 0):.0f}% never" + (f", its folder also read as {', '.join(shared)}"
+                                                                   if shared else ""))
 
 
 def render_check(result: dict) -> str:

@@ -81,9 +81,11 @@ def _key(names: list[str], colors: dict) -> str:
 
 def _source_table(plan: dict) -> str:
     rows = "".join(f"<tr><td>{escape(n)}</td><td>{s['track'] or '-'}</td><td>{s['tokens_available']:,}</td>"
-                   f"<td>{s['tokens_drawn']:,}</td><td>{s['epochs']:.2f}</td></tr>" for n, s in plan["sources"].items())
+                   f"<td>{s['tokens_drawn']:,}</td><td>{s['epochs']:.2f}</td>"
+                   f"<td>{100 * s.get('repeated_share', 0):.1f}%</td><td>{100 * s.get('unread_share', 0):.1f}%</td></tr>"
+                   for n, s in plan["sources"].items())
     return ("<table class='sources'><tr><th>source</th><th>track</th><th>tokens available</th><th>tokens drawn</th>"
-            f"<th>epochs</th></tr>{rows}</table>")
+            f"<th>epochs</th><th>read more than once</th><th>never read</th></tr>{rows}</table>")
 
 
 def _phase_table(p: dict) -> str:

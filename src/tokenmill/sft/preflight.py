@@ -2,8 +2,9 @@
 
 A template that does not compile, or that fails the same way on every record of the sample (the first
 ``SAMPLE`` conversations of each input, read as the run will read them), would reject every record and write
-an empty output; the run stops instead, with the template's own message. A template that renders some of the
-sample goes on: records it cannot render are rejected one by one, as usual.
+an empty output; the run stops instead, with the template's own message. A sample whose every record renders
+without the tools it uses (rejected as ``tools_not_rendered``, see :mod:`tokenmill.sft.lacks`) fails alike.
+A template that renders some of the sample goes on: records it cannot render are rejected one by one, as usual.
 
 Cost: reading and rendering a few dozen records, before the workers start; nothing is encoded.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from tokenmill.errors import TemplateError
 from tokenmill.io import sample_records
+from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy, prepare_conversations
 from tokenmill.sft.template import ChatTemplate, compile_template
@@ -23,7 +25,8 @@ SAMPLE = 16
 _RECORD = re.compile(r"^record [^:]*(?::\d+)?: ")
 
 
-def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_consecutive: bool) -> None:
+def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_consecutive: bool,
+              keep_unrendered_tools: bool = False) -> None:
     """Raise :class:`TemplateError` when ``template`` does not compile or fails alike on every sampled record."""
     try:
         compile_template(template.source)
@@ -35,8 +38,11 @@ def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_con
     # rendering is what fails alike on every record; what encoding can refuse (a control-token mismatch) is
     # never a template error, so no encoder is built here, in the main process, before the workers start
     results = prepare_conversations(convs, tokenizer=run.tokenizer, template=template, policy=policy)
+    if not keep_unrendered_tools:
+        results = [r if isinstance(r, TemplateError) else tools_not_rendered(template.source, c) or r
+                   for c, r in zip(convs, results)]
     errors = [r for r in results if isinstance(r, TemplateError)]
-    if len(errors) < len(results) or any(e.reason != "template_error" for e in errors):
+    if len(errors) < len(results) or any(e.reason not in ("template_error", TOOLS_NOT_RENDERED) for e in errors):
         return
     messages = {_RECORD.sub("", str(e)) for e in errors}
     if len(messages) == 1:

@@ -116,9 +116,13 @@ def _dropped(packing: dict[str, Any]) -> str:
 
 
 def _lacks_lines(report: dict[str, Any]) -> list[str]:
-    """One line per tool feature the chat template never renders, with the records rejected for it."""
-    return [f"rejected {n:,} records using tools: {lacks_sentence(lack)}"
-            for lack, n in (report.get("template_lacks") or {}).items()]
+    """One line per tool feature the chat template never renders, with the records rejected for it (or kept
+    without it)."""
+    rejected = [f"rejected {n:,} records using tools: {lacks_sentence(lack)}"
+                for lack, n in (report.get("template_lacks") or {}).items()]
+    kept = [f"kept {n:,} records without the tools they use (--keep-unrendered-tools): {lacks_sentence(lack)}"
+            for lack, n in (report.get("tools_not_rendered_kept") or {}).items()]
+    return rejected + kept
 
 
 def _parity_line(p: dict[str, Any]) -> str:

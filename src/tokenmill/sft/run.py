@@ -37,7 +37,7 @@ from tokenmill.job.run import run as run_job
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
 from tokenmill.sft.corpus import identity, split_steps
-from tokenmill.sft.lacks import missing_tool_support
+from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.oracle import reference
 from tokenmill.sft.preflight import preflight
@@ -64,6 +64,7 @@ class SftOptions:
     on_mismatch: str = "stop"  # stop | reject: what a real parity difference does
     allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
     date: str = DEFAULT_DATE  # the day a template that stamps the current time (strftime_now) is rendered at
+    keep_unrendered_tools: bool = False  # keep (and count) records whose tools the template renders away (sft/lacks.py)
 
     def __post_init__(self) -> None:
         if self.on_mismatch not in ("stop", "reject"):
@@ -127,6 +128,8 @@ class SftTask:
                 convs, locs = _surviving(convs, locs, curated, stats)
             kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
+                if not isinstance(rendered, TemplateError):
+                    rendered = self._tools_shown(conv, rendered, report)
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
@@ -179,6 +182,16 @@ class SftTask:
             template=self.template, policy=self.options.policy,
         )
 
+    def _tools_shown(self, conv: dict, rendered: Any, report: dict) -> Any:
+        """``rendered``, or its ``tools_not_rendered`` reject when the template rendered away the tools ``conv``
+        uses; with ``keep_unrendered_tools`` the example is kept and counted in the report."""
+        if not self.options.keep_unrendered_tools:
+            return tools_not_rendered(self.template.source, conv) or rendered
+        lack = missing_tool_support(self.template.source, conv)
+        if lack:
+            add_into(report, {"tools_not_rendered_kept": {lack: 1}})
+        return rendered
+
     def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
         """Check one example (the reference is built on the first check of the process); False (its reason in
         ``report["mismatch"]``) when it differs and is to be rejected."""
@@ -211,7 +224,7 @@ class SftTask:
 
 def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
     """``{"template_lacks": {what: 1}}`` for a record rejected because the template never names its tools."""
-    lack = missing_tool_support(template.source, conv) if reason == "template_error" else ""
+    lack = missing_tool_support(template.source, conv) if reason in ("template_error", TOOLS_NOT_RENDERED) else ""
     return {"template_lacks": {lack: 1}} if lack else {}
 
 
@@ -363,7 +376,8 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
 
     def configure(run: Run) -> SftTask:
         template = resolve_template(chat_template, run.tokenizer)
-        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive)  # sft/preflight.py
+        preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive,  # sft/preflight.py
+                  keep_unrendered_tools=opts.keep_unrendered_tools)
         check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})

@@ -7,7 +7,8 @@ prompts (LIMA-style: few, good, diverse).
 3. Score every example: ``length`` (words in the assistant turns, log-scaled), or ``quality`` (the
    quality classifier's probability for the assistant turns; ``--model``).
 4. Cluster prompts: MinHash over word bigrams of the user turns (``hashes`` values, ``bands`` bands),
-   examples sharing a band bucket joined by union-find. Held in memory: selection sets are small
+   without the template many prompts of their source share (:mod:`tokenmill.sft.frames`), examples sharing a
+   band bucket joined by union-find. Held in memory: selection sets are small
    (thousands to a few million examples, 8 bytes x ``hashes`` each).
 5. Walk the examples by score (highest first; ties by input order) and keep one unless its cluster already
    has ``per_cluster`` kept, until ``n`` are kept.
@@ -23,6 +24,7 @@ could not be read or normalised, ``<rule>:<reason>`` for one the quality rules d
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,7 @@ from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
+from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
 from tokenmill.track import staged_files
@@ -76,32 +79,14 @@ class Selection:
             raise ConfigError(problems)
 
 
-def read_conversations(inputs: Sequence[str] | Any) -> tuple[list[dict], list[tuple[str, int]], Stats, list]:
-    """Canonical conversations of the inputs (paths, or planned :class:`~tokenmill.job.Inputs`), their
-    (source, loc), the counts, and the rejects."""
-    from tokenmill.io import read_unit
-    from tokenmill.job import Inputs, plan_inputs
-    from tokenmill.sft.normalize import normalize_rows
-
-    planned = inputs if isinstance(inputs, Inputs) else plan_inputs("sft", inputs, unit_bytes=1 << 40)
-    schemas = planned.schemas
-    convs, where, stats, rejects = [], [], Stats(), []
-    for unit in planned.units:
-        for raw in read_unit(unit):
-            stats.input += len(raw) + len(raw.rejects)
-            rejects += raw.rejects
-            got, bad = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=schemas.get(unit.file.rel, {}))
-            rejects += bad
-            bad_locs = {r.loc for r in bad}
-            convs += got
-            where += [(raw.source, loc) for loc in raw.locs if loc not in bad_locs]
-    for r in rejects:
-        stats.reject(r.reason)
-    return convs, where, stats, rejects
-
-
 def turns(conv: dict, role: str) -> str:
     return "\n".join(m.get("content") or "" for m in conv["messages"] if m["role"] == role)
+
+
+def prompts(convs: list[dict], sources: list[str]) -> list[str]:
+    """The user turns clustering reads: without the template most prompts of their source share (sft/frames.py),
+    so that prompts wrapped in one long template are clustered on what differs between them."""
+    return without_frames([turns(c, "user") for c in convs], sources)
 
 
 def minhash(texts: list[str], *, hashes: int, seed: int) -> np.ndarray:
@@ -188,6 +173,21 @@ def select(inputs: Sequence[str], *, out: str | Path, how: Selection, quality_ru
     return run_job(select_job(how, quality_rules=quality_rules), inputs, out=out, options=options, tokenizer=None)
 
 
+def shortfall(how: Selection, stats: Stats) -> str:
+    """Why fewer than ``how.n`` examples were kept ("" when ``n`` were): the counts that took the others, largest
+    first, so that a selection of 0 of 5 never passes unsaid."""
+    if stats.kept >= how.n:
+        return ""
+    why = sorted({**stats.filtered, **stats.rejected}.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{count:,} {reason}" for reason, count in why[:3]]
+    if any(reason == "not_selected:cluster_full" for reason, _ in why[:3]):
+        parts.append(f"(a prompt cluster keeps at most --per-cluster {how.per_cluster}: raise it to keep more of one)")
+    asked = f"kept {stats.kept:,} of the {how.n:,} examples asked for (--n {how.n})"
+    if not parts:
+        return f"{asked}: the inputs hold only {stats.input:,} records"
+    return f"{asked}: of {stats.input:,} records, {', '.join(parts)}; selection.parquet gives each record's reason"
+
+
 def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
     """The ``sft select`` job: a ``select_score`` stage over the input units (read, normalise, the quality rules,
     the score, each unit's part under ``_work/``), then one ``select`` unit over every part (cluster the
@@ -209,15 +209,18 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
         first = Stage(SCORE_STAGE, 1, lambda ctx: StagePlan(run.input_units(), run.guarded(run.plan)))
         return [first, Stage(PICK_STAGE, 1, pick)]
 
-    def report(run: Run, results: Results, manifest: dict) -> dict:
-        return {"report": {**results[PICK_STAGE][0].data["report"], "settings": how.__dict__},
-                "outputs": [SELECTED, LEDGER_FILE]}
-
     def counts(run: Run, results: Results) -> Stats:
         acc = Stats()
         for r in [*results[SCORE_STAGE], *results[PICK_STAGE]]:
             acc = acc + r.stats
         return acc
+
+    def report(run: Run, results: Results, manifest: dict) -> dict:
+        section = {**results[PICK_STAGE][0].data["report"], "settings": how.__dict__}
+        short = shortfall(how, counts(run, results))
+        if short:  # a selection of fewer than --n never passes unsaid
+            section["warning"] = short
+        return {"report": section, "outputs": [SELECTED, LEDGER_FILE]}
 
     return Job("sft select", "sft", stages, report, configure=configure, counts=counts)
 
@@ -297,8 +300,8 @@ class PickTask:
         where = list(zip(scored.column("source").to_pylist(), scored.column("loc").to_pylist()))
         s = np.asarray(scored.column("score").to_numpy(zero_copy_only=False), dtype=np.float64)
         how = self.how
-        cl = clusters(minhash([turns(c, "user") for c in pool], hashes=how.hashes, seed=how.seed), bands=how.bands) \
-            if pool else np.zeros(0, dtype=np.int64)
+        cl = clusters(minhash(prompts(pool, [w[0] for w in where]), hashes=how.hashes, seed=how.seed),
+                      bands=how.bands) if pool else np.zeros(0, dtype=np.int64)
         order = np.lexsort((np.arange(len(pool)), -s))
         selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster)
         stats = Stats()
@@ -383,5 +386,9 @@ def cmd_select(args: Any) -> int:
     print(f"sft select: {m['counts']['kept']:,} kept of {m['counts']['input']:,} records "
           f"({r['scored']:,} scored in {r['clusters']:,} prompt clusters, largest {r['largest_cluster']}) -> {args.out}")
     print(m["identity"])
+    if r.get("warning"):
+        print(f"warning: {r['warning']}", file=sys.stderr)
+    if r.get("warning"):
+        print(f"warning: {r['warning']}", file=sys.stderr)
     print(f"selected: {Path(args.out) / 'selected.jsonl'}\nmanifest: {Path(args.out) / 'manifest.json'}")
     return 0
