@@ -50,7 +50,7 @@ def test_consent_steps_same_bytes_on_ray_as_local(ray_cluster, tmp_path):
     f = local["counts"]["filtered"]
     assert local["run"]["units"] >= 3 and local["counts"]["balanced"]
     assert {"robots_v2:disallowed", "robots_v2:unreadable", "tdm_v2:reserved", "license_v2:not_allowed",
-            "machine_text_v1:machine_written"} <= set(f)
+            "machine_text_v2:machine_written"} <= set(f)
     for key in ("counts", "funnel", "documents", "stage_ledgers", "stage_packs", "decision_ledger", "steps"):
         assert ray[key] == local[key], key
     want = _outputs(tmp_path / "local")
