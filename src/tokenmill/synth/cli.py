@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tokenmill.errors import ConfigError, UsageError
+from tokenmill.job.options import parse_size
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs")
@@ -40,7 +43,6 @@ def add_parser(sub: Any) -> None:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Bad numbers and a cache path that is a file are usage errors, before the server is asked anything."""
-    from tokenmill.errors import UsageError
     from tokenmill.synth.client import settings_problems
 
     problems = settings_problems(retries=args.retries, timeout=args.timeout, concurrency=args.concurrency,
@@ -54,8 +56,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from tokenmill.errors import ConfigError
-    from tokenmill.job.options import parse_size
     from tokenmill.synth.client import Client, Generation
     from tokenmill.synth.run import print_synth_summary
 

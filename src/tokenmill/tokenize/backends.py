@@ -15,6 +15,7 @@ import orjson
 
 from tokenmill._extras import require
 from tokenmill.tokenize import tiktoken_specs as tk
+from tokenmill.tokenize.pieces import byte_lengths
 from tokenmill.tokenize.sources import Source, cache_dir, write_cached
 
 Offsets = tuple[list[int], np.ndarray, np.ndarray]
@@ -79,8 +80,6 @@ def token_byte_lengths(source: Source, fast) -> np.ndarray:
     ``$TOKENMILL_CACHE/encoders/``: reading 150k tokens out of the encoder to measure them costs 0.1 s, before
     each SFT worker's first unit. A cached table whose size is not the encoder's vocabulary size is measured
     again."""
-    from tokenmill.tokenize.pieces import byte_lengths
-
     path = cache_dir() / "encoders" / f"{FAST_JSON_VERSION}-{source_key(source)}.lengths"
     try:
         table = np.frombuffer(bytearray(path.read_bytes()), dtype="<i8")
