@@ -43,6 +43,8 @@ def add_parser(sub: Any) -> None:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Bad numbers and a cache path that is a file are usage errors, before the server is asked anything."""
+    # the synth modules here, not at the top: build_parser imports this module for every command it does not
+    # define itself, and tokenmill.synth.client alone takes 0.1 s to import
     from tokenmill.synth.client import settings_problems
 
     problems = settings_problems(retries=args.retries, timeout=args.timeout, concurrency=args.concurrency,
