@@ -14,8 +14,8 @@ import numpy as np
 import orjson
 
 from tokenmill._extras import require
+from tokenmill.tokenize import pieces
 from tokenmill.tokenize import tiktoken_specs as tk
-from tokenmill.tokenize.pieces import byte_lengths
 from tokenmill.tokenize.sources import Source, cache_dir, write_cached
 
 Offsets = tuple[list[int], np.ndarray, np.ndarray]
@@ -87,7 +87,7 @@ def token_byte_lengths(source: Source, fast) -> np.ndarray:
             return table.astype(np.int64, copy=False)
     except (OSError, ValueError):
         pass
-    table = byte_lengths(fast.vocab)
+    table = pieces.byte_lengths(fast.vocab)
     write_cached(path, table.astype("<i8").tobytes())
     return table
 
