@@ -7,23 +7,11 @@ same self-describing shard format, read back with :func:`open_shards`.
 
 from __future__ import annotations
 
+from tokenmill.base.lazy import lazy_exports
+
 __version__ = "0.1.0"
 
+# imported on first use (base/lazy.py): `import tokenmill` stays cheap and never pulls optional dependencies
+_EXPORTS = {"open_shards": "tokenmill.shards", "inspect": "tokenmill.route", "load_tokenizer": "tokenmill.tokenize"}
 __all__ = ["__version__", "open_shards", "inspect", "load_tokenizer"]
-
-
-def __getattr__(name: str):
-    # Lazy: `import tokenmill` stays cheap and never pulls optional dependencies.
-    if name == "open_shards":
-        from tokenmill.shards import open_shards
-
-        return open_shards
-    if name == "inspect":
-        from tokenmill.route import inspect
-
-        return inspect
-    if name == "load_tokenizer":
-        from tokenmill.tokenize import load_tokenizer
-
-        return load_tokenizer
-    raise AttributeError(f"module 'tokenmill' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

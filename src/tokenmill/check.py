@@ -12,13 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenmill.config import check, read_config
 from tokenmill.errors import TokenmillError
+from tokenmill.job import plan_inputs, refuse_misrouted
+from tokenmill.job.options import command_problems
+from tokenmill.route import inspect_file, schema_summary
+from tokenmill.route.mapping import mapping_problems
+from tokenmill.sft.run import SftOptions
+from tokenmill.sft.template import load_template
+from tokenmill.tokenize import sources
+from tokenmill.tokenize.tiktoken_specs import encoding_names
 
 
 def check_pipeline(path: str | Path) -> tuple[list[str], list[str]]:
     """(problems, notes) of the pipeline file at ``path``; no problems means a run can start."""
-    from tokenmill.config import check, read_config
-
     try:
         data = read_config(path)
     except TokenmillError as exc:
@@ -54,8 +61,6 @@ def _shape_problems(data: Any, cfg: dict) -> list[str]:
     """What the file's command cannot take: the keys its options class does not declare, as ``--config`` refuses
     them (:func:`tokenmill.job.options.command_problems`). A file without ``track:``, ``inputs:`` or ``out:`` is
     fine (the command that reads it names them); see :func:`_shape_notes`."""
-    from tokenmill.job.options import command_problems
-
     if not isinstance(data, dict) or cfg.get("track") is None:
         return []
     return command_problems(cfg["track"], {k: v for k, v in cfg.items() if k != "track"})
@@ -73,9 +78,6 @@ def _shape_notes(data: Any, cfg: dict) -> list[str]:
 
 
 def _sft_problems(sft: dict) -> list[str]:
-    from tokenmill.sft.run import SftOptions
-    from tokenmill.sft.template import load_template
-
     problems = []
     options = {k: v for k, v in sft.items() if k not in ("chat_template", "seq_len")}
     try:
@@ -91,9 +93,6 @@ def _sft_problems(sft: dict) -> list[str]:
 
 
 def _tokenizer_problems(spec: str) -> list[str]:
-    from tokenmill.tokenize import sources
-    from tokenmill.tokenize.tiktoken_specs import encoding_names
-
     local = spec == "default" or Path(spec).expanduser().exists() or sources.looks_local(spec)
     if not local and spec not in encoding_names():
         return []  # a hub name: fetched when the run starts, not here
@@ -106,10 +105,6 @@ def _tokenizer_problems(spec: str) -> list[str]:
 
 def _input_problems(track: str, cfg: dict) -> tuple[list[str], list[str]]:
     """Problems of the inputs, their routes and the mappings; one note per input (its route)."""
-    from tokenmill.job import plan_inputs, refuse_misrouted
-    from tokenmill.route import inspect_file, schema_summary
-    from tokenmill.route.mapping import mapping_problems
-
     given = cfg.get("schema") or {}
     seen: dict[str, Any] = {}
     try:  # the run's own planner: the same walk, --exclude, routing, mapping check and misroute refusal

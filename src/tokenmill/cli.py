@@ -8,8 +8,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tokenmill import __version__
+from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import ConfigError, TokenmillError, UsageError
-from tokenmill.job.options import CurateOptions, PretrainOptions, SftJobOptions
+from tokenmill.job.early import start_fork_server
+from tokenmill.job.options import (
+    COMMAND_OPTIONS,
+    CurateOptions,
+    JobOptions,
+    PretrainOptions,
+    SftJobOptions,
+    add_flags,
+    command_problems,
+    file_rules,
+    flag_values,
+    positive_size,
+)
 
 DESCRIPTION = "tokenmill: raw text in, training-ready token shards out (one command, subcommands thin over the library)."
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2  # 1: data or configuration errors; 2: usage errors (as argparse)
@@ -36,8 +50,6 @@ def _add_job_options(p: argparse.ArgumentParser, options: type, *, out_help: str
                      skip: tuple[str, ...] = ()) -> None:
     """What every command that reads inputs and writes ``--out`` takes: the inputs, ``--out``, ``--config``,
     the engine, and one flag per field of its options class (:mod:`tokenmill.job.options`, declared there once)."""
-    from tokenmill.job.options import add_flags
-
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
     p.add_argument("--out", help=out_help)
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
@@ -159,15 +171,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from tokenmill import __version__
-
     return __version__
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """Pipeline file first, then CLI flags on top; what the command takes is what its options class declares."""
     from tokenmill.config import load_config, validate
-    from tokenmill.job.options import COMMAND_OPTIONS, command_problems, file_rules, flag_values
 
     options = COMMAND_OPTIONS[args.command]
     cfg: dict[str, Any] = load_config(args.config) if args.config else {}  # a bad file: ConfigError, exit 1
@@ -321,8 +330,6 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 def _job(args: argparse.Namespace, cfg: dict) -> Any:
     """The job options of the run: the checked settings (file, then flags), and the flag-only ones."""
-    from tokenmill.job.options import JobOptions, flag_values
-
     return JobOptions.from_settings({**flag_values(args, JobOptions), **cfg})
 
 
@@ -485,8 +492,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("pretrain", "sft"):
             _start_early(args.command, args)
         if command_line:  # after the fork server's start: importing pyarrow here takes 0.15 s
-            from tokenmill._arrow import skip_pandas_probe
-
             skip_pandas_probe(command=True)  # pyarrow's pandas probe is not needed: no user code runs here
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
@@ -511,9 +516,6 @@ def _start_early(track: str, args: argparse.Namespace) -> None:
     tokenizer or workers, and is read later) the run starts its pool as before."""
     if args.config or args.dry_run or args.engine == "ray" or not args.inputs:
         return
-    from tokenmill.job.early import start_fork_server
-    from tokenmill.job.options import positive_size
-
     try:
         unit_bytes = positive_size(args.unit_bytes) if args.unit_bytes else None
     except ValueError:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenmill.cli import build_parser
+
 WIDTH = 100  # usage lines are wrapped here
 HEADER = """\
 # Command reference
@@ -192,8 +194,6 @@ def render_global(parser: argparse.ArgumentParser) -> str:
 def render(parser: argparse.ArgumentParser | None = None) -> str:
     """The whole page, from ``parser`` (default: the ``tokenmill`` parser)."""
     if parser is None:
-        from tokenmill.cli import build_parser
-
         parser = build_parser()
     cmds = commands(parser)
     index = ["| command | what it does |", "|---|---|"]

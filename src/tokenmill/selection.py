@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenmill.errors import InputError, MissingExtraError
+from tokenmill.route import inspect_file
 
 _LISTED = 5
 
@@ -39,8 +40,6 @@ def exclude_files(files: list, patterns: Iterable[str]) -> tuple[list, list[str]
 
 def route_all(files: list, *, text_mode: str) -> list:
     """The router's decision for every input; a missing optional dependency is reported once for all."""
-    from tokenmill.route import inspect_file
-
     routes, missing = [], defaultdict(list)
     for f in files:
         try:

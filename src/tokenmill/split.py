@@ -45,6 +45,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.engine.stage import UnitResult
 from tokenmill.errors import ConfigError
 
 VAL_DIR = "val"  # where the validation shards go, inside the run's output directory
@@ -165,8 +166,6 @@ class RankTask:
             setup()
 
     def __call__(self, unit: Any, staging: Path) -> Any:
-        from tokenmill.engine.stage import UnitResult
-
         scratch = Path(tempfile.mkdtemp(prefix=f"{unit.name}-rank-", dir=staging.parent))
         try:
             inner = self.task(unit, scratch)

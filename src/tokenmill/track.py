@@ -22,6 +22,7 @@ from tokenmill.job.inputs import estimate_units
 from tokenmill.report.manifest import write_manifest
 from tokenmill.selection import per_source
 from tokenmill.split import RANK_STAGE, VAL_DIR, RankTask, find_cut, split_counts
+from tokenmill.tokenize import prebuild
 
 if TYPE_CHECKING:
     from tokenmill.job.run import Results, Run
@@ -34,8 +35,6 @@ def token_warm(track: str) -> Callable[..., Callable[[list], None] | None]:
     they are listed, then the pool once the files are known; the server preloads the track's modules and
     builds the tokenizer's fast encoder, while the driver routes."""
     def warm(executor: Any, inputs: Sequence[str], options: Any, tokenizer: Any) -> Callable[[list], None] | None:
-        from tokenmill.tokenize import prebuild
-
         prepare = getattr(executor, "prepare", None)
         if not callable(prepare):
             return None

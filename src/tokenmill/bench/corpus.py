@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from tokenmill.errors import InputError
+from tokenmill.io import expand_inputs, plan_units, read_unit
 
 MB = 1_000_000
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "si", "vo", "pe", "da", "an", "er", "in", "ost", "ul",
@@ -22,8 +23,6 @@ SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "si", "vo", "pe", "da", "an", "
 
 def read_texts(inputs: Sequence[str], *, text_mode: str = "auto") -> list[str]:
     """The non-blank ``text`` of every document in ``inputs`` (files, directories, globs), in input order."""
-    from tokenmill.io import expand_inputs, plan_units, read_unit
-
     texts: list[str] = []
     units = plan_units(expand_inputs(list(inputs), text_mode=text_mode), unit_bytes=64 << 20)
     for unit in units:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from tokenmill.curate.step import Scored, step_name
 from tokenmill.errors import ConfigError
 
 
@@ -39,7 +40,7 @@ class LengthFilter:
                 raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
 
     def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
-        from tokenmill.curate.heuristics.length import Length
+        from tokenmill.curate.heuristics.length import Length  # its character tables take a second to import
 
         step = Length(min_chars=self.min_chars, max_chars=self.max_chars)
         rules = step.decide(step.score(batch).scores)
@@ -100,8 +101,6 @@ class PlainStep:
         return self._fn
 
     def __post_init__(self) -> None:
-        from tokenmill.curate.step import step_name
-
         full = step_name(self._fn).rsplit(".", 1)[-1]  # a function's own name: ledger columns are <name>.<stat>
         m = _VERSIONED.match(full)
         object.__setattr__(self, "name", m.group("name") if m else full)
@@ -113,8 +112,6 @@ class PlainStep:
             setup()
 
     def score(self, batch: pa.RecordBatch) -> Any:
-        from tokenmill.curate.step import Scored
-
         n = batch.num_rows
         kept, counts = self._call(batch)
         rows = kept.column(ROW).to_numpy().astype(np.int64)

@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from tokenmill.report.ledger import file_schema, read_columns
+from tokenmill.curate.build import resolve
+from tokenmill.report.ledger import file_schema, part_exists, read_columns, stage_parts
 
 BINS = 20
 
 
 def step_class_of(entry: dict) -> Any:
-    from tokenmill.curate.build import resolve
-
     try:
         return resolve(entry["name"])
     except (LookupError, ImportError):
@@ -85,8 +84,6 @@ def step_details(directory: Path, manifest: dict) -> dict[str, dict]:
 
     Each ledger part is read alone and only for the columns shown, and the counts are summed: memory is one
     part's column, whatever the number of documents."""
-    from tokenmill.report.ledger import part_exists, stage_parts
-
     out: dict[str, dict] = {}
     for entry in manifest.get("steps", []):
         cls = step_class_of(entry)

@@ -28,8 +28,11 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
+from tokenmill.curate.build import build_step
 from tokenmill.curate.callables import RecordedPlainStep
 from tokenmill.curate.cascade import decisions
+from tokenmill.curate.details import attach, render_details
+from tokenmill.curate.quality_top import BINS, cut_from_histogram, score_bins
 from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.report.ledger import REJECTED, read_columns, read_stage_parts, stage_parts
@@ -61,8 +64,6 @@ def _row(name: str, reached: int, removed: int, records: int, rules: dict) -> di
 def funnel_from_ledger(out: Path, manifest: dict) -> dict:
     """The recorded funnel of a run, from its decision ledger's ``reason`` column (:mod:`tokenmill.report.ledger`;
     from the manifest's counts for a run that wrote none)."""
-    from tokenmill.curate.details import attach
-
     records, rejected, filtered = ledger_counts(Path(out), manifest)
     funnel = build_funnel(records, rejected, manifest["steps"], filtered)
     return attach(funnel, Path(out), manifest)
@@ -87,8 +88,6 @@ def ledger_counts(out: Path, manifest: dict) -> tuple[int, Counter, Counter]:
 def render_funnel(funnel: dict) -> str:
     """The funnel as a text table, as every run prints it (with dedup cluster sizes and score histograms
     under their steps, :mod:`tokenmill.curate.details`)."""
-    from tokenmill.curate.details import render_details
-
     lines = ["funnel: share removed of the input and of what reached each step",
              f"  {'step':<24} {'reached':>10} {'removed':>10} {'of input':>9} {'of reached':>11} {'left':>10}"]
     for r in funnel["rows"]:
@@ -140,8 +139,6 @@ def parse_sets(items: list[str]) -> dict[tuple[str, str], Any]:
 
 
 def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]:
-    from tokenmill.curate.build import build_step
-
     names = {e["name"] for e in entries}
     problems = [f"--set {s}.{p}: no step {s!r} in this run (its steps: {', '.join(e['name'] for e in entries)})"
                 for s, p in sets if s not in names]
@@ -199,8 +196,6 @@ def _corpus_problems(entry: dict, changes: dict[str, Any]) -> list[str]:
 def _recut(table: pa.Table, entry: dict, fraction: float, alive: np.ndarray) -> tuple[np.ndarray, float]:
     """New reasons of a ``top_fraction`` step's ledger rows for another fraction, and the new cut: the same
     histogram rule as the run (:mod:`tokenmill.curate.quality_top`), over the rows that now reach it."""
-    from tokenmill.curate.quality_top import BINS, cut_from_histogram, score_bins
-
     scores = table.column(f"{entry['name']}.score").to_numpy(zero_copy_only=False).astype(np.float64)
     cut = cut_from_histogram(np.bincount(score_bins(scores[alive]), minlength=BINS), fraction)
     reasons = np.full(len(scores), None, dtype=object)
@@ -244,8 +239,6 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
 
 def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     """The funnel of run ``directory`` with the parameters changed by ``sets``, from its ledger alone."""
-    from tokenmill.curate.details import attach
-
     directory = Path(directory)
     manifest = read_manifest(directory)
     entries = manifest["steps"]

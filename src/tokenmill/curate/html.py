@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.base.files import atomic_write
+from tokenmill.curate.build import resolve
+from tokenmill.curate.details import step_class_of
 from tokenmill.report.ledger import stage_parts, stage_schema, stage_values
 
 CSS = """
@@ -75,8 +77,6 @@ def rules_svg(funnel: dict) -> str:
 
 def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, float]:
     """Statistic -> threshold value of one step entry of the manifest."""
-    from tokenmill.curate.build import resolve
-
     params = entry.get("params", {})
     try:
         named = dict(getattr(resolve(entry["name"]), "thresholds", {}) or {})
@@ -131,8 +131,6 @@ def _fmt(x: float) -> str:
 
 def histograms(directory: Path, manifest: dict) -> str:
     """A histogram of every numeric ledger statistic; each column is read alone from the stage's parts."""
-    from tokenmill.curate.details import step_class_of
-
     figs = []
     for stage, files in stage_parts(manifest).items():
         schema = stage_schema(directory, files)

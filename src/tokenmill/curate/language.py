@@ -31,6 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.curate.langid_batch import BatchIdentifier
+from tokenmill.curate.langid_cache import cached_tables
 from tokenmill.curate.step import Scored
 from tokenmill.errors import MissingExtraError
 
@@ -83,9 +85,6 @@ def _load(model: str | None, candidates: list[str] | None) -> Any:
     """The batch identifier of ``model`` (None: the shipped one) restricted to ``candidates``, its tables
     memory-mapped from the cache where an earlier load left them (:mod:`tokenmill.curate.langid_cache`)."""
     from py3langid.langid import MODEL_DIR, MODEL_FILE
-
-    from tokenmill.curate.langid_batch import BatchIdentifier
-    from tokenmill.curate.langid_cache import cached_tables
 
     path = Path(model).absolute() if model else MODEL_DIR / MODEL_FILE
     wanted = _model_codes(tuple(candidates)) if candidates else []

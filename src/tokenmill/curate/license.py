@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.curate.docmeta import meta_values, strings
+from tokenmill.curate.license_detect import detect_licence
 from tokenmill.curate.license_names import normalise_license
 from tokenmill.curate.step import Scored
 
@@ -85,9 +87,6 @@ class License:
 
 def _with_detection(batch: pa.RecordBatch, field_label: pa.Array) -> dict[str, pa.Array]:
     """The field's licence, the detected one and their combination (the field wins when it names one)."""
-    from tokenmill.curate.docmeta import meta_values, strings
-    from tokenmill.curate.license_detect import detect_licence
-
     found = [detect_licence(t, m) for t, m in zip(strings(batch, "text"), meta_values(batch, "html_links", "html"))]
     detected = pa.array([f[0] for f in found], pa.string())
     known = field_label.is_valid()

@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from tokenmill.curate.license_names import cc_from_url, normalise_license
+from tokenmill.io.htmlmeta import licence_links
 
 _HREF = re.compile(r"""\bhref\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
 _REL_LICENSE = re.compile(r"""\brel\s*=\s*["']?[^"'>]*\blicen[cs]e\b""", re.IGNORECASE)
@@ -105,8 +106,6 @@ def detect_licence(text: str | None, meta: dict) -> tuple[str | None, str | None
     """``(licence, evidence)`` of one document (both None when it states none)."""
     found = from_links(meta.get("html_links"))
     if found is None and isinstance(meta.get("html"), str):
-        from tokenmill.io.htmlmeta import licence_links
-
         found = from_links(licence_links(meta["html"]))
     found = found or from_text(text)
     return found if found else (None, None)

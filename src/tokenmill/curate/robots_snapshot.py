@@ -21,6 +21,7 @@ from typing import Any
 from tokenmill._extras import require
 from tokenmill.curate.url import absolute_url, host_key
 from tokenmill.errors import InputError
+from tokenmill.io.formats import open_raw
 
 MAX_ROBOTS_BYTES = 500 << 10  # RFC 9309 §2.5: crawlers must parse at least 500 KiB; we parse exactly that
 
@@ -89,8 +90,6 @@ def _load_warc(path: Path) -> dict[str, list[Capture]]:
     leave every host after it without a robots.txt (and kept); a file that is not a WARC, or holds no
     robots.txt response, fails too."""
     warc = require("fastwarc.warc", "warc", "read a robots.txt WARC")
-    from tokenmill.io.formats import open_raw
-
     out: dict[str, list[Capture]] = {}
     number = last = 0
     with open_raw(str(path)) as raw:

@@ -31,7 +31,7 @@ from tokenmill.curate.join import STAGE as JOIN
 from tokenmill.curate.join import VERSION as JOIN_VERSION
 from tokenmill.curate.join import decision_ledger, join_stage, stage_packs
 from tokenmill.curate.registry import is_corpus_step
-from tokenmill.curate.step import step_id, step_params
+from tokenmill.curate.step import step_entry, step_id, step_params
 from tokenmill.curate.tasks import DocsTask, ReadTask
 from tokenmill.curate.warm import start_workers
 from tokenmill.engine.outputs import Documents, outputs
@@ -116,12 +116,12 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
             stage = _map_stage(name, group, upstream=upstream, final=k == len(groups) - 1, inputs=inputs, out=out,
                                text_mode=text_mode, score_removed=score_removed, limit=limit, guard=guard)
             stages.append(stage if upstream is None else _dropping_docs_of(stage, upstream))
-            placed += [_step_entry(s, name, "document") for s in group]
+            placed += [step_entry(s, name, "document") for s in group]
             upstream = name
         else:
             corpus = list(group.stages(upstream))
             stages += corpus[:-1] + [_dropping_docs_of(corpus[-1], upstream)]
-            placed.append(_step_entry(group, corpus[-1].name, "corpus"))
+            placed.append(step_entry(group, corpus[-1].name, "corpus"))
             upstream = corpus[-1].name
     return stages, placed
 
@@ -139,11 +139,6 @@ def intermediate_docs(ctx: StageContext, stage: str) -> tuple[str, ...]:
     """The directories of stage ``stage``'s documents files when they are intermediates (never ``documents/``)."""
     dirs = {str(Path(r.docs).parent) for r in outputs(ctx.results[stage], Documents, stage=stage)}
     return tuple(sorted(d for d in dirs if d.startswith("_work/") or (d.startswith("steps/") and d.endswith("/docs"))))
-
-
-def _step_entry(step: Any, stage: str, kind: str) -> dict:
-    return {"name": step.name, "version": step.version, "id": step_id(step), "kind": kind, "stage": stage,
-            "params": step_params(step)}
 
 
 def total_stats(stages: list[Stage], results: dict[str, list[UnitResult]]) -> Stats:
@@ -215,7 +210,7 @@ def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed
 
     def configure(run: Run) -> tuple[list[Stage], list[dict]]:
         run.config.update({"preset": preset,
-                           "steps": [s if isinstance(s, dict) else _step_entry(s, "", "object") for s in specs],
+                           "steps": [s if isinstance(s, dict) else step_entry(s, "", "object") for s in specs],
                            "score_removed": score_removed, "schemas": run.inputs.schemas})
         return compose(built, inputs=run.inputs, out=run.out, text_mode=run.options.text_mode,
                        score_removed=score_removed, limit=run.options.limit, guard=run.guarded)

@@ -88,6 +88,12 @@ def step_id(step: Any) -> str:
     return f"{step.name}_v{step.version}"
 
 
+def step_entry(step: Any, stage: str, kind: str) -> dict:
+    """A step's entry in a manifest's ``steps`` list: its name, version, id, kind, stage and parameters."""
+    return {"name": step.name, "version": step.version, "id": step_id(step), "kind": kind, "stage": stage,
+            "params": step_params(step)}
+
+
 def step_identity(step: Any) -> dict[str, Any]:
     """``{"name", "version", "params"}``: what a run records of a step (version 0 when it names none)."""
     return {"name": step_name(step), "version": getattr(step, "version", 0), "params": step_params(step)}

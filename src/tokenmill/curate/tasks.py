@@ -23,8 +23,12 @@ import pyarrow.parquet as pq
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.curate.cascade import Cascade, CascadeResult
 from tokenmill.engine.stage import Unit, UnitResult
+from tokenmill.io import read_unit
+from tokenmill.io.documents import to_documents
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
+from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import take_records
 
 DOCS_SCHEMA = DOCUMENT.append(pa.field("loc", pa.int64()))  # the documents files: provenance travels along
 SAMPLES_PER_REASON = 3
@@ -164,11 +168,6 @@ class ReadTask:
         self.cascade.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        from tokenmill.io import read_unit
-        from tokenmill.io.documents import to_documents
-        from tokenmill.report.rejects import RejectSink
-        from tokenmill.selection import take_records
-
         work, stats, seconds = unit.payload, Stats(), Counter()
         writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
         sink = RejectSink(staging, work)

@@ -19,7 +19,9 @@ import pyarrow as pa
 
 from tokenmill.curate.callables import PlainStep
 from tokenmill.curate.cascade import Cascade
+from tokenmill.curate.step import step_entry
 from tokenmill.curate.tasks import _concat_ledger, _write, kept_locs
+from tokenmill.report.ledger import write_ledger
 
 STAGE = "pretrain"
 
@@ -58,12 +60,10 @@ def is_doc_steps(steps: Sequence[Any]) -> bool:
 def funnel_section(out: Path, manifest: dict, steps: Sequence[Any], units: Sequence[str]) -> dict:
     """Write the decision ledger of ``units``; the steps, ledger files and funnel of a pretraining manifest
     (``manifest``: the rest of it, which the funnel reads)."""
-    from tokenmill.curate.funnel import funnel_from_ledger
-    from tokenmill.curate.run import _step_entry
-    from tokenmill.report.ledger import write_ledger
+    from tokenmill.curate.funnel import funnel_from_ledger  # its reports' modules: not in every pretraining worker
 
     parts = Path(out) / "steps" / STAGE / "ledger"
-    section = {"steps": [_step_entry(s, STAGE, "plain" if isinstance(s, PlainStep) else "document") for s in steps],
+    section = {"steps": [step_entry(s, STAGE, "plain" if isinstance(s, PlainStep) else "document") for s in steps],
                "stage_ledgers": {STAGE: sorted(str(p.relative_to(out)) for p in parts.glob("*.parquet"))}}
     section["decision_ledger"] = write_ledger(Path(out), section["stage_ledgers"], list(units))
     manifest["config"].setdefault("score_removed", True)

@@ -25,6 +25,7 @@ import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from tokenmill.base.inputs import estimate_units
 from tokenmill.engine.workers import server_only
 
 VARIABLE = server_only("TOKENMILL_WARM_STEPS")
@@ -41,7 +42,6 @@ def start_workers(executor: Any, steps: Sequence[Any], *, unit_bytes: int | None
     prepare = getattr(executor, "prepare", None)
     if not callable(prepare):
         return None
-    from tokenmill.job import estimate_units
 
     def start(files: list) -> None:
         with hint(steps):

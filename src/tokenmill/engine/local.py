@@ -43,6 +43,7 @@ from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
+from tokenmill.engine.store import publish_unit
 from tokenmill.engine.workers import (  # guards the fork server
     default_workers,
     die_with_parent,
@@ -223,8 +224,6 @@ def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
     marker = json.dumps(result.to_dict(), sort_keys=True).encode()
     store = getattr(state, "store", None)
     if store is not None:  # object storage: final keys, then the marker key (engine/store.py)
-        from tokenmill.engine.store import publish_unit
-
         publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)), marker)
     atomic_write(state.marker(unit), marker)
     return result

@@ -34,6 +34,7 @@ import os
 from typing import Any
 
 from tokenmill._extras import require
+from tokenmill.engine import fanout
 from tokenmill.engine.local import Held, _setup, commit_unit
 from tokenmill.engine.stage import Task, Unit, UnitResult
 
@@ -145,8 +146,6 @@ class RayExecutor(Held):
     def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
         """Units that fan out run here, in the driver (their loop holds a few booleans per round); each of
         their per-partition calls runs on an actor."""
-        from tokenmill.engine import fanout
-
         fanout.install(_ActorFanOut(lambda k: self._pool(ray, self._size(ray, k))))
         results: dict[int, UnitResult] = {}
         try:

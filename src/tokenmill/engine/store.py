@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenmill.errors import ConfigError, StorageError
+from tokenmill.engine.outdir import OWN_DIRS, OWN_FILES, OWN_PATTERN
+from tokenmill.errors import ConfigError, MissingExtraError, StorageError
 
 STATE = "_state"
 LOCK_KEY = f"{STATE}/lock.json"
@@ -177,8 +178,6 @@ def _open_fs(url: str, options: dict) -> Any:
     try:
         return url_to_fs(url, **options)
     except ImportError as exc:  # fsspec names the package the protocol needs (s3fs, gcsfs, adlfs)
-        from tokenmill.errors import MissingExtraError
-
         raise MissingExtraError(getattr(exc, "name", None) or "s3fs", "s3", f"write outputs to {url}") from None
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"--out {url}: {exc} (check the URL and the --storage-option values)") from None
@@ -236,8 +235,6 @@ def publish_outputs(store: Store, work: Path, committed: set[str]) -> None:
 
 def clear_store(store: Store) -> None:
     """``--overwrite`` on a bucket: delete what a tokenmill run wrote there, refusing a foreign prefix."""
-    from tokenmill.engine.outdir import OWN_DIRS, OWN_FILES, OWN_PATTERN
-
     objects = [r for r in store.files() if r != LOCK_KEY]
     if objects and not any(re.fullmatch(rf"{STATE}/[^/]+/run\.json", r) for r in objects):
         raise ConfigError(f"--overwrite refuses to clear {store.url}: it holds objects ({', '.join(objects[:5])}) and "

@@ -43,7 +43,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokenmill.base.files import atomic_write, atomic_write_lines
+from tokenmill.engine.outdir import hold_output
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
+from tokenmill.engine.store import STATE, publish_outputs, publish_state
+from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
 
 
@@ -86,8 +89,6 @@ class StageState:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
         if self.store is not None:
-            from tokenmill.engine.store import publish_state
-
             publish_state(self.store, self.root)
 
     def end_staging(self) -> None:
@@ -195,8 +196,6 @@ def run_workflow(
     """
     out = Path(out)
     if not locked:
-        from tokenmill.engine.outdir import hold_output
-
         with hold_output(out, overwrite=overwrite):
             return _run_stages(stages, out, fingerprint, executor, progress, finalize, store, pull)
     return _run_stages(stages, out, fingerprint, executor, progress, finalize, store, pull)
@@ -230,9 +229,6 @@ def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progres
 
 def _finalize_remote(store: Any, out: Path, results: dict, finalize, pull: Sequence[str]) -> dict:
     """Download what finalize reads, run it in the work directory, upload what it wrote (manifest last)."""
-    from tokenmill.engine.store import STATE, publish_outputs
-    from tokenmill.engine.store import pull as download
-
     download(store, out, (f"{STATE}/", *pull))
     if finalize is not None:
         finalize(StageContext(out=out, results=dict(results)))

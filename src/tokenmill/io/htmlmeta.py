@@ -15,6 +15,8 @@ from __future__ import annotations
 import codecs
 import re
 
+from tokenmill._extras import require
+
 HEAD_LIMIT = 64 << 10
 MAX_LINKS = 32
 CONTEXT = 200
@@ -39,8 +41,6 @@ def decode_html(body: bytes) -> str:
     for pattern, name in _WIDE:
         if pattern.match(body):
             return body.decode(name, errors="replace")
-    from tokenmill._extras import require
-
     encoding = require("resiliparse.parse.encoding", "warc", "decode HTML")
     return encoding.bytes_to_str(body, encoding.detect_encoding(body))
 

@@ -8,10 +8,13 @@ from typing import Any
 
 from tokenmill.base.accounting import Reject
 from tokenmill.errors import InputError
+from tokenmill.io import jsonfmt
 from tokenmill.io.base import FORMATS, InputFile, RawBatch, WorkUnit
 from tokenmill.io.columnar import read_arrow, read_hf_dataset, read_parquet
-from tokenmill.io.jsonfmt import read_json, read_jsonl
+from tokenmill.io.formats import open_raw
+from tokenmill.io.jsonfmt import parse_line, read_json, read_jsonl
 from tokenmill.io.paths import check_text_mode
+from tokenmill.io.rows import RowBatcher
 from tokenmill.io.text import read_text
 from tokenmill.io.warc import read_warc
 
@@ -75,18 +78,14 @@ def sample_records(
 
 
 def _spread_jsonl(file: InputFile, n: int):
-    from tokenmill.io.formats import open_raw
-    from tokenmill.io.jsonfmt import MAX_RECORD_BYTES, parse_line
-    from tokenmill.io.rows import RowBatcher
-
     out = RowBatcher(file.rel, batch_rows=n)
     per = max(1, n // SPREAD_POINTS)
     with open_raw(file.path) as fh:
         for k in range(1, SPREAD_POINTS + 1):
             fh.seek(file.size * k // (SPREAD_POINTS + 1))
-            fh.readline(MAX_RECORD_BYTES)  # the rest of a line cut by the seek
+            fh.readline(jsonfmt.MAX_RECORD_BYTES)  # the rest of a line cut by the seek
             for _ in range(per):
-                line = fh.readline(MAX_RECORD_BYTES)
+                line = fh.readline(jsonfmt.MAX_RECORD_BYTES)
                 if not line:
                     break
                 parse_line(line, 0, out)

@@ -24,7 +24,7 @@ from typing import Any
 
 from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, WorkUnit
-from tokenmill.io.formats import local_path
+from tokenmill.io.formats import filesystem, local_path
 
 EDGE = 64 << 10
 BLOCK = 4 << 10
@@ -63,8 +63,6 @@ def _sample_offsets(size: int) -> list[int]:
 
 
 def _remote_snapshot(path: str) -> dict[str, Any]:
-    from tokenmill.io.formats import filesystem
-
     fs, fs_path = filesystem(path)
     info = fs.info(fs_path)
     mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or ""

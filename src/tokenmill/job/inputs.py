@@ -12,8 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenmill import selection
 from tokenmill.base.inputs import estimate_units  # noqa: F401 (re-exported)
 from tokenmill.errors import RoutingError
+from tokenmill.io import plan_units
+from tokenmill.io.paths import expand_inputs_report
+from tokenmill.route.mapping import check_mappings
 
 ANY = "any"  # a job that reads records of every kind (a teacher's prompts): routed and recorded, never refused
 
@@ -56,11 +60,6 @@ def plan_inputs(
 
     ``on_files(files)`` runs once the files are known, before routing (an executor starts its workers).
     """
-    from tokenmill import selection
-    from tokenmill.io import plan_units
-    from tokenmill.io.paths import expand_inputs_report
-    from tokenmill.route.mapping import check_mappings
-
     files, walk_skipped = expand_inputs_report(list(map(str, paths)), text_mode=text_mode)
     files, excluded = selection.exclude_files(files, exclude)
     if on_files is not None:

@@ -37,6 +37,7 @@ from tokenmill.base.accounting import Stats
 from tokenmill.engine import Stage, StageContext, Unit, UnitResult, run_workflow
 from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError
+from tokenmill.io import sample_records
 from tokenmill.io.snapshot import CheckedTask, guard_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job.driver import hold_job, holding, job_fingerprint, pick_executor, resolve_out, stage_progress
@@ -45,10 +46,12 @@ from tokenmill.job.options import JobOptions
 from tokenmill.report.datacard import card_data, write_datacard
 from tokenmill.report.manifest import peak_rss_mb, step_seconds, write_manifest
 from tokenmill.report.rejects import merge_rejects
+from tokenmill.selection import input_plan
+from tokenmill.tokenize.isolated import load_tokenizer_isolated
+from tokenmill.tokenize.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from tokenmill.engine.workflow import Executor
-    from tokenmill.tokenize.tokenizer import Tokenizer
 
 Results = dict[str, list[UnitResult]]
 
@@ -229,9 +232,6 @@ def _tokenizer(job: Job, spec: Any, planned: Inputs, options: JobOptions) -> Tok
     """The run's tokenizer: ``spec`` loaded (in a short-lived child process unless the run has one worker:
     then this process encodes, and keeps the encoders it loads); documents' runs check the fast encoder
     against the reference on a few of their own documents."""
-    from tokenmill.tokenize.isolated import load_tokenizer_isolated
-    from tokenmill.tokenize.tokenizer import Tokenizer
-
     if isinstance(spec, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         return spec
     sample = parity_texts(planned.files, planned.schemas, text_mode=options.text_mode) if job.takes == "pretrain" else None
@@ -252,8 +252,6 @@ def parity_texts(files: list, schemas: dict[str, dict], *, text_mode: str, per_f
 
     Bounded (``budget`` characters in all): the reference encoder checks them at a few MB/s.
     """
-    from tokenmill.io import sample_records
-
     texts: list[str] = []
     for f in files:
         key = (schemas.get(f.rel) or {}).get("text") or "text"
@@ -270,8 +268,6 @@ def parity_texts(files: list, schemas: dict[str, dict], *, text_mode: str, per_f
 def dry_run_plan(this: Run) -> dict:
     """What the run would do, without doing it: each input with its route, size and units, the config, the
     tokenizer, and what the job adds (``describe``)."""
-    from tokenmill.selection import input_plan
-
     plan = input_plan(this.job.name, this.inputs, this.where, this.config)
     if this.tokenizer is not None:
         plan["tokenizer"] = this.tokenizer.info()

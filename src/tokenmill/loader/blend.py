@@ -13,7 +13,7 @@ its own loss mask.
 from __future__ import annotations
 
 from tokenmill.errors import ConfigError
-from tokenmill.loader.corpus import check_same_tokenizer
+from tokenmill.loader.corpus import check_same_tokenizer, open_sets
 from tokenmill.loader.dataset import PackedDataset
 
 _SCALE = 1 << 32
@@ -128,8 +128,6 @@ def _as_dataset(source, seq_len, seed, tokenizer):
         return source
     if seq_len is None:
         raise ConfigError("seq_len is required when blend components are shard directories or ShardSets")
-    from tokenmill.loader.corpus import open_sets
-
     sets = open_sets(source, tokenizer=tokenizer)
     mode = "bfd" if any(s.has_mask for s in sets) else "concat"
     return PackedDataset(sets, seq_len=seq_len, mode=mode, seed=seed, tokenizer=tokenizer)

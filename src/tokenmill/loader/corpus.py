@@ -8,14 +8,13 @@ import os
 import numpy as np
 
 from tokenmill.errors import ShardError
+from tokenmill.shards import ShardSet, open_shards
+from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
 
 
 def open_sets(sources, *, tokenizer=None, allow_partial: bool = False) -> list:
     """Normalise a path, a ShardSet, or a list of them into a list of ShardSets (an unfinished run's
     directory is refused unless ``allow_partial``)."""
-    from tokenmill.shards import ShardSet, open_shards
-    from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
-
     if isinstance(sources, (str, os.PathLike, ShardSet)):
         sources = [sources]
     expected = None if tokenizer is None else fingerprint_of(tokenizer)  # loaded once for every set

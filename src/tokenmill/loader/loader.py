@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from tokenmill._extras import require
 from tokenmill.errors import ConfigError, ShardError
+from tokenmill.loader.collate import PackedCollator
 from tokenmill.loader.order import partition
+from tokenmill.loader.recipe_data import RecipeDataset
+from tokenmill.loader.runlog import RunLog
 
 
 class PackedLoader:
@@ -37,10 +40,6 @@ class PackedLoader:
         batch). ``collate_fn`` defaults to ``PackedCollator(pad_id=dataset.pad_id)``; ``log_dir`` writes the
         consumed-token log that ``tokenmill plan RECIPE --check LOG_DIR`` compares with the plan.
         """
-        from tokenmill.loader.collate import PackedCollator
-        from tokenmill.loader.recipe_data import RecipeDataset
-        from tokenmill.loader.runlog import RunLog
-
         dataset = RecipeDataset(recipe, tokenizer=tokenizer)
         loader = cls(dataset, batch_size=dataset.recipe.batch if batch_size is None else batch_size, rank=rank,
                      world_size=dataset.recipe.world_size if world_size is None else world_size,

@@ -17,8 +17,11 @@ from tokenmill.engine.store import readable
 from tokenmill.errors import ConfigError, TokenmillError
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.order import epoch_seed, permute
-from tokenmill.loader.recipe import Phase, Recipe, Source
+from tokenmill.loader.recipe import Phase, Recipe, Source, load_recipe
 from tokenmill.loader.schedule import ScheduledBlend
+from tokenmill.shards import open_shards
+from tokenmill.shards.inventory import shard_headers, val_directory
+from tokenmill.tokenize.identity import fingerprint_of
 
 
 def component_keys(recipe: Recipe) -> dict[tuple[str, int], str]:
@@ -33,8 +36,6 @@ def component_keys(recipe: Recipe) -> dict[tuple[str, int], str]:
 
 def open_source(source: Source, seq_len: int, *, seed: int, tokenizer=None, directory=None) -> PackedDataset:
     """The packed dataset of one source at one sequence length (``directory`` replaces its path: val/)."""
-    from tokenmill.shards import open_shards
-
     where = directory or source.path
     try:
         shards = open_shards(where, tokenizer=tokenizer)
@@ -51,8 +52,6 @@ def open_source(source: Source, seq_len: int, *, seed: int, tokenizer=None, dire
 def check_tokenizers(recipe: Recipe) -> None:
     """One tokenizer for every source, else a ConfigError naming each source's tokenizer; every source that
     cannot be opened is named in the same error."""
-    from tokenmill.shards import open_shards
-
     found, unreadable = {}, []
     for s in recipe.sources:
         try:
@@ -74,9 +73,6 @@ class RecipeDataset:
     ``[0, total_steps x global_batch)``; ``tokenizer=`` refuses sources written with another tokenizer."""
 
     def __init__(self, recipe, *, tokenizer=None, epoch: int = 0):
-        from tokenmill.loader.recipe import load_recipe
-        from tokenmill.tokenize.identity import fingerprint_of
-
         recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)  # a Recipe or its file
         check_tokenizers(recipe)
         self.recipe = recipe
@@ -169,8 +165,6 @@ class RecipeDataset:
 
         Evaluate each and log the loss with ``RunLog.validation``; sources without a split are left out.
         """
-        from tokenmill.shards.inventory import shard_headers, val_directory
-
         found = [p for p in self.recipe.phases if p.name == phase]
         if not found:
             raise ConfigError(f"no phase {phase!r}; the recipe has {[p.name for p in self.recipe.phases]}")

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenmill.errors import ConfigError
-from tokenmill.loader.blend import _as_dataset, counts, route
+from tokenmill.loader.blend import BlendedDataset, _as_dataset, counts, route
 from tokenmill.loader.corpus import check_same_tokenizer
 
 _SCALE = 1 << 32
@@ -166,8 +166,6 @@ def mixture(components: Mapping[str, Any], *, cap: int | None = None, caps: Mapp
     order every epoch (its dataset re-plans per epoch), so a cap limits how much of a large task one pass
     sees, not which part.
     """
-    from tokenmill.loader.blend import BlendedDataset
-
     problems = []
     names = list(components)
     for label, given in (("caps", caps or {}), ("epochs", epochs or {})):

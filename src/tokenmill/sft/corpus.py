@@ -34,11 +34,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.base.accounting import Stats
+from tokenmill.curate.build import build_step
 from tokenmill.curate.registry import is_corpus_step
 from tokenmill.curate.step import step_identity
 from tokenmill.engine.outputs import Documents, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
+from tokenmill.sft.steps import CONVERSATION_VIEW
 
 VIEWS = {"conversation": "text", "prompt": "prompt", "response": "response"}
 DOCS_STAGE = "sft_conversations"
@@ -46,8 +48,6 @@ DOCS_STAGE = "sft_conversations"
 
 def build_sft_steps(specs: list[dict] | None, *, source: str = "config") -> list:
     """Steps from an SFT ``steps:`` list: every registered step, ``on:`` taken as above; problems all at once."""
-    from tokenmill.curate.build import build_step
-
     steps, problems = [], []
     for i, spec in enumerate(specs or []):
         where = f"steps[{i}]"
@@ -152,8 +152,6 @@ def write_docs(staging: Path, stage: str, unit_name: str, table: pa.Table) -> Un
 
 def conversations_table(batches: list[pa.RecordBatch]) -> pa.Table:
     """The flat views of one unit, with ``conversation`` kept beside ``text`` (a view stage may replace it)."""
-    from tokenmill.sft.steps import CONVERSATION_VIEW
-
     table = pa.Table.from_batches(batches, schema=CONVERSATION_VIEW)
     return table.append_column("conversation", table.column("text"))
 

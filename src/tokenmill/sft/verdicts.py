@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tokenmill.tokenize.sources import cache_dir
+
 CHECK_VERSION = 1  # bump when the check or the shapes change, so older verdicts are not trusted
 NOT_KEYED = ("verify", "on_mismatch")  # options that change what is checked, not the ids written
 
@@ -60,8 +62,6 @@ def _version(package: str) -> str:
 
 
 def _dir(key: str) -> Path:
-    from tokenmill.tokenize.sources import cache_dir
-
     return cache_dir() / "parity-sft" / key
 
 

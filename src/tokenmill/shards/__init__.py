@@ -5,6 +5,7 @@ The format is specified, with a worked example, in ``README.md`` beside this fil
 
 from __future__ import annotations
 
+from tokenmill.base.lazy import lazy_exports
 from tokenmill.shards.format import FORMAT_VERSION, MAGIC, token_dtype
 from tokenmill.shards.reader import Shard, ShardSet, open_shards
 from tokenmill.shards.verify import verify_shards
@@ -22,10 +23,5 @@ __all__ = [
     "verify_shards",
 ]
 
-
-def __getattr__(name: str):
-    if name == "export":  # exporters pull optional dependencies; import them on first use
-        from tokenmill.shards.export import export
-
-        return export
-    raise AttributeError(f"module 'tokenmill.shards' has no attribute {name!r}")
+# exporters pull optional dependencies: imported on first use (base/lazy.py)
+__getattr__ = lazy_exports(__name__, {"export": "tokenmill.shards.export"})

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from tokenmill.engine.store import readable
 from tokenmill.errors import ShardError
 from tokenmill.shards.format import COMMON_FIELDS, KNOWN_VERSIONS, WEIGHT_DTYPE, dtype_from_name
 from tokenmill.shards.inventory import inventory_problems, no_shards, shard_headers
+from tokenmill.shards.verify import verify_shards
+from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
 
 
 class Shard:
@@ -245,8 +248,6 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     unfinished (killed, or still running) and holds only the shards of its finished units, so it is
     refused unless ``allow_partial=True``.
     """
-    from tokenmill.engine.store import readable
-
     directory = readable(directory, storage_options=storage_options)
     if not directory.is_dir():
         raise ShardError(f"shard directory {directory} does not exist or is not a directory")
@@ -264,8 +265,6 @@ def open_shards(directory: str | os.PathLike, *, tokenizer=None, verify: bool = 
     _check_consistent(shards, directory)
     _check_fingerprint(shards[0].header, tokenizer, directory)
     if verify:
-        from tokenmill.shards.verify import verify_shards
-
         problems = verify_shards(directory)
         if problems:
             raise ShardError(f"shards in {directory} failed verification:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -323,8 +322,6 @@ def _check_consistent(shards: list[Shard], directory: Path) -> None:
 def _check_fingerprint(header: dict, tokenizer, directory: Path) -> None:
     if tokenizer is None:
         return
-    from tokenmill.tokenize.identity import describe, fingerprint_of, recorded
-
     expected = fingerprint_of(tokenizer)  # any spec --tokenizer takes, an object, or a fingerprint
     found = header["tokenizer_fingerprint"]
     if expected != found:

@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tokenmill.errors import ConfigError, UsageError
+from tokenmill.job.options import parse_size
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs")
@@ -40,7 +43,8 @@ def add_parser(sub: Any) -> None:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Bad numbers and a cache path that is a file are usage errors, before the server is asked anything."""
-    from tokenmill.errors import UsageError
+    # the synth modules here, not at the top: build_parser imports this module for every command it does not
+    # define itself, and tokenmill.synth.client alone takes 0.1 s to import
     from tokenmill.synth.client import settings_problems
 
     problems = settings_problems(retries=args.retries, timeout=args.timeout, concurrency=args.concurrency,
@@ -54,8 +58,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from tokenmill.errors import ConfigError
-    from tokenmill.job.options import parse_size
     from tokenmill.synth.client import Client, Generation
     from tokenmill.synth.run import print_synth_summary
 

@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine import Unit, UnitResult
+from tokenmill.errors import ConfigError
+from tokenmill.io import read_unit
 from tokenmill.job.inputs import ANY
 from tokenmill.records import record_id
 from tokenmill.report.accounting import Reject, Stats
+from tokenmill.report.rejects import RejectSink
 from tokenmill.synth.client import Client, Reply
 from tokenmill.synth.rephrase import add_usage, failure
 from tokenmill.synth.run import Prompt, load_prompt, run_synth
@@ -146,9 +149,6 @@ class DistillTask:
     batch_rows: int = 256
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        from tokenmill.io import read_unit
-        from tokenmill.report.rejects import RejectSink
-
         stats, lines = Stats(), []
         sink = RejectSink(staging, unit.payload)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -230,8 +230,6 @@ def distill(
     progress: bool | None = None,
 ) -> dict:
     """Answer every prompt of the inputs with the teacher; return the manifest."""
-    from tokenmill.errors import ConfigError
-
     if samples < 1:
         raise ConfigError(f"--samples {samples}: expected at least 1")
     prompt = load_prompt(prompt_file, default="distill", placeholder="prompt")

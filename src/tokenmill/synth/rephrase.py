@@ -28,8 +28,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.engine import Unit, UnitResult
+from tokenmill.errors import ConfigError
+from tokenmill.io import read_unit
+from tokenmill.io.documents import to_documents
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
+from tokenmill.report.rejects import RejectSink
 from tokenmill.synth.client import Client, MalformedReply, Reply
 from tokenmill.synth.run import Prompt, load_prompt, print_synth_summary, run_synth
 
@@ -108,10 +112,6 @@ class RephraseTask:
     batch_rows: int = 256
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        from tokenmill.io import read_unit
-        from tokenmill.io.documents import to_documents
-        from tokenmill.report.rejects import RejectSink
-
         stats, rows = Stats(), {name: [] for name in DOCUMENT.names}
         sink = RejectSink(staging, unit.payload)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -170,8 +170,6 @@ def rephrase(
     progress: bool | None = None,
 ) -> dict:
     """Rewrite every document of the inputs in ``style``; return the manifest."""
-    from tokenmill.errors import ConfigError
-
     if prompt_file is None and style not in STYLES:
         raise ConfigError(f"--style {style!r}: expected one of {', '.join(STYLES)} (or give --prompt-file)")
     if chunk_chars < 200:

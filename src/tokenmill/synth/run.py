@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, UnitResult, total
+from tokenmill.errors import ConfigError
 from tokenmill.job.driver import check_job
 from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
@@ -48,8 +49,6 @@ class Prompt:
 
 
 def load_prompt(spec: str | None, *, default: str, placeholder: str) -> Prompt:
-    from tokenmill.errors import ConfigError
-
     path = Path(spec) if spec else PROMPTS_DIR / f"{default}.txt"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in PROMPTS_DIR.glob("*.txt")))

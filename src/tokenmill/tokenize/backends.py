@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 
 from tokenmill._extras import require
+from tokenmill.tokenize import pieces
 from tokenmill.tokenize import tiktoken_specs as tk
 from tokenmill.tokenize.sources import Source, cache_dir, write_cached
 
@@ -79,8 +80,6 @@ def token_byte_lengths(source: Source, fast) -> np.ndarray:
     ``$TOKENMILL_CACHE/encoders/``: reading 150k tokens out of the encoder to measure them costs 0.1 s, before
     each SFT worker's first unit. A cached table whose size is not the encoder's vocabulary size is measured
     again."""
-    from tokenmill.tokenize.pieces import byte_lengths
-
     path = cache_dir() / "encoders" / f"{FAST_JSON_VERSION}-{source_key(source)}.lengths"
     try:
         table = np.frombuffer(bytearray(path.read_bytes()), dtype="<i8")
@@ -88,7 +87,7 @@ def token_byte_lengths(source: Source, fast) -> np.ndarray:
             return table.astype(np.int64, copy=False)
     except (OSError, ValueError):
         pass
-    table = byte_lengths(fast.vocab)
+    table = pieces.byte_lengths(fast.vocab)
     write_cached(path, table.astype("<i8").tobytes())
     return table
 

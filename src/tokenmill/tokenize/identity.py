@@ -14,6 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tokenmill.tokenize import sources
+from tokenmill.tokenize.tokenizer import load_tokenizer
+
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -31,15 +34,11 @@ def fingerprint_of(spec: Any) -> str:
         return fingerprint
     if isinstance(spec, str) and not names_tokenizer(spec):
         return spec  # neither a path, an encoding nor an org/name hub id: taken as a fingerprint as written
-    from tokenmill.tokenize.tokenizer import load_tokenizer
-
     return load_tokenizer(os.fspath(spec) if isinstance(spec, os.PathLike) else spec, fast=False).fingerprint
 
 
 def names_tokenizer(text: str) -> bool:
     """Whether ``text`` is a tokenizer spec: ``default``, a path, a tiktoken encoding or an ``org/name`` hub id."""
-    from tokenmill.tokenize import sources
-
     if text in ("default", sources.tk.DEFAULT_NAME) or sources.looks_local(text) or Path(text).expanduser().exists():
         return True
     return text in sources.tk.encoding_names() or text.count("/") == 1

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from tokenmill._guard import main_is_unguarded
 from tokenmill.errors import TokenizerError, TokenmillError
 from tokenmill.tokenize.tokenizer import Tokenizer, load_if_checked, load_tokenizer
 
@@ -43,8 +44,6 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list
     A ``tokenizer.json`` tokenizer whose parity verdict is cached loads here too, building no encoder
     (:func:`~tokenmill.tokenize.tokenizer.load_if_checked`).
     """
-    from tokenmill._guard import main_is_unguarded
-
     if not isolate or not isinstance(spec, (str, os.PathLike)) or main_is_unguarded():  # no child re-running the script
         return load_tokenizer(spec, fast=fast, parity_sample=parity_sample)
     checked = load_if_checked(spec, parity_sample=parity_sample) if fast else None

@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from tokenmill.tokenize.sources import cache_dir
+
 CHECK_VERSION = 1  # bump when the check itself changes, so older verdicts are not trusted
 
 SAMPLE = [
@@ -115,8 +117,6 @@ def verdict_key(fingerprint: str, texts: Sequence[str]) -> str:
 
 
 def _verdict_path(key: str) -> Path:
-    from tokenmill.tokenize.sources import cache_dir
-
     return cache_dir() / "parity" / f"{key}.json"
 
 

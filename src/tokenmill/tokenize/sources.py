@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tokenmill._extras import require
 from tokenmill.errors import TokenizerError
 from tokenmill.tokenize import tiktoken_specs as tk
 
@@ -255,8 +256,6 @@ def _json_via_transformers(path: Path) -> bytes:
 
 
 def _convert_with_transformers(path: Path) -> bytes:
-    from tokenmill._extras import require
-
     transformers = require("transformers", "hf", "load a vocab.json + merges.txt tokenizer")
     try:
         tok = transformers.AutoTokenizer.from_pretrained(str(path))
@@ -267,8 +266,6 @@ def _convert_with_transformers(path: Path) -> bytes:
 
 
 def _from_hub(name: str) -> Source:
-    from tokenmill._extras import require
-
     hub = require("huggingface_hub", "hf", "download a tokenizer from the Hugging Face Hub")
     try:
         local = hub.snapshot_download(name, allow_patterns=HUB_FILES)

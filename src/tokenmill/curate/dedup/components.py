@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenmill.curate.dedup.common import mix64, n_partitions, partition_of
+from tokenmill.engine.fanout import fan_out
 
 EDGE = np.dtype([("src", "<i8"), ("dst", "<i8")])
 MSG = np.dtype([("dst", "<i8"), ("key", "<f8"), ("id", "<i8")])
@@ -125,8 +126,6 @@ def connected_components(edge_files: Sequence[tuple[Path, Path]], key_of: Callab
     cluster. A call holds what the module docstring says, writes whole files named after its source and
     target partitions, and labels are double-buffered by round, so a call run twice leaves the same files.
     """
-    from tokenmill.engine.fanout import fan_out
-
     meter = meter or Meter()
     work.mkdir(parents=True, exist_ok=True)
     total = sum(len(np.load(a, mmap_mode="r")) for a, _ in edge_files)
