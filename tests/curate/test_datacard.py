@@ -181,12 +181,14 @@ def test_tokenmill_card_refuses_an_output_with_missing_or_damaged_ledger_files(t
 
 @pytest.mark.parametrize("manifest", ["[]", "null", '{"counts": [1, 2]}', '{"decision_ledger": {"files": 3}}', '"x"'])
 def test_tokenmill_card_refuses_a_manifest_that_is_not_a_run_manifest(tmp_path, capsys, manifest):
-    out = tmp_path / "out"
-    out.mkdir()
+    """A tokenmill output whose manifest was damaged afterwards (a folder tokenmill did not write is refused
+    before its manifest is read: tests/hostile/test_hostile_writers.py)."""
+    out, _ = _curated(tmp_path)
+    before = (out / "datacard.md").read_bytes()
     (out / "manifest.json").write_text(manifest)
     assert main(["card", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "manifest.json" in err and "Traceback" not in err and not (out / "datacard.md").exists()
+    assert "manifest.json" in err and "Traceback" not in err and (out / "datacard.md").read_bytes() == before
 
 
 def test_the_card_says_a_step_ran_when_it_ran_even_if_it_recorded_nothing(tmp_path):
