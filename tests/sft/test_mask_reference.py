@@ -101,3 +101,19 @@ def test_a_run_checks_masks_against_the_reference(tmp_path):
     parity = m["report"]["parity"]
     assert m["counts"]["kept"] == 3 and parity["real_differences"] == 0
     assert parity["mask_turns_checked"] == 8  # every assistant turn of the three conversations
+
+
+def test_two_tokenizers_of_one_vocabulary_with_other_special_tokens_get_their_own_reference(tmp_path):
+    """The process's references (and the cached verdicts) are keyed by the special tokens too: a run with the
+    same vocabulary but another BOS is checked against its own reference, not the first run's."""
+    from tokenmill.sft.run import run_sft
+
+    src = tmp_path / "tools.jsonl"
+    rows = [{"id": c["id"], "tools": TOOLS, "messages": [{k: v for k, v in m.items() if v is not None}
+                                                          for m in c["messages"]]} for c in _tool_conversations()]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for k, bos in enumerate(("<s>", "<|begin_of_text|>")):  # the same trained vocabulary, two BOS tokens
+        d = ck.build_tokenizer_dir(tmp_path / f"tok{k}", bos=bos, eos="<|im_end|>")
+        m = run_sft([str(src)], out=tmp_path / f"out{k}", tokenizer=str(d), chat_template=str(HERMES3), workers=1,
+                    progress=False)
+        assert m["counts"]["kept"] == 3 and m["report"]["parity"]["real_differences"] == 0

@@ -287,12 +287,14 @@ def write_rendered(writer: ShardWriter, examples: list, *, source: str) -> None:
         start = stop
 
 
-_ORACLES: dict[str, Any] = {}
+_ORACLES: dict[tuple, Any] = {}
 
 
 def _oracle(tokenizer: Any) -> tuple[Any, str]:
-    """(transformers reference, "") for this tokenizer, built once per process; (None, why) when not possible."""
-    key = tokenizer.fingerprint
+    """(transformers reference, "") for this tokenizer, built once per process; (None, why) when not possible.
+    Keyed by the vocabulary's fingerprint and the special tokens the reference is built with: two tokenizers of
+    one vocabulary may name other BOS/EOS tokens, and the reference of one would check the other wrongly."""
+    key = (tokenizer.fingerprint, tokenizer.bos_token, tokenizer.eos_token)
     if key not in _ORACLES:
         from tokenmill.sft.oracle import hf_oracle
 

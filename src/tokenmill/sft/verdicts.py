@@ -35,7 +35,10 @@ def run_key(tokenizer: Any, template: Any, options: Any, *, reference: str | Non
     (a verdict of the plain reference does not vouch for a run that has transformers): see the module
     docstring."""
     rendering = {k: v for k, v in sorted(vars(options).items()) if k not in NOT_KEYED}
-    parts = [str(CHECK_VERSION), tokenizer.fingerprint, template.digest, json.dumps(rendering, default=str),
+    # the fingerprint decides the ids of a text; the special tokens the template writes ({{ bos_token }}) come from
+    # the tokenizer's config, which two tokenizers with one vocabulary may set apart
+    parts = [str(CHECK_VERSION), tokenizer.fingerprint, str(tokenizer.bos_token), str(tokenizer.eos_token),
+             template.digest, json.dumps(rendering, default=str),
              _code_digest(), *(_version(p) for p in ("transformers", "gigatoken", "jinja2"))]
     if reference != "transformers":
         parts.append(str(reference))
