@@ -57,7 +57,7 @@ def test_a_rerun_trusts_checked_shapes_and_writes_the_same_bytes(tok_dir, tmp_pa
     assert first["report"]["parity"]["checked"] == 4 and first["report"]["parity"]["skipped_cached"] == 0
     from tokenmill.tokenize import load_tokenizer
 
-    monkeypatch.setitem(run_module._ORACLES, load_tokenizer(tok_dir).fingerprint, (_NoReference(), ""))
+    monkeypatch.setitem(run_module._ORACLES, run_module.oracle_key(load_tokenizer(tok_dir)), (_NoReference(), ""))
     second = _run(src, tmp_path / "b", tok_dir, verify=4)
     assert second["report"]["parity"]["checked"] == 0 and second["report"]["parity"]["skipped_cached"] == 4
     assert _digests(tmp_path / "a") == _digests(tmp_path / "b") and _digests(tmp_path / "a")
@@ -96,11 +96,11 @@ def test_a_run_with_a_real_difference_caches_nothing(tok_dir, tmp_path, monkeypa
 
     src = tmp_path / "chats.jsonl"
     src.write_text("".join(_plain(i) for i in range(6)))
-    fingerprint = load_tokenizer(tok_dir).fingerprint
-    monkeypatch.setitem(run_module._ORACLES, fingerprint, (_OneWrongId(ck.hf_tokenizer(tok_dir)), ""))
+    key = run_module.oracle_key(load_tokenizer(tok_dir))
+    monkeypatch.setitem(run_module._ORACLES, key, (_OneWrongId(ck.hf_tokenizer(tok_dir)), ""))
     bad = _run(src, tmp_path / "a", tok_dir, verify=8, on_mismatch="reject")
     assert bad["report"]["parity"]["real_differences"] == 1
-    monkeypatch.delitem(run_module._ORACLES, fingerprint)
+    monkeypatch.delitem(run_module._ORACLES, key)
     again = _run(src, tmp_path / "b", tok_dir, verify=8)["report"]["parity"]
     assert again["checked"] == 6 and again["skipped_cached"] == 0
 

@@ -99,7 +99,7 @@ def one_wrong(tok_dir, monkeypatch):
     from tokenmill.tokenize import load_tokenizer
 
     tok = load_tokenizer(tok_dir)
-    monkeypatch.setitem(run_module._ORACLES, tok.fingerprint, (_OneWrongId(ck.hf_tokenizer(tok_dir)), ""))
+    monkeypatch.setitem(run_module._ORACLES, run_module.oracle_key(tok), (_OneWrongId(ck.hf_tokenizer(tok_dir)), ""))
 
 
 def test_a_real_difference_stops_the_run_naming_the_example(tok_dir, tmp_path, one_wrong):

@@ -290,11 +290,16 @@ def write_rendered(writer: ShardWriter, examples: list, *, source: str) -> None:
 _ORACLES: dict[tuple, Any] = {}
 
 
+def oracle_key(tokenizer: Any) -> tuple:
+    """What a reference is built from: the vocabulary (its fingerprint) and the special tokens it is given."""
+    return (tokenizer.fingerprint, tokenizer.bos_token, tokenizer.eos_token)
+
+
 def _oracle(tokenizer: Any) -> tuple[Any, str]:
     """(transformers reference, "") for this tokenizer, built once per process; (None, why) when not possible.
     Keyed by the vocabulary's fingerprint and the special tokens the reference is built with: two tokenizers of
     one vocabulary may name other BOS/EOS tokens, and the reference of one would check the other wrongly."""
-    key = (tokenizer.fingerprint, tokenizer.bos_token, tokenizer.eos_token)
+    key = oracle_key(tokenizer)
     if key not in _ORACLES:
         from tokenmill.sft.oracle import hf_oracle
 
