@@ -488,7 +488,10 @@ def main(argv: list[str] | None = None) -> int:
 
         argv = end_eval_list(argv)
     try:
-        args = build_parser(argv[0] if argv else None).parse_args(argv)  # argparse's own usage errors exit 2
+        parser = build_parser(argv[0] if argv else None)
+        args, unknown = parser.parse_known_args(argv)  # argparse's own usage errors exit 2
+        if unknown:
+            raise UsageError(unknown_options(parser, args.command, unknown))
         if args.command in ("pretrain", "sft"):
             _start_early(args.command, args)
         if command_line:  # after the fork server's start: importing pyarrow here takes 0.15 s
@@ -508,6 +511,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str:
+    """What the command line held that the command does not take, with the closest option it does take
+    (``--output`` -> ``--out``)."""
+    import difflib
+
+    sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices[command]
+    known = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
+    words = []
+    for given in [u for u in unknown if u.startswith("-")] or unknown:  # the options, not the values after them
+        name = given.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if name.startswith("--") else []
+        words.append(f"{given} (did you mean {close[0]}?)" if close else given)
+    return f"`tokenmill {command.replace('sft-select', 'sft select')}` does not take {', '.join(words)}"
 
 
 def _start_early(track: str, args: argparse.Namespace) -> None:

@@ -28,8 +28,10 @@ def test_usage_errors_exit_2(tmp_path, docs, capsys):
     assert "missing out" in capsys.readouterr().err
     assert main(["pretrain", str(docs), "--out", str(tmp_path / "o"), "--workers", "0"]) == 2
     assert "command line: workers" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:  # argparse's own: an unknown option
-        main(["pretrain", "--bogus"])
+    assert main(["pretrain", "--bogus"]) == 2  # an unknown option: named, with the closest known one
+    assert "`tokenmill pretrain` does not take --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse's own: a value of the wrong type
+        main(["pretrain", "x", "--workers", "two"])
     assert exc.value.code == 2
 
 
@@ -82,3 +84,15 @@ def test_exit_statuses_are_documented():
 def test_json_outputs_still_parse(tmp_path, docs, capsys):
     assert main(["inspect", "--json", str(docs)]) == 0
     assert json.loads(capsys.readouterr().out)[0]["kind"] == "pretrain"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["pretrain", "x.jsonl", "--output", "o"], "`tokenmill pretrain` does not take --output (did you mean --out?)"),
+    (["sft", "select", "x.jsonl", "--n", "3", "--out", "o", "--limt", "3"],
+     "`tokenmill sft select` does not take --limt (did you mean --limit?)"),
+    (["curate", "x.jsonl", "--out", "o", "--zzz"], "`tokenmill curate` does not take --zzz\n"),
+])
+def test_an_unknown_option_is_a_usage_error_naming_the_closest_one(argv, said, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "run `tokenmill" in err
