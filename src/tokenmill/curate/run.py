@@ -39,7 +39,7 @@ from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitRes
 from tokenmill.errors import ConfigError
 from tokenmill.job.inputs import Inputs
 from tokenmill.job.options import JobOptions
-from tokenmill.job.run import Job, Results, Run
+from tokenmill.job.run import Job, Results, Run, unit_size
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 
@@ -82,7 +82,7 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
 
     def plan(ctx: StageContext) -> StagePlan:
         if upstream is None:
-            units = [Unit(u.index, u.name, _unit_size(u), payload=u) for u in inputs.units]
+            units = [Unit(u.index, u.name, unit_size(u), payload=u) for u in inputs.units]
             return StagePlan(units, guard(ReadTask(cascade, inputs.schemas, name, docs_dir, text_mode, limit=limit)), params)
         prior = outputs(ctx.results[upstream], Documents, stage=upstream)
         units = [Unit(i, _unit_name(r, i), 0, payload=r.docs) for i, r in enumerate(prior)]
@@ -94,10 +94,6 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
 def _unit_name(result: Documents, index: int) -> str:
     """An upstream documents unit's name: the input unit's, so every stage's files line up with the input."""
     return result.unit or Path(result.docs).stem or f"unit-{index:06d}"
-
-
-def _unit_size(u: Any) -> int:
-    return (u.stop - u.start) if u.stop >= 0 and u.file.format == "jsonl" and not u.file.compression else u.file.size
 
 
 def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
@@ -217,7 +213,7 @@ def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed
 
     def stages(run: Run) -> list[Stage]:
         units = run.inputs.units
-        ledger = join_stage(run.out, [u.name for u in units], [_unit_size(u) for u in units],
+        ledger = join_stage(run.out, [u.name for u in units], [unit_size(u) for u in units],
                             lambda ctx: stage_ledgers(run.plan[0], ctx.results))
         return [*run.plan[0], ledger]
 

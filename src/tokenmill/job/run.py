@@ -25,6 +25,7 @@ tokenmill's commit protocol (staging, rename, marker, fingerprint).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -95,7 +96,6 @@ class Job:
     warm: Callable[..., Callable[[list], Any] | None] | None = None
     pull: Callable[[Run], tuple[str, ...]] = _no_pull
     after: Callable[[Run, dict, Results], Any] | None = None
-    card: bool = True
     describe: Callable[[Run], dict] | None = None  # what a dry run shows beyond the inputs and the config
     object_storage: bool = False  # whether its stages can publish to an s3:// --out (each reads only its own units)
     progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
@@ -206,14 +206,13 @@ def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor:
         "skipped_inputs": this.inputs.walk_skipped,  # what the directory walks left out, and why
     }
     manifest.update(this.job.report(this, results, manifest))
-    card = card_data(this.out, manifest) if this.job.card else None
-    if card and card.get("warnings"):  # what the card warns of is said where the user looks: manifest, stderr
+    card = card_data(this.out, manifest)
+    if card.get("warnings"):  # what the card warns of is said where the user looks: manifest, stderr
         manifest["warnings"] = card["warnings"]
         for warning in card["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
     write_manifest(this.out, manifest)
-    if card is not None:
-        write_datacard(this.out, manifest, card)
+    write_datacard(this.out, manifest, card)
     if this.job.after is not None:
         this.job.after(this, manifest, results)
     this.manifest = manifest
@@ -240,8 +239,6 @@ def _tokenizer(job: Job, spec: Any, planned: Inputs, options: JobOptions) -> Tok
 
 def _pool_size(workers: int | None, units: list) -> int:
     """The worker processes a run will start (the local executor's rule: no more than units)."""
-    import os
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(workers or cores, max(1, len(units)))
 
