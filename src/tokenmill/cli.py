@@ -509,8 +509,16 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_PIPE
     except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
+        print(f"interrupted: {_resume_hint(args)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """How to go on after Ctrl-C: the same command resumes, but not with ``--overwrite``, which would remove
+    what this run wrote and start over."""
+    if getattr(args, "overwrite", False):
+        return "run the same command again without --overwrite to resume (with it, the run starts over)"
+    return "run the same command again to resume"
 
 
 def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str:
