@@ -149,7 +149,7 @@ def test_report_histograms_equal_the_whole_stages_reading_one_column_at_a_time(t
             if name in ("exact_dedup.group_size", "quality.score"):
                 values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
                 marks = html.thresholds_of(next(e for e in m["steps"] if e["stage"] == stage))
-                want.append(html.hist_svg(name, values, marks.get(name.split(".", 1)[1])))
+                want.append(html.hist_svg(name, values, marks.get(name.split(".", 1)[1], ())))
     reads.clear()
     got = html.histograms(tmp_path, m)
     assert reads and all(c is not None and len(c) == 1 for c in reads)

@@ -7,9 +7,11 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 from curatekit import write_corpus
 
+from tokenmill.curate import html as curate_html
 from tokenmill.curate.run import run_curate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -77,3 +79,18 @@ def test_report_loads_in_headless_chromium_without_console_errors(report, tmp_pa
     el = _elements(dom)  # the DOM as the browser built it
     assert el.count("svg", "funnel") == 1 and el.count("svg", "rules") == 1 and el.count("svg", "hist") >= 5
     assert el.count("rect") > 20 and el.count("line", "threshold") >= 2
+
+
+def test_a_histogram_has_a_y_axis_and_marks_both_ends_of_a_range():
+    marks = curate_html.thresholds_of({"name": "gopher_quality", "params": {"min_doc_words": 50, "max_doc_words": 100000}},
+                               ("doc_words",))
+    assert marks["doc_words"] == [50.0, 100000.0]
+    svg = curate_html.hist_svg("gopher_quality.doc_words", np.array([10.0, 60, 70, 200, 5000]), marks["doc_words"])
+    assert svg.count('class="threshold"') == 2
+    assert '<g class="y-axis">' in svg and ">4<" in svg  # the tallest bar's count labels the axis
+
+
+def test_the_report_header_names_no_preset_as_none_of_python():
+    assert curate_html._pipeline({"preset": None, "steps": [{"name": "c4"}]}) == "steps listed in the pipeline file"
+    assert curate_html._pipeline({"preset": "dclm"}) == "preset: dclm"
+    assert "None" not in curate_html._pipeline({"preset": None})

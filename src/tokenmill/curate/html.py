@@ -11,6 +11,7 @@ out), and a few removed documents per reason (truncated, HTML-escaped). Threshol
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,53 +76,64 @@ def rules_svg(funnel: dict) -> str:
     return "".join(parts)
 
 
-def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, float]:
-    """Statistic -> threshold value of one step entry of the manifest."""
+def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, list[float]]:
+    """Statistic -> every threshold value on it of one step entry of the manifest (a range has two:
+    ``min_words`` and ``max_words`` both mark ``words``)."""
     params = entry.get("params", {})
     try:
         named = dict(getattr(resolve(entry["name"]), "thresholds", {}) or {})
     except (LookupError, ImportError):
         named = {}
-    out: dict[str, float] = {}
+    out: dict[str, list[float]] = {}
+
+    def mark(stat: str, value: Any) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value) not in out.get(stat, []):
+            out.setdefault(stat, []).append(float(value))
+
     for stat, param in named.items():
-        if isinstance(params.get(param), (int, float)) and not isinstance(params.get(param), bool):
-            out[stat] = float(params[param])
+        mark(stat, params.get(param))
     for p, v in params.items():
-        if p in stats and isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.setdefault(p, float(v))  # datatrove's naming: the parameter is named after the statistic
+        if p in stats:
+            mark(p, v)  # datatrove's naming: the parameter is named after the statistic
         for prefix in ("min_", "max_"):
-            if p.startswith(prefix) and isinstance(v, (int, float)) and not isinstance(v, bool):
-                out.setdefault(p[len(prefix):], float(v))
+            if p.startswith(prefix):
+                mark(p[len(prefix):], v)
     return out
 
 
-def hist_svg(column: str, values: np.ndarray, threshold: float | None) -> str:
+def hist_svg(column: str, values: np.ndarray, thresholds: Sequence[float] = ()) -> str:
+    """One ledger statistic's histogram: 24 bars, a y-axis with the tallest bar's count, every threshold on
+    the statistic marked (both ends of a range)."""
     values = values[np.isfinite(values)]
     if len(values) == 0:
         return ""
     lo, hi = float(values.min()), float(np.percentile(values, 99))  # the last bar holds the top 1%
-    if threshold is not None:
-        lo, hi = min(lo, threshold), max(hi, threshold)
+    if thresholds:
+        lo, hi = min(lo, *thresholds), max(hi, *thresholds)
     clipped = hi < float(values.max())
     if hi <= lo:
         hi = lo + 1.0
     counts, _ = np.histogram(np.minimum(values, hi), bins=24, range=(lo, hi))
     top = max(int(counts.max()), 1)
-    w, h, pad = 260, 130, 20
+    w, h, pad, axis = 260, 130, 20, 34
     bw = w / len(counts)
-    parts = [f'<figure><svg class="chart hist" data-column="{_e(column)}" width="{w}" height="{h + pad}" role="img">']
+    parts = [f'<figure><svg class="chart hist" data-column="{_e(column)}" width="{w + axis}" height="{h + pad}" '
+             f'role="img"><g class="y-axis"><line x1="{axis - 2}" x2="{axis - 2}" y1="10" y2="{h}" stroke="#888"/>'
+             f'<text x="{axis - 5}" y="18" text-anchor="end">{top:,}</text>'
+             f'<text x="{axis - 5}" y="{h}" text-anchor="end">0</text></g><g transform="translate({axis},0)">']
     for i, c in enumerate(counts):
         bh = (h - 10) * c / top
         parts.append(f'<rect x="{i * bw:.1f}" y="{h - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#58a"/>')
-    if threshold is not None:
-        x = w * (threshold - lo) / (hi - lo)
+    for t in thresholds:
+        x = w * (t - lo) / (hi - lo)
         parts.append(f'<line class="threshold" x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="{h}" stroke="#c00" '
                      f'stroke-width="2" stroke-dasharray="4 2"/>')
     parts.append(f'<text x="0" y="{h + 14}">{_fmt(lo)}</text>'
-                 f'<text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></svg>')
-    mark = f", threshold {_fmt(threshold)}" if threshold is not None else ""
+                 f'<text x="{w}" y="{h + 14}" text-anchor="end">{_fmt(hi)}</text></g></svg>')
+    mark = "".join(f", threshold {_fmt(t)}" for t in thresholds)
     mark += f", top 1% in the last bar (max {_fmt(float(values.max()))})" if clipped else ""
-    parts.append(f"<figcaption>{_e(column)} ({len(values):,} documents{_e(mark)})</figcaption></figure>")
+    parts.append(f"<figcaption>{_e(column)} ({len(values):,} documents, documents per bar on the y-axis"
+                 f"{_e(mark)})</figcaption></figure>")
     return "".join(parts)
 
 
@@ -146,7 +158,7 @@ def histograms(directory: Path, manifest: dict) -> str:
                 t = schema.field(name).type
                 if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
                     continue
-                figs.append(hist_svg(name, stage_values(directory, files, name), marks.get(name.split(".", 1)[1])))
+                figs.append(hist_svg(name, stage_values(directory, files, name), marks.get(name.split(".", 1)[1], ())))
     return f'<div class="hists">{"".join(f for f in figs if f)}</div>' if figs else '<p class="muted">no numeric statistic</p>'
 
 
@@ -229,7 +241,7 @@ def render_report(directory: Path, manifest: dict, samples: dict[str, list[dict]
     steps = ", ".join(_e(e["id"]) for e in manifest["steps"]) or "none"
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tokenmill curate report</title>'
             f"<style>{CSS}</style></head><body><h1>Curation report</h1>"
-            f'<p>{_e(manifest["identity"])}</p><p>steps: {steps}; preset: {_e(manifest["config"].get("preset"))}</p>'
+            f'<p>{_e(manifest["identity"])}</p><p>steps: {steps}; {_e(_pipeline(manifest["config"]))}</p>'
             f'<table><tr><th class="l">input</th><th class="l">format</th><th class="l">kind</th></tr>{inputs}</table>'
             f'<h2 id="funnel">Funnel</h2><p class="muted">bar: documents left after each step (green) and removed '
             f'by it (red); labels: removed, share of the input / of what reached the step</p>{funnel_svg(funnel)}'
@@ -237,6 +249,13 @@ def render_report(directory: Path, manifest: dict, samples: dict[str, list[dict]
             f'<h2 id="corpus">Dedup clusters and quality scores</h2>{corpus_html(funnel)}'
             f'<h2 id="histograms">Statistics</h2>{histograms(directory, manifest)}'
             f'<h2 id="samples">Removed documents</h2>{samples_html(samples)}</body></html>')
+
+
+def _pipeline(config: dict) -> str:
+    """Where the steps came from: a preset by name, else the pipeline file's own list (never ``preset: None``)."""
+    if config.get("preset"):
+        return f"preset: {config['preset']}"
+    return "steps listed in the pipeline file" if config.get("steps") else "no preset, no steps"
 
 
 def write_report(directory: Path, manifest: dict, samples: dict[str, list[dict]]) -> Path:
