@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tokenmill.errors import ConfigError
 from tokenmill.pref.inputs import read_pair, read_pairs
 from tokenmill.route.classify import classify_rows
 
@@ -99,3 +102,18 @@ def test_schema_errors_are_rejects_with_file_line_and_reason(row, reason):
               "rejected": "rejected"}
     kept, rejects = read_pairs([row], [3], source="pairs.jsonl", schema=schema)
     assert not kept and [(r.source, r.loc, r.reason) for r in rejects] == [("pairs.jsonl", 3, reason)]
+
+
+def test_an_explicit_mapping_reads_other_column_names(tmp_path):
+    from tokenmill.job.options import JobOptions
+    from tokenmill.pref.dataset import PreferenceDataset
+    from tokenmill.pref.run import run_pref
+
+    src = tmp_path / "odd.jsonl"
+    src.write_text("".join(json.dumps({"question": f"q{i}?", "good": f"yes {i}", "bad": "no"}) + "\n"
+                           for i in range(3)))
+    schema = {"odd.jsonl": {"style": "preference", "prompt": "question", "chosen": "good", "rejected": "bad"}}
+    m = run_pref([str(src)], out=tmp_path / "out", tokenizer="default", options=JobOptions(workers=1), schemas=schema)
+    assert m["counts"]["kept"] == 3 and len(PreferenceDataset(tmp_path / "out")) == 3
+    with pytest.raises(ConfigError, match="'rejected' must name a column"):
+        run_pref([str(src)], out=tmp_path / "o2", tokenizer="default", schemas={"*": {"chosen": "good"}})
