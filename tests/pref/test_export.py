@@ -52,3 +52,21 @@ def test_a_pref_output_exports_whole_pairs_to_hf_only(tmp_path):
         export(tmp_path / "out", to="megatron", out=tmp_path / "m")
     with pytest.raises(ConfigError, match="never cut into windows"):
         export(tmp_path / "out", to="hf", out=tmp_path / "hf", seq_len=64)
+
+
+def test_kto_output_reads_and_exports_completions_with_labels(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from tokenmill.pref.dataset import PreferenceDataset
+
+    rows = [{"messages": [{"role": "user", "content": f"q {i}?"}, {"role": "assistant", "content": pk.text(i, 4)}],
+             "label": i % 3 != 0} for i in range(6)]
+    src = tmp_path / "kto.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_pref([str(src)], out=tmp_path / "out", tokenizer="default", options=JobOptions(workers=1))
+    ds = PreferenceDataset(tmp_path / "out")
+    assert [ds[i]["label"] for i in range(6)] == [r["label"] for r in rows]
+    assert set(ds[0]) == {"pair_id", "prompt_ids", "completion_ids", "completion_mask", "label"}
+    export(tmp_path / "out", to="hf", out=tmp_path / "hf")
+    got = datasets.load_from_disk(str(tmp_path / "hf"))
+    assert got.column_names == ["prompt_ids", "completion_ids", "label", "id"]
+    assert got["completion_ids"][2] == ds[2]["completion_ids"].tolist() and got["label"] == [r["label"] for r in rows]

@@ -122,3 +122,31 @@ def test_sft_shards_are_not_a_preference_dataset(tmp_path):
     run_sft([str(chats)], out=tmp_path / "sft", tokenizer="default", workers=1, verify=0, progress=False)
     with pytest.raises(ShardError, match="tokenmill pref"):
         PreferenceDataset(tmp_path / "sft")
+
+
+def test_kill_9_and_resume_gives_the_same_bytes(tmp_path):
+    from test_track_resume import kill_after_commits
+
+    src = tmp_path / "pairs.jsonl"
+    pk.write_pairs(src, 600)
+    reference, out = tmp_path / "reference", tmp_path / "out"
+    args = ["pref", str(src), "--tokenizer", "default", "--workers", "2", "--unit-bytes", "2KB", "--no-progress"]
+    assert pk.cli(*args, "--out", str(reference)).returncode == 0
+    total = len(statekit.committed(reference, "shards_v1"))
+    committed = kill_after_commits([*args, "--out", str(out)], out / tk.DONE, at_least=10)
+    assert 10 <= committed < total and not (out / "manifest.json").exists()
+    done = pk.cli(*args, "--out", str(out))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert tk.output_files(reference) == tk.output_files(out)
+    a, b = (json.loads((d / "manifest.json").read_text()) for d in (reference, out))
+    assert {k for k in a if a[k] != b.get(k)} <= {"run"}
+
+
+def test_the_task_survives_pickle(tmp_path):
+    import pickle
+
+    from tokenmill.pref.run import PrefOptions, PrefTask
+
+    task = PrefTask(load_tokenizer("default"), load_template(), {}, PrefOptions(max_length=64))
+    again = pickle.loads(pickle.dumps(task))
+    assert again.options == task.options and again.template.source == task.template.source
