@@ -14,6 +14,7 @@ envelope and data card as ``tokenmill sft``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,19 +28,19 @@ from tokenmill.base.accounting import Reject, Stats
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
-from tokenmill.job.options import JobOptions
+from tokenmill.job.options import JobOptions, PrefJobOptions, flag_values
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.pref.checks import Summary, margin_decision, pair_problem, truncate
 from tokenmill.pref.inputs import Pair, read_pairs
 from tokenmill.pref.tokenize import PairProblem, Tokenized, tokenize_pairs
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
+from tokenmill.selection import render_plan, take_records
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.run import resolve_template
 from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, parse_date
 from tokenmill.shards import ShardWriter
-from tokenmill.track import shards_report, staged_files, track_stages
+from tokenmill.track import print_summary, shards_report, staged_files, track_stages
 
 ROLES = ("prompt", "chosen", "rejected", "desirable", "undesirable")  # the record-id suffixes of a pair's documents
 
@@ -204,7 +205,7 @@ def run_pref(inputs: Sequence[str], *, out: str | Path, tokenizer: Any = "defaul
                    schemas=schemas)
 
 
-def summary_lines(manifest: dict, out: Any) -> list[str]:
+def summary_lines(manifest: dict) -> list[str]:
     """The run's summary after the track's common lines: pairs, length bias, margins, what the prompt split did."""
     r = manifest.get("report") or {}
     bias, margin, cut = r.get("length_bias") or {}, r.get("margin") or {}, r.get("prompt_not_prefix") or {}
@@ -229,18 +230,15 @@ def summary_lines(manifest: dict, out: Any) -> list[str]:
 
 
 def print_pref_summary(manifest: dict, out: Any, stream: Any = None) -> None:
-    from tokenmill.track import print_summary
-
+    """The track's common summary lines, then the pairs' (warnings to stderr)."""
     stream = stream or sys.stdout
     print_summary(manifest, out, stream=stream)
-    for line in summary_lines(manifest, out):
+    for line in summary_lines(manifest):
         print(line, file=sys.stderr if line.startswith("warning:") else stream)
 
 
 def cmd_pref(args: Any, settings: dict, *, out: Any, engine: dict) -> int:
     """``tokenmill pref``: ``settings`` are the checked pipeline file and flags (cli._settings)."""
-    from tokenmill.job.options import PrefJobOptions, flag_values
-
     flags = {"max_length": args.max_length, "max_prompt_length": args.max_prompt_length, "min_margin": args.min_margin,
              "reasoning_policy": args.reasoning_policy, "train_reasoning": False if args.no_train_reasoning else None,
              "allow_untrained_stop": args.allow_untrained_stop, "date": args.date}
@@ -251,8 +249,6 @@ def cmd_pref(args: Any, settings: dict, *, out: Any, engine: dict) -> int:
                         options=_with_workers(options, engine), executor=engine.get("executor"),
                         schemas=settings.get("schema"), **pref)
     if options.dry_run:
-        from tokenmill.selection import render_plan
-
         print(render_plan(manifest))
         return 0
     print_pref_summary(manifest, settings["out"])
@@ -260,6 +256,4 @@ def cmd_pref(args: Any, settings: dict, *, out: Any, engine: dict) -> int:
 
 
 def _with_workers(options: JobOptions, engine: dict) -> JobOptions:
-    import dataclasses
-
     return dataclasses.replace(options, workers=engine.get("workers"))
