@@ -72,7 +72,7 @@ def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Cal
 # the file's keys: its structure, then every command's options, each declared once in its options class
 # (tokenmill.job.options: which command takes which key is which class has the field)
 TOP: dict[str, Callable[[Any], Any]] = {
-    "track": choice("pretrain", "sft", "curate"),
+    "track": choice("pretrain", "sft", "curate", "pref"),
     "inputs": paths,
     "out": _typed(str),
     **file_keys(),

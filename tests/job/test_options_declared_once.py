@@ -27,7 +27,7 @@ def _subparser(command: str):
 @pytest.mark.parametrize("command", sorted(COMMAND_OPTIONS))
 def test_every_field_is_one_flag_of_its_command(command):
     flags = {opt for a in _subparser(command)._actions for opt in a.option_strings}
-    skipped = {"text_mode"} if command == "sft" else set()  # an SFT run reads records, never plain-text lines
+    skipped = {"text_mode"} if command in ("sft", "pref") else set()  # they read records, never plain-text lines
     for f in fields(COMMAND_OPTIONS[command]):
         if f.name in skipped:
             continue

@@ -19,6 +19,7 @@ from tokenmill.io import plan_units
 from tokenmill.io.paths import expand_inputs_report
 from tokenmill.route.mapping import check_mappings
 
+PREFERENCE = "preference"  # the kind `tokenmill pref` takes
 ANY = "any"  # a job that reads records of every kind (a teacher's prompts): routed and recorded, never refused
 
 
@@ -79,6 +80,17 @@ def plan_inputs(
     return Inputs(files, routes, picked, units, walk_skipped=walk_skipped, excluded=excluded, misrouted=misrouted)
 
 
+def _not_pairs(route: Any) -> str:
+    """Why ``tokenmill pref`` refuses an input of another kind, and the command that takes it."""
+    fields = set((route.evidence or {}).get("columns") or {})
+    if route.kind == "sft" and {"prompt", "completion"} <= fields:
+        return (f"{route.path}: prompt/completion records without a boolean 'label': KTO data needs `label: true|false` "
+                "on every record (true: desirable); as SFT data, use `tokenmill sft`")
+    command = {"sft": "`tokenmill sft`", "pretrain": "`tokenmill pretrain`"}.get(route.kind)
+    use = f"use {command}" if command else "give chosen/rejected pairs or KTO records (prompt, completion, label)"
+    return f"{route.path}: {route.kind} data (confidence {route.confidence:.2f}), not preference pairs: {use}"
+
+
 def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
     """Raise ``RoutingError`` for inputs of the other kind (unless forced), naming each and why. An input
     with no readable record (empty, truncated) is of no kind: beside readable inputs its reader rejects it."""
@@ -88,16 +100,20 @@ def refuse_misrouted(track: str, routes: list[Any], *, force: bool) -> None:
     wrong = [r for r in routes if r.kind != track and r not in unreadable]
     if not wrong:
         return
-    if force and all(r.kind != "preference" for r in wrong):
+    if force and track != PREFERENCE and all(r.kind != PREFERENCE for r in wrong):
         return
     lines = []
     for r in wrong:
         why = "; ".join(r.warnings) if getattr(r, "warnings", None) else ""
-        if r.kind == "preference":
+        if r.kind == PREFERENCE:
             cols = ", ".join(f"{k}={v!r}" for k, v in r.schema.items() if k in ("prompt", "chosen", "rejected") and v)
-            lines.append(f"{r.path}: preference pairs ({cols}); the SFT track takes conversations, "
-                         "not chosen/rejected pairs (map one side explicitly in a config schema to use it)")
+            lines.append(f"{r.path}: preference pairs ({cols}): use `tokenmill pref`; the {track} track takes "
+                         f"{'conversations' if track == 'sft' else 'documents'}, not chosen/rejected pairs (map one "
+                         "side explicitly in a config schema to use it)")
+        elif track == PREFERENCE:
+            lines.append(_not_pairs(r))
         else:
             lines.append(f"{r.path}: looks like {r.kind} data (confidence {r.confidence:.2f})" + (f": {why}" if why else ""))
-    hint = "" if any(r.kind == "preference" for r in wrong) else "\nPass --force to process it anyway."
+    refused = PREFERENCE in (track, *(r.kind for r in wrong))  # no --force turns pairs into conversations or back
+    hint = "" if refused else "\nPass --force to process it anyway."
     raise RoutingError(f"refusing input(s) that do not belong to the {track} track:\n  " + "\n  ".join(lines) + hint)

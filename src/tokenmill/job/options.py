@@ -164,12 +164,18 @@ class CurationOptions(JobOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TokenOptions(JobOptions):
-    """What both token tracks add: the tokenizer, the shards, the validation split."""
+class TokenizerOptions(JobOptions):
+    """What every command that writes token shards adds: the tokenizer, the shards."""
 
     tokenizer: str | None = option(None, "hub name, directory, tokenizer.json, .tiktoken, .model, or 'default'", text,
                                    metavar="SPEC")
     shard_tokens: int | None = option(None, "maximum tokens per shard file", positive_int, metavar="N", parse=int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenOptions(TokenizerOptions):
+    """What both token tracks add: the validation split."""
+
     val_fraction: float | None = option(None, "send this share of the records (whole, by a seeded hash of their "
                                         "content) to DIR/val/", fraction, metavar="F", parse=float)
     val_count: int | None = option(None, "send exactly N records (those with the smallest content hashes) to DIR/val/ "
@@ -191,6 +197,12 @@ class SftJobOptions(TokenOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrefJobOptions(TokenizerOptions):
+    """``tokenmill pref`` (its own options, ``--max-length`` ...: :class:`tokenmill.pref.run.PrefOptions`); no
+    validation split yet (a pair must never be split between train and validation): split the records first."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CurateOptions(CurationOptions):
     """``tokenmill curate`` and ``tokenmill decontaminate``."""
 
@@ -201,7 +213,8 @@ class CurateOptions(CurationOptions):
                                         in_file=False)
 
 
-COMMAND_OPTIONS: dict[str, type] = {"pretrain": PretrainOptions, "sft": SftJobOptions, "curate": CurateOptions}
+COMMAND_OPTIONS: dict[str, type] = {"pretrain": PretrainOptions, "sft": SftJobOptions, "curate": CurateOptions,
+                                     "pref": PrefJobOptions}
 # keys of a pipeline file that are not options: what to read, where to write, which command, how to read it
 STRUCTURE = ("track", "inputs", "out", "schema", "steps", "engine", "sft")
 WHY_NOT = {  # why a command takes no such option, where a reason helps more than the field's absence
@@ -214,6 +227,12 @@ WHY_NOT = {  # why a command takes no such option, where a reason helps more tha
                              "(`tokenmill pretrain DIR/documents --val-count N`)",
     ("sft", "eos"): "the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill sft` ends turns as "
                     "the chat template says",
+    ("pref", "preset"): "the presets are web-text pipelines for documents; curate before `tokenmill pref`",
+    ("pref", "eos"): "the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill pref` ends turns as "
+                     "the chat template says (text pairs: the tokenizer's EOS, as TRL)",
+    ("pref", "val_fraction"): "`tokenmill pref` writes no validation split yet; split the input records first",
+    ("pref", "val_count"): "`tokenmill pref` writes no validation split yet; split the input records first",
+    ("pref", "val_seed"): "`tokenmill pref` writes no validation split yet; split the input records first",
     ("curate", "eos"): "the appended end-of-document token is `tokenmill pretrain`'s; `tokenmill curate` appends none",
 }
 

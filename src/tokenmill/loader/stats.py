@@ -36,6 +36,10 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
         "doc_tokens_mean": float(lengths.mean()) if lengths.size else 0.0,
         "doc_tokens_max": int(lengths.max()) if lengths.size else 0,
     }
+    if (shards.manifest or {}).get("track") == "pref":  # pairs: prompt, chosen, rejected documents each
+        from tokenmill.pref.audit import pair_stats
+
+        stats.update(track="pref", **pair_stats(shards))
     stats["by_length"] = length_table(lengths, _doc_sources(shards))
     if seq_len is not None:
         stats["packing"] = _packing(shards, lengths, seq_len, batch_size=batch_size)

@@ -83,7 +83,18 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
         **({"sft": _sft(manifest)} if _sft(manifest) else {}),  # an SFT run's examples
+        **({"preference": _preference(manifest)} if manifest.get("track") == "pref" else {}),
     }
+
+
+def _preference(manifest: dict) -> dict:
+    """A preference run's pairs: how many, the length bias and margins a DPO trainer should know of, what the
+    template's prompt split, truncation and the checks left out."""
+    report, counts = manifest.get("report") or {}, manifest.get("counts") or {}
+    return {key: report.get(key) for key in ("pairs", "unpaired", "length_bias", "margin", "prompt_not_prefix",
+                                             "truncated", "tokens")} | {
+        "chat_template": (manifest.get("config") or {}).get("chat_template"),
+        "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items()))}
 
 
 def _sft(manifest: dict) -> dict | None:
@@ -185,9 +196,10 @@ def _header(data: dict) -> dict:
 def render(data: dict) -> str:
     """``datacard.md`` from :func:`card_data`'s values."""
     header = {k: v for k, v in _header(data).items() if v is not None}
+    noun = "examples" if data.get("sft") else "pairs" if data.get("preference") else "documents"
     parts = ["---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n",
              f"# Data card: tokenmill {data['track']} output\n",
-             f"{data['documents']:,} {'examples' if data.get('sft') else 'documents'} kept of "
+             f"{data['documents']:,} {noun} kept of "
              f"{data['input_records']:,} input records "
              f"({data['rejected']:,} rejected as malformed)" + (f"; {data['tokens']:,} tokens." if data["tokens"] else "."),
              "\n## Sources\n", _table(["source", "records", "kept", "tokens", "licences (kept)"],
@@ -206,6 +218,7 @@ def render(data: dict) -> str:
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
              *_sft_text(data.get("sft")),
+             *_preference_text(data.get("preference")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
@@ -224,6 +237,26 @@ def _sft_text(sft: dict | None) -> list[str]:
              f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
              f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
     return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
+
+
+def _preference_text(pref: dict | None) -> list[str]:
+    if not pref:
+        return []
+    bias, margin = pref.get("length_bias") or {}, pref.get("margin") or {}
+    cut, tokens = pref.get("prompt_not_prefix") or {}, pref.get("tokens") or {}
+    longer = bias.get("chosen_longer_share")
+    lines = [f"Pairs: {pref.get('pairs') or 0:,}" + (f"; unpaired (KTO): {_pairs(pref['unpaired'])}" if pref.get("unpaired")
+                                                       else ""),
+             f"Chat template: `{pref.get('chat_template')}`",
+             "Length bias: " + ("no pairs" if longer is None else f"the chosen completion is longer in {longer:.1%} of "
+                                f"pairs; median chosen/rejected length ratio {bias.get('median_length_ratio')}"),
+             "Margins: " + (f"{margin['rated']:,} rated pairs, min {margin['min']:g}, median {margin['median']:g}, "
+                            f"max {margin['max']:g}" if margin.get("rated") else "no ratings"),
+             f"Prompt rendered differently alone (completion starts where they diverge): {cut.get('pairs') or 0:,} pairs",
+             f"Truncated: {pref.get('truncated') or 0:,} pairs (the prompt's end and the completions' starts kept)",
+             f"Tokens stored: {tokens.get('stored', 0):,}; the prompt stored once saves {tokens.get('saved_share', 0):.1%}",
+             f"Dropped: {_pairs(pref['dropped']) or 'none'}"]
+    return ["\n## Preference pairs\n", "\n".join(f"- {line}" for line in lines)]
 
 
 def _warnings(found: list[str]) -> list[str]:

@@ -67,6 +67,8 @@ def _shape_problems(track: str, mapping: Any) -> list[str]:
         return [f"expected a field mapping (a dict), got {type(mapping).__name__}"]
     if track == "pretrain":
         return _document_problems(mapping)
+    if track == "preference":
+        return _preference_problems(mapping)
     from tokenmill.route.spec import parse_schema
 
     problems = _unknown_keys(mapping, _conversation_keys())
@@ -92,6 +94,24 @@ def _document_problems(mapping: dict) -> list[str]:
     meta = mapping.get("meta")
     if meta is not None and not (isinstance(meta, list) and all(isinstance(m, str) for m in meta)):
         problems.append(f"'meta' must be a list of column names, got {meta!r}")
+    return problems
+
+
+PREFERENCE_KEYS = ("record", "style", "prompt", "chosen", "rejected", "messages", "label", "system", "tools", "id",
+                   "meta", "columns")
+
+
+def _preference_problems(mapping: dict) -> list[str]:
+    """A `tokenmill pref` mapping: ``chosen`` and ``rejected`` (``prompt`` optional), or KTO's ``style: kto`` with
+    ``prompt``/``chosen`` (the completion) or ``messages``, and ``label``."""
+    problems = _unknown_keys(mapping, PREFERENCE_KEYS)
+    kto = mapping.get("style") == "kto"
+    needed = ("label",) if kto else ("chosen", "rejected")
+    problems += [f"{k!r} must name a column (a string); a {'KTO' if kto else 'preference'} mapping needs "
+                 f"{' and '.join(needed)}" for k in needed if not isinstance(mapping.get(k), str)]
+    problems += [f"{k!r} must name a column (a string) or be null, got {mapping[k]!r}"
+                 for k in ("prompt", "messages", "system", "tools", "id") if mapping.get(k) is not None
+                 and not isinstance(mapping[k], str)]
     return problems
 
 

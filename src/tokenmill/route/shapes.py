@@ -1,6 +1,7 @@
 """Record shapes that look like SFT or documents by their field names but are neither.
 
-``kto``             ``{prompt, completion, label}`` with a boolean label: unpaired preference data (KTO);
+``kto``             ``{prompt, completion, label}`` or ``{messages, label}`` with a boolean label: unpaired
+                    preference data (KTO);
                     ``label: false`` completions are what the model must *not* say, so it is never SFT.
 ``pairwise``        ``{question, response_j, response_k}`` (Stack Exchange paired style): one response is
                     preferred over the other; preference data, not two SFT answers.
@@ -22,11 +23,16 @@ CLASSIFY_MAX_LABELS = 20
 
 
 def kto_schema(rows: list[dict[str, Any]], cols: dict[str, Column]) -> dict | None:
-    if "label" not in cols or "completion" not in cols or "prompt" not in cols:
+    """KTO's unpaired layout: ``prompt``/``completion`` or ``messages`` (the trailing assistant turns are the
+    completion) beside a boolean ``label``."""
+    if "label" not in cols or not ({"completion", "prompt"} <= set(cols) or "messages" in cols):
         return None
     labels = [r.get("label") for r in rows if "label" in r]
     if not labels or not all(isinstance(v, bool) for v in labels):
         return None
+    if "completion" not in cols or "prompt" not in cols:
+        return {"record": None, "style": "kto", "messages": "messages", "prompt": None, "chosen": "messages",
+                "rejected": None, "label": "label", "columns": list(cols)}
     return {"record": None, "style": "kto", "prompt": "prompt", "chosen": "completion", "rejected": "completion",
             "label": "label", "columns": list(cols)}
 

@@ -63,9 +63,15 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     result.update(_counts(shards))
     tok = _decoder(shards, tokenizer, result)
     try:
-        result.update(_mask_scan(shards, _stop_ids(shards, tok)))
+        pairs = (shards.manifest or {}).get("track") == "pref"  # pairs side by side, not documents
+        if pairs:
+            from tokenmill.pref.audit import pair_examples, prompt_documents
+        result.update(_mask_scan(shards, _stop_ids(shards, tok), untrained=prompt_documents(shards) if pairs else None))
         picks = _spread(len(shards), n)
-        result["examples"] = [_example(shards, i, tok, max_example_tokens) for i in picks]
+        if pairs:
+            result["pairs"] = pair_examples(shards, tok, n, max_example_tokens, _example)
+        else:
+            result["examples"] = [_example(shards, i, tok, max_example_tokens) for i in picks]
     except (OSError, ValueError, IndexError) as exc:  # corrupt offsets or records, already listed as problems
         result["problems"].append(f"could not read the documents: {type(exc).__name__}: {exc}")
     result["warnings"] += _mask_warnings(result)
@@ -171,8 +177,9 @@ def _stop_ids(shards: ShardSet, tok) -> np.ndarray | None:
     return np.array(sorted(i for i in ids if i is not None), dtype=np.int64)
 
 
-def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None) -> dict:
-    """Documents with tokens but no trained token, and documents with a trained span not ending in a stop id."""
+def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None, *, untrained: np.ndarray | None = None) -> dict:
+    """Documents with tokens but no trained token, and documents with a trained span not ending in a stop id;
+    ``untrained``: a flag per document that is untrained by design (a preference pair's prompt)."""
     if not shards.has_mask:
         return {"fully_masked": {"count": 0, "first": []}}
     fully, no_stop, stopped, base = [], [], 0, 0
@@ -183,6 +190,8 @@ def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None) -> dict:
             starts, ends = offsets[d0:d1] - lo, offsets[d0 + 1 : d1 + 1] - lo
             mask = np.asarray(shard.mask[lo:hi]).view(np.bool_)
             empty = _trained_per_doc(mask, starts, ends) == 0
+            if untrained is not None:
+                empty &= ~untrained[base + d0:base + d1]
             fully.append(base + d0 + np.flatnonzero(empty & (ends > starts)))
             if stop_ids is not None:
                 ids = np.asarray(shard.ids[lo:hi])
@@ -325,6 +334,12 @@ def render_audit(result: dict, *, color: bool = False) -> str:
         lines += ["", f"{shown}; {_legend(result['has_mask'], color)}", ""]
         for example in result["examples"]:
             lines += [_example_title(example), _example_text(example, result["has_mask"], color), ""]
+    if result.get("pairs"):
+        from tokenmill.pref.audit import render_pairs
+
+        lines += ["", f"pairs ({len(result['pairs'])}, spread evenly): prompt, then chosen | rejected; "
+                  f"{_legend(result['has_mask'], color)}", ""]
+        lines += render_pairs(result["pairs"], lambda example: _example_text(example, result["has_mask"], color))
     lines.append(f"FAILED: {_plural(len(result['problems']), 'problem')}" if result["problems"] else "OK: no problems found")
     return "\n".join(lines)
 

@@ -62,6 +62,10 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     out = local_out(out, "export")
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
+    if (ds.manifest or {}).get("track") == "pref":  # pairs: TRL's tokenized columns (pref/export.py)
+        from tokenmill.pref.export import check_export
+
+        check_export(to, seq_len)
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
@@ -275,15 +279,25 @@ def _write_arrow_stream(ds: ShardSet, path: Path, seq_len: int | None) -> tuple[
     n_seq = n_tok = 0
     writer = None
     with pa.OSFile(str(path), "wb") as sink:
-        for batch in iter_batches(ds, seq_len=seq_len):
-            table = _hf_batch(batch)
+        for table, tokens in _hf_tables(ds, seq_len):
             writer = writer or pa.ipc.new_stream(sink, table.schema)
             writer.write_batch(table)
-            n_seq, n_tok = n_seq + table.num_rows, n_tok + len(batch.ids)
+            n_seq, n_tok = n_seq + table.num_rows, n_tok + tokens
         if writer is None:
             raise ShardError(f"shards in {ds.directory} hold no sequences to export (seq_len={seq_len})")
         writer.close()
     return n_seq, n_tok
+
+
+def _hf_tables(ds: ShardSet, seq_len: int | None):
+    """(record batch, tokens in it) of the dataset's rows: sequences, or a pref output's pairs."""
+    if (ds.manifest or {}).get("track") == "pref":
+        from tokenmill.pref.export import pair_tables
+
+        yield from pair_tables(ds)
+        return
+    for batch in iter_batches(ds, seq_len=seq_len):
+        yield _hf_batch(batch), len(batch.ids)
 
 
 def _hf_batch(batch: Batch) -> pa.RecordBatch:

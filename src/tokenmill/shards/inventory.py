@@ -76,6 +76,8 @@ def _shard_counts(manifest: dict) -> dict:
     train = manifest.get("split", {}).get("train") if isinstance(manifest.get("split"), dict) else None
     if isinstance(train, dict):
         return {"kept": train.get("documents", 0), "tokens": train.get("tokens", 0)}
+    if isinstance(manifest.get("documents"), int):  # a run whose records are several documents (pref: 3 a pair)
+        return {**(manifest.get("counts") or {}), "kept": manifest["documents"]}
     return manifest.get("counts") or {}
 
 
