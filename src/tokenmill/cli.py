@@ -130,6 +130,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=3, help="examples to show (default 3)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--tokenizer", help="tokenizer to decode with (default: the one named in the shards)")
+    p.add_argument("--source", action="append", default=[], metavar="NAME",
+                   help="show documents of this source only: its path, file name or a glob ('*gsm8k*'); repeatable")
+    p.add_argument("--id", action="append", default=[], dest="ids", metavar="ID",
+                   help="show the document with this id; repeatable")
+    p.add_argument("--shape", metavar="SHAPE",
+                   help="show documents of this shape: untrained (no trained token), unstopped (a trained span "
+                        "not ending in a stop token), multi-turn (two trained spans or more), longest, shortest")
 
     p = sub.add_parser("stats", help="tokens, documents, supervised share and packing numbers of a shard directory")
     p.add_argument("directory", metavar="DIR")
@@ -407,8 +414,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from tokenmill.shards.audit import audit, render_audit
+    from tokenmill.shards.pick import Pick
 
-    result = audit(args.directory, n=args.n, tokenizer=args.tokenizer)
+    pick = Pick(tuple(args.source), tuple(args.ids), args.shape)
+    result = audit(args.directory, n=args.n, tokenizer=args.tokenizer, pick=pick)
     print(json.dumps(result, indent=2) if args.json else render_audit(result, color=sys.stdout.isatty()))
     return 0 if not result["problems"] else 1
 

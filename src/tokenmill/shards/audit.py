@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenmill.errors import ShardError, TokenmillError
+from tokenmill.errors import ConfigError, ShardError, TokenmillError
 from tokenmill.shards.inventory import val_directory
+from tokenmill.shards.pick import Pick, choose, sources_of
 from tokenmill.shards.reader import ShardSet, is_unfinished, open_shards, unfinished_message
 from tokenmill.shards.verify import verify_shards
 
@@ -34,8 +35,12 @@ _HEADER_KEYS = ("tokenizer", "tokenizer_fingerprint", "vocab_size", "bos_id", "e
                 "chat_template_hash", "dtype")  # fmt: skip
 
 
-def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_example_tokens: int = 2048) -> dict:
+def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_example_tokens: int = 2048,
+          pick: Pick | None = None) -> dict:
     """Problems, counts, mask warnings and ``n`` decoded examples of the shards in ``directory``.
+
+    ``pick``: show only documents of these sources, ids or mask shape (:mod:`tokenmill.shards.pick`); the
+    examples are then spread over the documents that match.
 
     ``tokenizer``: a spec for ``load_tokenizer`` (or None: the one named in the shard headers). A tokenizer
     that cannot be loaded is reported under ``decoder.error``; decoding is then skipped. Examples show at
@@ -66,8 +71,14 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
         pairs = (shards.manifest or {}).get("track") == "pref"  # pairs side by side, not documents
         if pairs:
             from tokenmill.pref.audit import pair_examples, prompt_documents
-        result.update(_mask_scan(shards, _stop_ids(shards, tok), untrained=prompt_documents(shards) if pairs else None))
+        if pick and pairs:
+            raise ConfigError("--source, --id and --shape pick documents; a preference output is audited by "
+                              "pair: leave them out")
+        stop_ids = _stop_ids(shards, tok)
+        result.update(_mask_scan(shards, stop_ids, untrained=prompt_documents(shards) if pairs else None))
         picks = _spread(len(shards), n)
+        if pick:
+            picks, result["picked"] = _picked(shards, pick, n, stop_ids)
         if pairs:
             result["pairs"] = pair_examples(shards, tok, n, max_example_tokens, _example)
         else:
@@ -78,6 +89,14 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     result["problems"] += _stop_problem(result)
     _audit_val(directory, result, tokenizer)
     return result
+
+
+def _picked(shards: ShardSet, pick: Pick, n: int, stop_ids: np.ndarray | None) -> tuple[list[int], dict]:
+    picks, matched = choose(shards, pick, n, stop_ids)
+    picked = {"by": pick.describe(), "matching": matched}
+    if not matched:
+        picked["sources"] = sources_of(shards)
+    return picks, picked
 
 
 def _audit_val(directory: str | os.PathLike, result: dict, tokenizer) -> None:
@@ -329,8 +348,11 @@ def render_audit(result: dict, *, color: bool = False) -> str:
     for title, items in (("problems", result["problems"]), ("warnings", result["warnings"])):
         if items:
             lines += [f"{title} ({len(items)}):", *(f"  - {p}" for p in items)]
+    if picked := result.get("picked"):
+        lines += _picked_lines(picked)
     if result["examples"]:
-        shown = f"examples ({len(result['examples'])} of {result['documents']:,}, spread evenly)"
+        pool = f"{picked['matching']:,} matching {picked['by']}" if picked else f"{result['documents']:,}"
+        shown = f"examples ({len(result['examples'])} of {pool}, spread evenly)"
         lines += ["", f"{shown}; {_legend(result['has_mask'], color)}", ""]
         for example in result["examples"]:
             lines += [_example_title(example), _example_text(example, result["has_mask"], color), ""]
@@ -342,6 +364,12 @@ def render_audit(result: dict, *, color: bool = False) -> str:
         lines += render_pairs(result["pairs"], lambda example: _example_text(example, result["has_mask"], color))
     lines.append(f"FAILED: {_plural(len(result['problems']), 'problem')}" if result["problems"] else "OK: no problems found")
     return "\n".join(lines)
+
+
+def _picked_lines(picked: dict) -> list[str]:
+    if picked["matching"]:
+        return []
+    return ["", f"no document matches {picked['by']}; sources here: {', '.join(picked['sources']) or 'none'}"]
 
 
 def _summary(result: dict) -> list[str]:
