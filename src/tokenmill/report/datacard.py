@@ -83,7 +83,17 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
         **({"sft": _sft(manifest)} if _sft(manifest) else {}),  # an SFT run's examples
+        **({"task_mix": _task_mix(manifest)} if _task_mix(manifest) else {}),  # `sft select`'s task labels
     }
+
+
+def _task_mix(manifest: dict) -> dict | None:
+    """``sft select``'s task mix (:mod:`tokenmill.sft.taskmix`): the scored and selected examples by label and
+    what ``--mix`` asked (None for other runs)."""
+    mix = (manifest.get("report") or {}).get("task_mix")
+    if not isinstance(mix, dict):
+        return None
+    return {k: mix.get(k) for k in ("rule", "threshold", "scored", "selected", "mix", "asked")}
 
 
 def _sft(manifest: dict) -> dict | None:
@@ -206,6 +216,7 @@ def render(data: dict) -> str:
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
              *_sft_text(data.get("sft")),
+             *_task_mix_text(data.get("task_mix")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
@@ -224,6 +235,18 @@ def _sft_text(sft: dict | None) -> list[str]:
              f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
              f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
     return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
+
+
+def _task_mix_text(mix: dict | None) -> list[str]:
+    if not mix:
+        return []
+    lines = [f"Selected: {_pairs(mix['selected'] or {}) or 'none'}", f"Scored: {_pairs(mix['scored'] or {}) or 'none'}"]
+    if mix.get("asked"):
+        lines.append(f"Asked (--mix {', '.join(f'{k}={v:g}' for k, v in mix['mix'].items())}): "
+                     f"{_pairs(mix['asked'])}")
+    head = (f"Prompts labelled `academic` (templated tasks: options lists, answer formats, shared templates) or `user` "
+            f"(natural requests) by `{mix['rule']}`, academic at score {mix['threshold']} or above.\n")
+    return ["\n## Task mix\n", head + "\n".join(f"- {line}" for line in lines)]
 
 
 def _warnings(found: list[str]) -> list[str]:
