@@ -109,3 +109,26 @@ def test_bad_mix_is_a_one_line_usage_error(tmp_path, capsys):
         first = err.splitlines()[0]
         assert first.startswith("usage error: --mix") and says in first and "Traceback" not in err
     assert not (tmp_path / "s").exists()
+
+
+def test_an_sft_run_over_a_selection_shows_its_task_mix_in_the_data_card(tmp_path):
+    from tokenmill.sft.run import run_sft
+
+    sel = tmp_path / "sel"
+    assert main(["sft", "select", str(_write(tmp_path)), "--out", str(sel), "--n", "4",
+                 "--mix", "academic=0.5,user=0.5"]) == 0
+    m = run_sft([str(sel / "selected.jsonl")], out=tmp_path / "shards", workers=1, verify=0, progress=False)
+    assert m["report"]["task_mix"] == {"academic": 2, "user": 2}
+    card = json.loads((tmp_path / "shards" / "datacard.json").read_text())
+    assert card["sft"]["task_mix"] == {"academic": 2, "user": 2}
+    assert "Task mix (labelled by `tokenmill sft select`): academic 2, user 2" in (
+        tmp_path / "shards" / "datacard.md").read_text()
+
+
+def test_a_data_sets_own_task_field_is_not_taken_for_a_label():
+    from tokenmill.sft.report import task_of
+
+    assert task_of(json.dumps({"meta": {"task": "qa"}})) == {}
+    assert task_of(json.dumps({"task": "summarise"})) == {}
+    assert task_of(json.dumps({"meta": {"selection_score": 1.0, "task": "user"}})) == {"task_mix": {"user": 1}}
+    assert task_of("not json") == {}

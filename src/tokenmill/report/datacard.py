@@ -110,7 +110,8 @@ def _sft(manifest: dict) -> dict | None:
             "supervised_share": report.get("supervised_share"),
             "stop_token_trained_share": report.get("stop_token_trained_share"),
             "truncated": report.get("truncated", 0), "supervised_tokens_lost": report.get("supervised_tokens_lost", 0),
-            "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items()))}
+            "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items())),
+            **({"task_mix": report["task_mix"]} if report.get("task_mix") else {})}  # a selection's labels
 
 
 def _sources(manifest: dict, t: Tally) -> list[dict]:
@@ -234,6 +235,8 @@ def _sft_text(sft: dict | None) -> list[str]:
              f"examples whose stop token is trained: {share(sft['stop_token_trained_share'])}",
              f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
              f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
+    if sft.get("task_mix"):
+        lines.append(f"Task mix (labelled by `tokenmill sft select`): {_pairs(dict(sorted(sft['task_mix'].items())))}")
     return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
 
 
