@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmill.sft.taskmix import ACADEMIC, USER, check_mix, label_prompts, parse_mix, prompt_cues, quotas
+from tokenmill.sft.taskmix import (
+    ACADEMIC,
+    PHRASES,
+    USER,
+    anchors,
+    check_mix,
+    label_prompts,
+    parse_mix,
+    prompt_cues,
+    quotas,
+)
 
 
 def one(text: str) -> tuple[str, float, list[str]]:
@@ -74,3 +84,22 @@ def test_a_mix_may_name_one_label_and_quotas_fill_n():
     assert check_mix({"academic": 0.25, "user": 0.75}) == {"academic": 0.25, "user": 0.75}
     assert quotas(10, {"academic": 1 / 3, "user": 2 / 3}) == {"academic": 3, "user": 7}
     assert sum(quotas(7, {"academic": 0.5, "user": 0.5}).values()) == 7
+
+
+def test_anchors_are_text_every_match_of_an_alternative_holds():
+    assert anchors(r"choose the (?:correct|best)|let'?s think|d[oa]s seguintes|wähle(?:n sie)? die x") == [
+        "choose the ", "s think", "s seguintes", " die x"]
+
+
+def test_the_anchor_gate_finds_what_the_phrases_alone_find():
+    import re
+
+    samples = ["Which of the following is true?", "Let's think step by step.", "Express your answer in cm.",
+               "Beantworten Sie die folgende Frage.", "Lesquelles des suivantes sont vraies ?",
+               "Elija la respuesta correcta.", "Qual das seguintes é verdadeira?", "Quale dei seguenti è vero?",
+               "Какой из следующих вариантов верен?", "下列哪个选项正确？", "次のうち正しいものはどれですか。",
+               "Tell me about your weekend", "Options: yes, no", "Vrai ou faux : le ciel est vert."]
+    for text in samples:
+        plain = [f"phrase:{lang}" for lang, p in PHRASES.items() if re.search(p, text.lower())]
+        assert [c for c in prompt_cues(text) if c.startswith("phrase:")] == plain, text
+    assert sum(bool(prompt_cues(t)) for t in samples) == len(samples) - 1
