@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from tokenmill.cli import main
+from tokenmill.errors import ConfigError
+from tokenmill.sft.report import task_of
+from tokenmill.sft.run import run_sft
+from tokenmill.sft.select import Selection
 
 ACADEMIC = [
     "Which planet is largest?\n(A) Mars (B) Jupiter (C) Venus (D) Earth\nAnswer:",
@@ -112,8 +117,6 @@ def test_bad_mix_is_a_one_line_usage_error(tmp_path, capsys):
 
 
 def test_an_sft_run_over_a_selection_shows_its_task_mix_in_the_data_card(tmp_path):
-    from tokenmill.sft.run import run_sft
-
     sel = tmp_path / "sel"
     assert main(["sft", "select", str(_write(tmp_path)), "--out", str(sel), "--n", "4",
                  "--mix", "academic=0.5,user=0.5"]) == 0
@@ -126,9 +129,15 @@ def test_an_sft_run_over_a_selection_shows_its_task_mix_in_the_data_card(tmp_pat
 
 
 def test_a_data_sets_own_task_field_is_not_taken_for_a_label():
-    from tokenmill.sft.report import task_of
-
     assert task_of(json.dumps({"meta": {"task": "qa"}})) == {}
     assert task_of(json.dumps({"task": "summarise"})) == {}
     assert task_of(json.dumps({"meta": {"selection_score": 1.0, "task": "user"}})) == {"task_mix": {"user": 1}}
     assert task_of("not json") == {}
+
+
+def test_a_bad_mix_from_python_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown label 'chat'"):
+        Selection(n=3, mix={"chat": 1.0})
+    with pytest.raises(ConfigError, match="sum to 1"):
+        Selection(n=3, mix={"academic": 0.2})
+    assert Selection(n=3, mix={"user": 1.0}).mix == {"user": 1.0}
