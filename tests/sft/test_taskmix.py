@@ -103,3 +103,9 @@ def test_the_anchor_gate_finds_what_the_phrases_alone_find():
         plain = [f"phrase:{lang}" for lang, p in PHRASES.items() if re.search(p, text.lower())]
         assert [c for c in prompt_cues(text) if c.startswith("phrase:")] == plain, text
     assert sum(bool(prompt_cues(t)) for t in samples) == len(samples) - 1
+
+
+def test_an_answer_slot_is_a_short_label_not_a_sentence_ending_in_a_colon():
+    assert "answer_slot" in prompt_cues("Is the review positive?\nThe food was cold.\nFinal answer:")
+    assert "answer_slot" in prompt_cues("这句话的情感是什么？\n我很开心。\n答案：")
+    assert "answer_slot" not in prompt_cues("My script crashes, please help me fix it.\nHere is my code:")

@@ -16,7 +16,7 @@ cue                 weight  fires when the prompt ...
 ``options``         0.85    lists lettered choices A, B, C in order: "(A) x (B) y (C) z", lines "A. x",
                             "a) x", full-width "Ａ．", "（A）"
 ``boxed``           0.85    asks for LaTeX ``\\boxed{}``
-``answer_slot``     0.7     ends with a short label and a colon for the answer to follow: "Answer:",
+``answer_slot``     0.7     ends with a label of one or two words and a colon for the answer: "Answer:",
                             "A:", "Réponse :", "答案：" (not a chat header such as "### Response:")
 ``template``        0.45    carries a frame (a prefix or suffix of six or more words) that many different
                             prompts of its source share (:mod:`tokenmill.sft.frames`), not a chat wrapper
@@ -150,7 +150,7 @@ _PERSONAL = re.compile(r"(?<!\w)(?:" + "|".join(PERSONAL.values()) + r")(?!\w)",
 
 _LETTER = r"[A-Ha-hＡ-Ｈ]"
 _OPTION_MARKS = re.compile(rf"[(（]({_LETTER})[)）]|(?:^|\n)[ \t]*({_LETTER})[.)．：:）][ \t]", re.M)
-_SLOT = re.compile(r"^[^\W\d_][\w'’ .-]{0,24}?\s?[:：]$")  # a short label ending the prompt: "Answer:", "答案："
+_SLOT = re.compile(r"^[^\W\d_][\w'’.-]{0,15}(?: [\w'’.-]{1,15})?\s?[:：]$")  # "Answer:", "Final answer:", "答案："
 _LATEX = re.compile(r"\$[^$\n]*(?:\\[a-zA-Z]+|[\^_=])[^$\n]*\$|\\\(|\\\[|\\(?:frac|sqrt|cdot|times|le|ge|pi)\b")
 _CLOZE = re.compile(r"_{3,}")
 _FIELD = re.compile(r"^[ \t]*[^\W\d_][\w'’-]*(?: [\w'’-]+)?[ \t]?[:：][ \t]*\S", re.M)
