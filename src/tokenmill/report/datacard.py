@@ -84,6 +84,7 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
         "tokenmill": manifest.get("tokenmill"),
         **({"sft": _sft(manifest)} if _sft(manifest) else {}),  # an SFT run's examples
         **({"preference": _preference(manifest)} if manifest.get("track") == "pref" else {}),
+        **({"task_mix": _task_mix(manifest)} if _task_mix(manifest) else {}),  # `sft select`'s task labels
     }
 
 
@@ -95,6 +96,15 @@ def _preference(manifest: dict) -> dict:
                                              "truncated", "tokens")} | {
         "chat_template": (manifest.get("config") or {}).get("chat_template"),
         "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items()))}
+
+
+def _task_mix(manifest: dict) -> dict | None:
+    """``sft select``'s task mix (:mod:`tokenmill.sft.taskmix`): the scored and selected examples by label and
+    what ``--mix`` asked (None for other runs)."""
+    mix = (manifest.get("report") or {}).get("task_mix")
+    if not isinstance(mix, dict):
+        return None
+    return {k: mix.get(k) for k in ("rule", "threshold", "scored", "selected", "mix", "asked")}
 
 
 def _sft(manifest: dict) -> dict | None:
@@ -111,7 +121,8 @@ def _sft(manifest: dict) -> dict | None:
             "supervised_share": report.get("supervised_share"),
             "stop_token_trained_share": report.get("stop_token_trained_share"),
             "truncated": report.get("truncated", 0), "supervised_tokens_lost": report.get("supervised_tokens_lost", 0),
-            "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items()))}
+            "dropped": dict(sorted({**(counts.get("filtered") or {}), **(counts.get("rejected") or {})}.items())),
+            **({"task_mix": report["task_mix"]} if report.get("task_mix") else {})}  # a selection's labels
 
 
 def _sources(manifest: dict, t: Tally) -> list[dict]:
@@ -219,6 +230,7 @@ def render(data: dict) -> str:
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
              *_sft_text(data.get("sft")),
              *_preference_text(data.get("preference")),
+             *_task_mix_text(data.get("task_mix")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
@@ -236,6 +248,8 @@ def _sft_text(sft: dict | None) -> list[str]:
              f"examples whose stop token is trained: {share(sft['stop_token_trained_share'])}",
              f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
              f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
+    if sft.get("task_mix"):
+        lines.append(f"Task mix (labelled by `tokenmill sft select`): {_pairs(dict(sorted(sft['task_mix'].items())))}")
     return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
 
 
@@ -257,6 +271,18 @@ def _preference_text(pref: dict | None) -> list[str]:
              f"Tokens stored: {tokens.get('stored', 0):,}; the prompt stored once saves {tokens.get('saved_share', 0):.1%}",
              f"Dropped: {_pairs(pref['dropped']) or 'none'}"]
     return ["\n## Preference pairs\n", "\n".join(f"- {line}" for line in lines)]
+
+
+def _task_mix_text(mix: dict | None) -> list[str]:
+    if not mix:
+        return []
+    lines = [f"Selected: {_pairs(mix['selected'] or {}) or 'none'}", f"Scored: {_pairs(mix['scored'] or {}) or 'none'}"]
+    if mix.get("asked"):
+        lines.append(f"Asked (--mix {', '.join(f'{k}={v:g}' for k, v in mix['mix'].items())}): "
+                     f"{_pairs(mix['asked'])}")
+    head = (f"Prompts labelled `academic` (templated tasks: options lists, answer formats, shared templates) or `user` "
+            f"(natural requests) by `{mix['rule']}`, academic at score {mix['threshold']} or above.\n")
+    return ["\n## Task mix\n", head + "\n".join(f"- {line}" for line in lines)]
 
 
 def _warnings(found: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ the length histogram.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tokenmill.sft.lacks import lacks_sentence
@@ -84,6 +85,18 @@ def example_report(stats: dict[str, Any]) -> dict[str, Any]:
         "supervised_tokens_lost": stats.get("supervised_tokens_lost", 0),
         "length_histogram": {length_bin(stats["tokens"]): 1},
     }
+
+
+def task_of(meta: str) -> dict[str, Any]:
+    """The task label ``tokenmill sft select`` wrote into an example's ``meta`` (its ``meta.task`` beside
+    ``meta.selection_score``: a data set's own ``task`` field is not one), as a count of the report's
+    ``task_mix``; nothing when the meta holds none."""
+    try:
+        selected = json.loads(meta).get("meta") or {}
+        task = selected.get("task") if "selection_score" in selected else None
+    except (ValueError, AttributeError):
+        return {}
+    return {"task_mix": {task: 1}} if isinstance(task, str) else {}
 
 
 def summarize(reports: list[dict]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.oracle import reference
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
-from tokenmill.sft.report import add_into, example_report, summarize
+from tokenmill.sft.report import add_into, example_report, summarize, task_of
 from tokenmill.sft.steps import filter_conversations
 from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, load_template, parse_date
 from tokenmill.sft.truncate import fit_conversations
@@ -146,6 +146,8 @@ class SftTask:
                 stats.tokens += len(rendered.ids)
                 out.count(writer, 1, len(rendered.ids))
                 add_into(report, example_report(rendered.stats))
+                if conv.get("meta") and '"task"' in conv["meta"]:  # labelled by `sft select`: the card's mix
+                    add_into(report, task_of(conv["meta"]))
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
         report["parity"]["shapes_present"] = plan.present

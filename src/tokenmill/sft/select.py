@@ -10,13 +10,18 @@ prompts (LIMA-style: few, good, diverse).
    without the template many prompts of their source share (:mod:`tokenmill.sft.frames`), examples sharing a
    band bucket joined by union-find. Held in memory: selection sets are small
    (thousands to a few million examples, 8 bytes x ``hashes`` each).
-5. Walk the examples by score (highest first; ties by input order) and keep one unless its cluster already
-   has ``per_cluster`` kept, until ``n`` are kept.
+5. Label every prompt an academic/templated task or a user request (:mod:`tokenmill.sft.taskmix`: a score and
+   the cues that fired).
+6. Walk the examples by score (highest first; ties by input order) and keep one unless its cluster already
+   has ``per_cluster`` kept, until ``n`` are kept. With ``mix`` (``--mix academic=0.3,user=0.7``) each label
+   has its quota of the ``n`` and keeps no more; a label short of its quota is not made up from the others
+   (the mix holds) and the manifest's ``warning`` gives the counts.
 
 Outputs: ``DIR/selected.jsonl`` (OpenAI ``messages`` records with ``tools`` and ``meta``, which ``tokenmill
 sft`` reads directly), ``DIR/selection.parquet`` (one row per input example, in input order: ``id``,
-``source``, ``loc``, ``score``, ``cluster``, ``cluster_size``, ``selected``, ``reason``; an example that
-never reached scoring has null score and cluster and its reason: ``rejected:<reason>`` for a record that
+``source``, ``loc``, ``score``, ``cluster``, ``cluster_size``, ``selected``, ``reason``, ``task.label``,
+``task.score``, ``task.cues``; an example that never reached scoring has null score, cluster and task and its
+reason: ``rejected:<reason>`` for a record that
 could not be read or normalised, ``<rule>:<reason>`` for one the quality rules dropped) and
 ``DIR/manifest.json`` with the report: what was kept and why the rest was not.
 """
@@ -37,7 +42,7 @@ import pyarrow.parquet as pq
 
 from tokenmill.curate import ngrams
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.errors import ConfigError
+from tokenmill.errors import ConfigError, UsageError
 from tokenmill.io import read_unit
 from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
@@ -48,6 +53,7 @@ from tokenmill.selection import take_records
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
+from tokenmill.sft.taskmix import LABELS, RULE, THRESHOLD, TaskLabels, check_mix, label_prompts, mix_shortfall, parse_mix, quotas
 from tokenmill.track import staged_files
 
 _MERSENNE = np.uint64((1 << 61) - 1)
@@ -62,9 +68,15 @@ class Selection:
     hashes: int = 32
     bands: int = 8
     seed: int = 0
+    mix: dict[str, float] | None = None  # each task label's share of n (tokenmill.sft.taskmix)
 
     def __post_init__(self) -> None:
         problems = []
+        if self.mix is not None:
+            try:
+                check_mix(self.mix)
+            except ValueError as exc:
+                problems.append(f"mix {self.mix}: {exc}")
         if self.n < 1:
             problems.append(f"--n {self.n}: expected at least 1")
         if self.per_cluster < 1:
@@ -83,10 +95,11 @@ def turns(conv: dict, role: str) -> str:
     return "\n".join(m.get("content") or "" for m in conv["messages"] if m["role"] == role)
 
 
-def prompts(convs: list[dict], sources: list[str]) -> list[str]:
+def prompts(users: list[str], sources: list[str]) -> list[str]:
     """The user turns clustering reads: without the template most prompts of their source share (sft/frames.py),
-    so that prompts wrapped in one long template are clustered on what differs between them."""
-    return without_frames([turns(c, "user") for c in convs], sources)
+    so that prompts wrapped in one long template are clustered on what differs between them (and the task
+    labels read which prompts carry one)."""
+    return without_frames(users, sources)
 
 
 def minhash(texts: list[str], *, hashes: int, seed: int) -> np.ndarray:
@@ -146,21 +159,28 @@ def scores(convs: list[dict], how: Selection) -> np.ndarray:
     return np.log1p(np.diff(ngrams.words(responses).offsets).astype(np.float64))
 
 
-def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int) -> tuple[np.ndarray, np.ndarray]:
-    """(selected flags, reason per example) walking ``order``: cluster caps first, then the count."""
+def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int, labels: list[str] | None = None,
+           quota: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(selected flags, reason per example) walking ``order``: the count, then the label's quota (``quota``:
+    examples per label of ``labels``, when a mix is asked), then the cluster cap."""
     selected = np.zeros(len(cluster), dtype=bool)
     reason = np.full(len(cluster), None, dtype=object)
     taken: dict[int, int] = {}
+    per_label: dict[str, int] = {}
     kept = 0
     for i in order:
         c = int(cluster[i])
+        label = labels[i] if quota else ""
         if kept >= n:
             reason[i] = "not_selected:below_top_n"
+        elif quota and per_label.get(label, 0) >= quota.get(label, 0):
+            reason[i] = "not_selected:mix_quota_full"
         elif taken.get(c, 0) >= per_cluster:
             reason[i] = "not_selected:cluster_full"
         else:
             selected[i] = True
             taken[c] = taken.get(c, 0) + 1
+            per_label[label] = per_label.get(label, 0) + 1
             kept += 1
     return selected, reason
 
@@ -217,9 +237,9 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
 
     def report(run: Run, results: Results, manifest: dict) -> dict:
         section = {**results[PICK_STAGE][0].data["report"], "settings": how.__dict__}
-        short = shortfall(how, counts(run, results))
-        if short:  # a selection of fewer than --n never passes unsaid
-            section["warning"] = short
+        short = [shortfall(how, counts(run, results)), mix_shortfall(section["task_mix"])]
+        if any(short):  # a selection of fewer than --n (or short of its mix) never passes unsaid
+            section["warning"] = "; ".join(w for w in short if w)
         return {"report": section, "outputs": [SELECTED, LEDGER_FILE]}
 
     return Job("sft select", "sft", stages, report, configure=configure, counts=counts)
@@ -300,32 +320,51 @@ class PickTask:
         where = list(zip(scored.column("source").to_pylist(), scored.column("loc").to_pylist()))
         s = np.asarray(scored.column("score").to_numpy(zero_copy_only=False), dtype=np.float64)
         how = self.how
-        cl = clusters(minhash(prompts(pool, [w[0] for w in where]), hashes=how.hashes, seed=how.seed),
+        users, sources = [turns(c, "user") for c in pool], [w[0] for w in where]
+        cores = prompts(users, sources)
+        task = label_prompts(users, sources, cores=cores)
+        cl = clusters(minhash(cores, hashes=how.hashes, seed=how.seed),
                       bands=how.bands) if pool else np.zeros(0, dtype=np.int64)
         order = np.lexsort((np.arange(len(pool)), -s))
-        selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster)
+        quota = quotas(how.n, how.mix) if how.mix else None
+        selected, reason = greedy(order, cl, n=how.n, per_cluster=how.per_cluster, labels=task.labels, quota=quota)
         stats = Stats()
         for r in reason[~selected]:
             stats.filter(r)
         stats.kept = int(selected.sum())
-        _write(staging, pool, where, s, cl, selected)
+        _write(staging, pool, where, s, cl, selected, task)
         dropped = table.filter(pa.compute.invert(pa.compute.is_null(table.column("reason"))))
         dropped_rows = list(zip(dropped.column("id").to_pylist(), dropped.column("source").to_pylist(),
                                 dropped.column("loc").to_pylist(), dropped.column("reason").to_pylist()))
-        _write_ledger(staging, pool, where, s, cl, selected, reason, dropped_rows)
+        _write_ledger(staging, pool, where, s, cl, selected, reason, dropped_rows, task)
         sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
         report = {"scored": len(pool), "clusters": int(len(np.unique(cl))) if len(cl) else 0,
                   "largest_cluster": int(sizes.max()) if len(sizes) else 0,
                   "score": {"all_mean": _mean(s), "selected_mean": _mean(s[selected]),
-                            "selected_min": float(s[selected].min()) if selected.any() else None}}
+                            "selected_min": float(s[selected].min()) if selected.any() else None},
+                  "task_mix": task_mix_report(task, selected, reason, how.mix, quota)}
         return UnitResult(stats=stats, outputs=[SELECTED, LEDGER_FILE], data={"report": report})
+
+
+def task_mix_report(task: TaskLabels, selected: np.ndarray, reason: np.ndarray, mix: dict | None,
+                    quota: dict | None) -> dict:
+    """The mix of the scored and of the selected examples by task label, what ``--mix`` asked (its shares and
+    each label's quota) and, per label, how many the prompt-cluster limit left out."""
+    def per_label(rows) -> dict[str, int]:
+        return {label: sum(task.labels[i] == label for i in rows) for label in LABELS}
+
+    return {"rule": RULE, "threshold": THRESHOLD, "scored": task.counts(),
+            "selected": per_label(np.nonzero(selected)[0]),
+            "cluster_full": per_label(np.nonzero(reason == "not_selected:cluster_full")[0]),
+            "mix": mix, "asked": quota,
+            "mix_flag": ",".join(f"{k}={v:g}" for k, v in mix.items()) if mix else None}
 
 
 def _mean(x: np.ndarray) -> float | None:
     return round(float(x.mean()), 4) if len(x) else None
 
 
-def _write(out: Path, pool, where, s, cl, selected) -> None:
+def _write(out: Path, pool, where, s, cl, selected, task: TaskLabels) -> None:
     with open(out / SELECTED, "w", encoding="utf-8") as fh:
         for i in np.nonzero(selected)[0]:
             c = pool[i]
@@ -333,20 +372,23 @@ def _write(out: Path, pool, where, s, cl, selected) -> None:
             if c.get("tools"):
                 rec["tools"] = json.loads(c["tools"])
             rec["meta"] = {"selection_score": round(float(s[i]), 6), "cluster": int(cl[i]),
-                           "source": where[i][0], "loc": where[i][1]}
+                           "source": where[i][0], "loc": where[i][1], "task": task.labels[i],
+                           "task_score": float(task.scores[i])}
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
 LEDGER = pa.schema([("id", pa.string()), ("source", pa.string()), ("loc", pa.int64()), ("score", pa.float64()),
                     ("cluster", pa.int64()), ("cluster_size", pa.int64()), ("selected", pa.bool_()),
-                    ("reason", pa.string())])
+                    ("reason", pa.string()), ("task.label", pa.string()), ("task.score", pa.float64()),
+                    ("task.cues", pa.list_(pa.string()))])
 
 
-def _write_ledger(out: Path, pool, where, s, cl, selected, reason, dropped: list[tuple]) -> None:
+def _write_ledger(out: Path, pool, where, s, cl, selected, reason, dropped: list[tuple], task: TaskLabels) -> None:
     """``selection.parquet``: every input example once, in input order (source, then line or row)."""
     sizes = np.bincount(cl) if len(cl) else np.zeros(0, dtype=np.int64)
     rows = [{"id": c["id"], "source": w[0], "loc": w[1], "score": float(s[i]), "cluster": int(cl[i]),
-             "cluster_size": int(sizes[cl[i]]), "selected": bool(selected[i]), "reason": reason[i]}
+             "cluster_size": int(sizes[cl[i]]), "selected": bool(selected[i]), "reason": reason[i],
+             "task.label": task.labels[i], "task.score": float(task.scores[i]), "task.cues": task.cues[i]}
             for i, (c, w) in enumerate(zip(pool, where))]
     rows += [{"id": rec_id, "source": src, "loc": loc, "score": None, "cluster": None, "cluster_size": None,
               "selected": False, "reason": why} for rec_id, src, loc, why in dropped]
@@ -373,7 +415,8 @@ def cmd_select(args: Any) -> int:
     from tokenmill.curate.sft_quality import SftQuality
     from tokenmill.job.options import flag_values
 
-    how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model)
+    how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model,
+                    mix=_mix_flag(args.mix))
     options = JobOptions.from_settings(flag_values(args, JobOptions))
     m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
                options=options)
@@ -388,7 +431,15 @@ def cmd_select(args: Any) -> int:
     print(m["identity"])
     if r.get("warning"):
         print(f"warning: {r['warning']}", file=sys.stderr)
-    if r.get("warning"):
-        print(f"warning: {r['warning']}", file=sys.stderr)
     print(f"selected: {Path(args.out) / 'selected.jsonl'}\nmanifest: {Path(args.out) / 'manifest.json'}")
     return 0
+
+
+def _mix_flag(value: str | None) -> dict[str, float] | None:
+    """``--mix``'s value parsed; a bad one is a one-line usage error naming what to change."""
+    if value is None:
+        return None
+    try:
+        return parse_mix(value)
+    except ValueError as exc:
+        raise UsageError(f"--mix {value!r}: {exc}") from None

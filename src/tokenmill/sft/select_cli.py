@@ -18,5 +18,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--score", default="length", choices=["length", "quality"],
                    help="length (assistant words, log-scaled) or quality (classifier probability; needs --model)")
     p.add_argument("--model", help="quality model for --score quality")
+    p.add_argument("--mix", metavar="LABEL=SHARE,...",
+                   help="draw each task label's share of --n by score, e.g. academic=0.3,user=0.7 (labels: academic "
+                        "for templated tasks, user for natural requests; shares sum to 1)")
     p.add_argument("--check-language", action="store_true", help="also drop prompt/response language mismatches")
     add_flags(p, JobOptions, skip=("text_mode",), other="pretraining track")
