@@ -12,6 +12,7 @@ from tokenmill import __version__
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import ConfigError, TokenmillError, UsageError
 from tokenmill.job.early import start_fork_server
+from tokenmill.job.invocation import invoked
 from tokenmill.job.options import (
     COMMAND_OPTIONS,
     CurateOptions,
@@ -496,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
             _start_early(args.command, args)
         if command_line:  # after the fork server's start: importing pyarrow here takes 0.15 s
             skip_pandas_probe(command=True)  # pyarrow's pandas probe is not needed: no user code runs here
-        code = COMMANDS[args.command](args)
+        with invoked(getattr(args, "config", None)):  # the runs record the pipeline file and its digest
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except UsageError as exc:

@@ -5,7 +5,8 @@ Written at the end of every ``tokenmill curate`` and ``tokenmill pretrain`` run,
 ``language``, ``size_categories``, ``source_datasets``, ``pretty_name``, ``tags``), so the directory can be
 published as it is; then the sources with their licences and counts, the languages, the funnel, the dedup
 rates, decontamination per benchmark, the opt-outs honoured (by crawler), tokens per source, the tokenizer
-and its fingerprint, the command and the pipeline.
+and its fingerprint, the command, the pipeline file (``--config``) with the sha256 of what the run read, and
+the pipeline.
 
 **Every number comes from the run's own records**, read by :mod:`tokenmill.report.card_ledger`:
 ``manifest.json`` (counts, funnel, sources, tokenizer, config) and, for what the manifest does not break
@@ -79,6 +80,7 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
                      "tdm_reserved_by_source": dict(sorted(t.removed["tdm"].items()))},
         "tokenizer": _tokenizer(manifest.get("tokenizer")),
         "command": _command(out, manifest),
+        **_pipeline_file(manifest.get("pipeline_file")),  # only when the run had one: cards without one unchanged
         "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
@@ -122,6 +124,13 @@ def _tokenizer(info: Any) -> dict | None:
     if not isinstance(info, dict):
         return None
     return {k: info.get(k) for k in ("name", "fingerprint", "vocab_size", "backend", "eos_id", "bos_id")}
+
+
+def _pipeline_file(recorded: Any) -> dict:
+    """``{"pipeline_file": {path, sha256}}`` when the manifest records the run's pipeline file, else nothing."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
+        return {}
+    return {"pipeline_file": {"path": str(recorded.get("path")), "sha256": recorded["sha256"]}}
 
 
 def _command(out: Path, manifest: dict) -> str | None:
@@ -208,9 +217,14 @@ def render(data: dict) -> str:
              *_sft_text(data.get("sft")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
-             + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
+             + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)")
+             + _pipeline_text(data.get("pipeline_file")),
              "\nPipeline:\n\n```yaml\n" + yaml.safe_dump(data["pipeline"], sort_keys=False, allow_unicode=True) + "```\n"]
     return "\n".join(parts)
+
+
+def _pipeline_text(recorded: dict | None) -> str:
+    return f"\n\nPipeline file: `{recorded['path']}` (sha256 `{recorded['sha256']}`)" if recorded else ""
 
 
 def _sft_text(sft: dict | None) -> list[str]:
