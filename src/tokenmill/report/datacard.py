@@ -298,6 +298,11 @@ def write_datacard(out: str | Path, manifest: dict, data: dict | None = None) ->
 
 def rebuild(directory: str | Path) -> Path:
     """``tokenmill card DIR``: the card again, from ``DIR/manifest.json`` and its ledger."""
+    return write_datacard(directory, read_manifest(directory))
+
+
+def read_manifest(directory: str | Path) -> dict:
+    """``DIR/manifest.json``, checked; ``InputError`` naming the file when it is missing or not a manifest."""
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise InputError(f"{directory}: no manifest.json; give the output directory of a tokenmill curate or "
@@ -307,4 +312,4 @@ def rebuild(directory: str | Path) -> Path:
     except ValueError as exc:
         raise InputError(f"{path}: not a JSON manifest ({exc})") from None
     check_manifest(manifest, path)
-    return write_datacard(directory, manifest)
+    return manifest
