@@ -161,3 +161,31 @@ def test_quality_train_limit_reads_the_first_records_of_every_input(tmp_path, ca
                  "--limit", "12"]) == 0, capsys.readouterr().err
     sources = json.loads(Path(f"{model}.card.json").read_text())["data"]
     assert (sources["positive_documents"], sources["negative_documents"], sources["limit"]) == (12, 12, 12)
+
+
+# a real `tokenmill quality train` killed with SIGKILL once the model is saved, as its digest is taken for the card
+KILLED_TRAIN = """
+import hashlib, os, signal, sys, types
+import tokenmill.curate.quality as quality
+def killed(data):
+    os.kill(os.getpid(), signal.SIGKILL)
+quality.hashlib = types.SimpleNamespace(sha256=killed, blake2b=hashlib.blake2b)
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_quality_train_killed_after_saving_its_model_then_run_again_writes_the_same_bytes(tmp_path):
+    """The model was saved at --out before its card: killed between the two, the model had no card and every
+    later run refused it as a file tokenmill did not write, --overwrite included."""
+    pytest.importorskip("fasttext")
+    argv = [*_argv("quality train", tmp_path), "--param", "quantize=0"]  # the full model: quicker, same path
+    argv = [*argv[:-4], *argv[-2:], *argv[-4:-2]]  # --out last
+    killed = subprocess.run([sys.executable, "-c", KILLED_TRAIN, *argv], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "target").exists()
+    again = hk.cli(*argv, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert main([*argv[:-1], str(tmp_path / "clean")]) == 0
+    assert (tmp_path / "target").read_bytes() == (tmp_path / "clean").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("target")) == ["target", "target.card.json"]
