@@ -170,6 +170,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.report import card_cli
 
     card_cli.add_parser(sub)
+    add_job_flags(sub.choices["card"], "card", "dry_run")
     return parser
 
 

@@ -189,3 +189,29 @@ def test_quality_train_killed_after_saving_its_model_then_run_again_writes_the_s
     assert main([*argv[:-1], str(tmp_path / "clean")]) == 0
     assert (tmp_path / "target").read_bytes() == (tmp_path / "clean").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("target")) == ["target", "target.card.json"]
+
+
+ENVELOPE = {"tokenmill", "track", "inputs", "config", "counts", "identity", "run", "rejects_file", "skipped_inputs"}
+
+
+def test_an_hf_export_writes_the_envelope_and_the_exported_runs_data_card(tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    from huggingface_hub import DatasetCard
+
+    argv = _argv("export hf", tmp_path)
+    assert main([*argv, "--seq-len", "8"]) == 0, capsys.readouterr().err
+    target, shards = tmp_path / "target", tmp_path / "shards"
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert ENVELOPE <= set(manifest) and manifest["track"] == "export"
+    assert manifest["counts"] == json.loads((shards / "manifest.json").read_text())["counts"]  # nothing dropped
+    card = json.loads((target / "datacard.json").read_text())
+    source_card = json.loads((shards / "datacard.json").read_text())
+    assert {k: v for k, v in card.items() if k != "export"} == source_card  # the exported run's card
+    assert card["export"]["sequences"] == len(datasets.load_from_disk(str(target)))
+    assert DatasetCard.load(target / "datacard.md").data.tags == ["tokenmill", "pretrain"]
+    assert "## Export" in (target / "datacard.md").read_text()
+    before = (target / "datacard.md").read_bytes()
+    (target / "datacard.md").unlink()
+    (target / "datacard.json").unlink()
+    assert main(["card", str(target)]) == 0
+    assert (target / "datacard.md").read_bytes() == before  # rebuilt from the same records

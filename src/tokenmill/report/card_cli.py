@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tokenmill.job.options import add_job_flags
-
 
 def add_parser(sub: Any) -> None:
+    """The ``card`` parser (its job flags are added by the command line: the report package sits below the job
+    driver's)."""
     p = sub.add_parser("card", help="rebuild a run's data card (datacard.md, a Hugging Face dataset card, and "
                                     "datacard.json) from its manifest and ledger")
     p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run")
-    add_job_flags(p, "card", "dry_run")
 
 
 def cmd_card(args: argparse.Namespace) -> int:

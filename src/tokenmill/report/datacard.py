@@ -88,6 +88,26 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
     }
 
 
+def card_for(out: str | Path, manifest: dict) -> dict[str, Any]:
+    """The card of the output ``out``: :func:`card_data`, except for an export (``tokenmill export --to hf``),
+    whose data is the exported run's: that run's card (its manifest and ledger, while they are there), with the
+    export's section."""
+    source = manifest.get("source") if manifest.get("track") == "export" else None
+    if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+        return card_data(out, manifest)
+    exported = readable_manifest(Path(source["path"]))
+    data = card_data(source["path"], exported) if exported is not None else card_data(out, manifest)
+    return {**data, "export": manifest.get("export")}
+
+
+def readable_manifest(directory: Path) -> dict | None:
+    """``DIR/manifest.json`` when it is a run's manifest the card can read, else None."""
+    try:
+        return read_manifest(directory)
+    except InputError:
+        return None
+
+
 def _sft(manifest: dict) -> dict | None:
     """An SFT run's examples: the schemas its inputs were read as, the chat template and its hash, the share of
     tokens trained, the stop token trained, what truncation cut and what was dropped (None for other runs)."""
@@ -214,7 +234,7 @@ def render(data: dict) -> str:
                                              for d in data["dedup"]]) or "No dedup step ran.",
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
-             *_sft_text(data.get("sft")),
+             *_sft_text(data.get("sft")), *_export_text(data.get("export")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
              + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)")
@@ -238,6 +258,15 @@ def _sft_text(sft: dict | None) -> list[str]:
              f"Truncated: {sft['truncated']:,} examples ({sft['supervised_tokens_lost']:,} supervised tokens lost)",
              f"Dropped: {_pairs(sft['dropped']) or 'none'}"]
     return ["\n## SFT examples\n", "\n".join(f"- {line}" for line in lines)]
+
+
+def _export_text(export: dict | None) -> list[str]:
+    if not export:
+        return []
+    shape = f"windows of {export['seq_len']:,} tokens" if export.get("seq_len") else "one sequence per document"
+    return ["\n## Export\n", f"Exported as a Hugging Face `datasets` folder: {export['sequences']:,} sequences "
+            f"({shape}), {export['tokens']:,} tokens" + (", with labels (-100 where no loss is taken)"
+                                                         if export.get("labels") else "") + "."]
 
 
 def _warnings(found: list[str]) -> list[str]:
@@ -298,7 +327,8 @@ def write_datacard(out: str | Path, manifest: dict, data: dict | None = None) ->
 
 def rebuild(directory: str | Path) -> Path:
     """``tokenmill card DIR``: the card again, from ``DIR/manifest.json`` and its ledger."""
-    return write_datacard(directory, read_manifest(directory))
+    manifest = read_manifest(directory)
+    return write_datacard(directory, manifest, card_for(directory, manifest))
 
 
 def read_manifest(directory: str | Path) -> dict:

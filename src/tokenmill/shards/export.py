@@ -13,6 +13,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_
 from tokenmill.errors import ConfigError, ShardError
 from tokenmill.job.driver import local_out
 from tokenmill.shards.checked import verify_checksums
+from tokenmill.shards.export_record import write_record
 from tokenmill.shards.reader import ShardSet, open_shards
 
 BATCH_TOKENS = 1 << 24
@@ -57,6 +59,7 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     Every file is written under a temporary name and renamed once whole, so a run killed midway leaves no
     target file: the same command again writes the same bytes.
     """
+    started = time.monotonic()
     writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
     if to not in writers:
         raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
@@ -79,6 +82,7 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         with hold_output(out, overwrite=overwrite, workflow="export"):
             check_target(to, out, overwrite=overwrite)  # again under the lock: what a run just finished left
             summary = _to_hf(ds, out, seq_len)
+            write_record(out, ds, Path(directory), summary, seq_len=seq_len, started=started)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         with hold_path(out):
