@@ -123,7 +123,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
-    p.add_argument("--out", required=True, help="output path (prefix for megatron)")
+    p.add_argument("--out", required=True, help="output path (prefix for megatron), or s3://bucket/path (written "
+                   "locally, then uploaded; credentials and endpoint from the environment, as s3fs reads them)")
     p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
     add_job_flags(p, "export", "overwrite", "dry_run")
 

@@ -8,6 +8,7 @@ token stream (documents already end in EOS) is cut into fixed windows by ``token
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -23,10 +24,11 @@ import pyarrow as pa
 
 from tokenmill._extras import require
 from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, written_by
+from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError, ShardError
-from tokenmill.job.driver import local_out
 from tokenmill.shards.checked import verify_checksums
 from tokenmill.shards.export_record import write_record
+from tokenmill.shards.export_remote import export_remote
 from tokenmill.shards.reader import ShardSet, open_shards
 
 BATCH_TOKENS = 1 << 24
@@ -55,7 +57,8 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     ``overwrite``, and even then only a target of the same format (:func:`check_target`). The target is held
     as every ``--out`` is (one run at a time, ``engine/outdir.py``): an ``hf`` directory by ``hold_output``
     (``--overwrite`` removes exactly what the earlier export wrote, a user's files stay), the files of
-    ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is refused (write locally, then copy).
+    ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is written locally, then uploaded
+    (``shards/export_remote.py``: the same refusals against the bucket's objects).
     Every file is written under a temporary name and renamed once whole, so a run killed midway leaves no
     target file: the same command again writes the same bytes.
     """
@@ -65,12 +68,16 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
     if seq_len is not None and seq_len <= 0:
         raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
-    out = local_out(out, "export")
+    remote = is_remote(out)
+    out = str(out) if remote else Path(out)
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
+    if remote:
+        return export_remote(directory, to=to, url=out, seq_len=seq_len, overwrite=overwrite, dry_run=dry_run,
+                             local_export=functools.partial(export, directory, to=to, seq_len=seq_len))
     if to == "hf":  # a directory: never the input, never holding it, never inside it
         check_output_path(out, [str(directory)])
     if to == "megatron":
