@@ -17,6 +17,7 @@ moto_server = pytest.importorskip("moto.moto_server.threaded_moto_server", reaso
 s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tokenmill[s3]')")
 
 from tokenmill.cli import main  # noqa: E402
+from tokenmill.engine import store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,15 @@ def bucket(endpoint, monkeypatch, tmp_path):
     fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True)
     name = f"tm-{uuid.uuid4().hex[:12]}"
     fs.mkdir(name)
-    return fs, name
+    _forget_filesystems()
+    yield fs, name
+    _forget_filesystems()  # opened from this test's environment: another test's endpoint must not find them
+
+
+def _forget_filesystems() -> None:
+    """Drop the filesystems opened from the environment (fsspec's instance cache, the store's own)."""
+    s3fs.S3FileSystem.clear_instance_cache()
+    store._FILESYSTEMS.clear()
 
 
 def _objects(fs, prefix: str) -> dict[str, bytes]:

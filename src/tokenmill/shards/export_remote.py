@@ -71,7 +71,7 @@ def export_remote(directory: Any, *, to: str, url: str, seq_len: int | None, ove
     local = work / "export" if to == "hf" else work / name
     if dry_run:
         summary = local_export(out=local, overwrite=True, dry_run=True)
-        return {**summary, "paths": [_url(store, p, local, to) for p in summary["paths"]]}
+        return {**summary, "paths": [store.url] if to == "hf" else [store.where(Path(p).name) for p in summary["paths"]]}
     work.mkdir(parents=True, exist_ok=True)
     with hold_store(store):
         check_remote(store, to, name, overwrite=overwrite)  # again under the lock
@@ -91,7 +91,3 @@ def _upload(store: Store, to: str, local: Path, summary: dict) -> list[str]:
     for rel in sorted(files, key=lambda r: not r.endswith(RECORDS)):
         store.put(files[rel], rel)
     return sorted(files)
-
-
-def _url(store: Store, path: str, local: Path, to: str) -> str:
-    return store.url if to == "hf" else store.where(Path(path).name)
