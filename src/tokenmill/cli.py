@@ -12,6 +12,7 @@ from tokenmill import __version__
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.errors import ConfigError, TokenmillError, UsageError
 from tokenmill.job.early import start_fork_server
+from tokenmill.job.invocation import invoked
 from tokenmill.job.options import (
     COMMAND_OPTIONS,
     CurateOptions,
@@ -19,6 +20,7 @@ from tokenmill.job.options import (
     PretrainOptions,
     SftJobOptions,
     add_flags,
+    add_job_flags,
     command_problems,
     file_rules,
     flag_values,
@@ -121,9 +123,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export shards to Megatron .bin/.idx, a datasets directory or a flat token file")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--to", required=True, choices=["megatron", "hf", "bin"], help="target format")
-    p.add_argument("--out", required=True, help="output path (prefix for megatron)")
+    p.add_argument("--out", required=True, help="output path (prefix for megatron), or s3://bucket/path (written "
+                   "locally, then uploaded; credentials and endpoint from the environment, as s3fs reads them)")
     p.add_argument("--seq-len", type=int, help="fixed-length samples (concatenate and chunk)")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier export of the same format at --out")
+    add_job_flags(p, "export", "overwrite", "dry_run")
 
     p = sub.add_parser("audit", help="verify a shard directory and show decoded examples with trained spans marked")
     p.add_argument("directory", metavar="DIR")
@@ -152,6 +155,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
     p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+    add_job_flags(p, "demo", "dry_run")
     if command in sub.choices:
         return parser
 
@@ -177,6 +181,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.report import card_cli
 
     card_cli.add_parser(sub)
+    add_job_flags(sub.choices["card"], "card", "dry_run")
     return parser
 
 
@@ -404,7 +409,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from tokenmill.shards.export import export
 
-    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len, overwrite=args.overwrite)
+    written = export(args.directory, to=args.to, out=args.out, seq_len=args.seq_len, overwrite=bool(args.overwrite),
+                     dry_run=bool(args.dry_run))
+    if args.dry_run:
+        print(f"dry run: `tokenmill export` would write {args.directory} as {args.to}: {written['n_sequences']:,} "
+              f"sequences, {written['n_tokens']:,} tokens -> {', '.join(written['paths'])} (nothing written)")
+        return 0
     print(f"exported {args.directory} as {args.to}: {written['n_sequences']:,} sequences, "
           f"{written['n_tokens']:,} tokens -> {', '.join(written['paths'])}")
     if written.get("dtype_note"):
@@ -483,7 +493,7 @@ def cmd_pref(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
-    run_demo(args.out)
+    run_demo(args.out, dry_run=bool(args.dry_run))
     return 0
 
 
@@ -510,12 +520,13 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(argv[0] if argv else None)
         args, unknown = parser.parse_known_args(argv)  # argparse's own usage errors exit 2
         if unknown:
-            raise UsageError(unknown_options(parser, args.command, unknown))
+            raise UsageError(unknown_options(parser, args.command, unknown, args=args))
         if args.command in ("pretrain", "sft"):
             _start_early(args.command, args)
         if command_line:  # after the fork server's start: importing pyarrow here takes 0.15 s
             skip_pandas_probe(command=True)  # pyarrow's pandas probe is not needed: no user code runs here
-        code = COMMANDS[args.command](args)
+        with invoked(getattr(args, "config", None)):  # the runs record the pipeline file and its digest
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
     except UsageError as exc:
@@ -540,11 +551,19 @@ def _resume_hint(args: argparse.Namespace) -> str:
     return "run the same command again to resume"
 
 
-def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str:
-    """What the command line held that the command does not take, with the closest option it does take
-    (``--output`` -> ``--out``)."""
+def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list[str],
+                    args: argparse.Namespace | None = None) -> str:
+    """What the command line held that the command does not take: a job flag the command refuses with its
+    reason (``job/options.py``'s ``NOT_TAKEN``), else the closest option it does take (``--output`` -> ``--out``)."""
     import difflib
 
+    from tokenmill.job.options import not_taken
+
+    full = f"{command} {getattr(args, command, '')}".strip() if command == "quality" else command
+    refused = [f"{u.split('=', 1)[0]}: {not_taken(full, u.split('=', 1)[0])}" for u in unknown
+               if u.startswith("--") and not_taken(full, u.split("=", 1)[0])]
+    if refused:
+        return f"`tokenmill {full}` does not take " + "; ".join(refused)
     sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices[command]
     known = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
     words = []

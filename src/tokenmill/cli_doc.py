@@ -3,8 +3,9 @@
 ``python -m tokenmill.cli_doc`` prints the page; ``python -m tokenmill.cli_doc --write docs/cli.md`` rewrites it.
 Everything comes from :func:`tokenmill.cli.build_parser`: a command is every choice of a subparsers action
 (nested ones such as ``bench formats`` included), an option every action of its parser but ``-h``, with its
-flags, metavar, choices, default and help. The page is rendered without reading the terminal's width, so the
-same parser gives the same bytes everywhere; ``tests/cli/test_docs.py`` checks the file against it.
+flags, metavar, choices, default and help, and the command's epilog (the job flags it does not take). The
+page is rendered without reading the terminal's width, so the same parser gives the same bytes everywhere;
+``tests/cli/test_docs.py`` checks the file against it.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ def render_command(command: Command) -> str:
         lines += ["| argument | meaning |", "|---|---|"]
         lines += [f"| `{_cell(invocation(a))}` | {_cell(meaning(a))} |" for a in actions]
         lines.append("")
+    if command.parser.epilog:  # what the command does not take, and why (job/options.py's NOT_TAKEN)
+        lines += [command.parser.epilog, ""]
     subs = subcommands(command.parser)
     if subs:
         lines += ["| subcommand | what it does |", "|---|---|"]

@@ -90,12 +90,19 @@ def make_inputs(root: Path) -> None:
         fh.writelines(json.dumps(r) + "\n" for r in transcripts)
 
 
-def run_demo(out: str | Path, *, seq_len: int = 512) -> None:
+def run_demo(out: str | Path, *, seq_len: int = 512, dry_run: bool = False) -> None:
+    """The demo into ``out`` (with ``dry_run``: its refusals, and what it would write; nothing written)."""
     from tokenmill.engine.outdir import written_by
-    from tokenmill.job.driver import hold_job, local_out
+    from tokenmill.job.driver import check_job, hold_job, local_out
 
     out = local_out(out, "demo")
     again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces what the demo recorded, nothing else
+    if dry_run:
+        check_job(out, workflow="demo", overwrite=again)
+        print(f"dry run: `tokenmill demo` would write its generated input to {out / 'input'}, the pretraining "
+              f"track to {out / 'pretrain'} and the SFT track to {out / 'sft'}"
+              + (", replacing what its earlier run wrote there" if again else "") + " (nothing written)")
+        return
     with hold_job(out, workflow="demo", overwrite=again):
         _run(out, seq_len=seq_len, again=again)
 

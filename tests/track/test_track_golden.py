@@ -3,7 +3,9 @@
 The digests were taken from the code as it stood before the engine became a workflow of stages, so a
 refactor of the engine that changes one byte of a shard, a rejects line or the manifest fails here. Every
 output file counts, ``manifest.json`` included, apart from its timings (``run.seconds``, ``run.peak_rss``,
-``run.step_seconds``, ``run.stage_seconds``) and the absolute input directory (replaced by ``<in>``).
+``run.step_seconds``, ``run.stage_seconds``) and the absolute input directory (replaced by ``<in>``). The
+pipeline file a run records (``pipeline_file``: its temporary path and digest, in the manifest and the data
+card) is checked apart and left out of the digests.
 
 When an output change is intended (a new shard field, say), regenerate with
 ``TOKENMILL_UPDATE_GOLDEN=1 pytest tests/track/test_track_golden.py`` and say why in the commit.
@@ -27,8 +29,14 @@ PIPELINE = "track: pretrain\nsteps:\n  - name: length\n    min_chars: 60\n"
 
 def digests(out: Path, inputs: Path) -> dict[str, str]:
     """sha256 of every output file outside ``_state/``; the manifest without timings or the input dir."""
-    found = {name: hashlib.sha256(data).hexdigest() for name, data in tk.output_files(out).items()}
+    files = tk.output_files(out)
     manifest = json.loads((out / "manifest.json").read_text())
+    recorded = manifest.pop("pipeline_file", None)
+    if recorded is not None:  # the run's pipeline file: a temporary path, checked by the test that gave one
+        files["datacard.json"] = _without_pipeline(json.loads(files["datacard.json"]))
+        files["datacard.md"] = files["datacard.md"].replace(
+            f"\n\nPipeline file: `{recorded['path']}` (sha256 `{recorded['sha256']}`)".encode(), b"")
+    found = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
     manifest["run"].pop("seconds")
     manifest["run"].pop("peak_rss")
     manifest["run"].pop("step_seconds", None)
@@ -36,6 +44,11 @@ def digests(out: Path, inputs: Path) -> dict[str, str]:
     text = json.dumps(manifest, sort_keys=True).replace(str(inputs), "<in>")
     found["manifest.json"] = hashlib.sha256(text.encode()).hexdigest()
     return dict(sorted(found.items()))
+
+
+def _without_pipeline(card: dict) -> bytes:
+    card.pop("pipeline_file")
+    return json.dumps(card, indent=2, default=str).encode() + b"\n"
 
 
 def check(track: str, found: dict[str, str]) -> None:
@@ -58,6 +71,8 @@ def test_pretrain_output_matches_golden(tmp_path):
     args = ["pretrain", str(src / "docs.jsonl"), "--out", str(out), "--config", str(tmp_path / "pipeline.yaml"),
             "--workers", "1", "--unit-bytes", "4KB", "--shard-tokens", "700", "--no-progress"]
     assert main(args) == 0
+    recorded = json.loads((out / "manifest.json").read_text())["pipeline_file"]
+    assert recorded == {"path": str(tmp_path / "pipeline.yaml"), "sha256": hashlib.sha256(PIPELINE.encode()).hexdigest()}
     found = digests(out, src)
     assert len(found) > 20  # several units, several shards each, rejects and the manifest
     check("pretrain", found)

@@ -191,15 +191,22 @@ def train_quality(
         scores["unquantised"] = unquantised
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    model.save_model(str(out))
+    model.save_model(str(_tmp(out)))  # renamed once the card is written: a killed run leaves no model without its card
     card = {"kind": "tokenmill quality classifier", "format": "fasttext", "labels": [LABEL_HQ, LABEL_LQ],
             "normalisation": "lowercase, punctuation split, whitespace collapsed (tokenmill.curate.quality.normalise)",
             "params": opts, "quantized": dict(QUANTIZE) if quantize else None, "chunk_words": chunk,
             "holdout_every": holdout, "seed": seed,
             "data": dict(sources or {}), "scores": scores,
-            "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
-    Path(str(out) + CARD_SUFFIX).write_text(json.dumps(card, indent=2) + "\n")
+            "sha256": hashlib.sha256(_tmp(out).read_bytes()).hexdigest()}
+    card_path = Path(str(out) + CARD_SUFFIX)
+    _tmp(card_path).write_text(json.dumps(card, indent=2) + "\n")
+    os.replace(_tmp(card_path), card_path)  # the card first: what says the model at `out` is tokenmill's
+    os.replace(_tmp(out), out)
     return TrainReport(str(out), card)
+
+
+def _tmp(path: Path) -> Path:
+    return Path(f"{path}.tmp")
 
 
 def check_params(opts: Mapping[str, Any]) -> None:

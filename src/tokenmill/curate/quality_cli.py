@@ -12,20 +12,23 @@ from typing import Any
 
 from tokenmill.base.accounting import Reject
 from tokenmill.errors import ConfigError
+from tokenmill.job.options import add_job_flags
 
 REJECTS_SUFFIX = ".rejects.jsonl"
 TRUE_LABELS = {"1", "true", "yes", "hq", "high", "positive", "pos"}
 FALSE_LABELS = {"0", "false", "no", "lq", "low", "negative", "neg"}
 
 
-def iter_rows(paths: Sequence[str], *, text_mode: str = "auto") -> Iterator[tuple[str, int, dict | Reject]]:
-    """``(source, loc, row)`` for every record of the inputs; a record the reader rejected comes as its
-    :class:`Reject` in place of the row."""
+def iter_rows(paths: Sequence[str], *, text_mode: str = "auto",
+              limit: int | None = None) -> Iterator[tuple[str, int, dict | Reject]]:
+    """``(source, loc, row)`` for every record of the inputs (``limit``: the first N of every input file); a
+    record the reader rejected comes as its :class:`Reject` in place of the row."""
     from tokenmill.io import expand_inputs, plan_units, read_unit
+    from tokenmill.selection import take_records
 
     files = expand_inputs(list(paths), text_mode=text_mode)
-    for unit in plan_units(files, unit_bytes=1 << 40):
-        for raw in read_unit(unit, text_mode=text_mode):
+    for unit in plan_units(files, unit_bytes=1 << 62):  # one unit per file: what --limit counts in
+        for raw in take_records(read_unit(unit, text_mode=text_mode), limit):
             for loc, row in zip(raw.locs, raw.to_rows()):
                 yield raw.source, loc, row
             for r in raw.rejects:
@@ -33,14 +36,14 @@ def iter_rows(paths: Sequence[str], *, text_mode: str = "auto") -> Iterator[tupl
 
 
 def read_texts(paths: Sequence[str], *, text_field: str = "text", label_field: str | None = None,
-               text_mode: str = "auto") -> tuple[list[str], list[bool | None], list[Reject]]:
+               text_mode: str = "auto", limit: int | None = None) -> tuple[list[str], list[bool | None], list[Reject]]:
     """Texts (and labels when ``label_field`` is given) of the inputs; also the unusable records, each a
     :class:`Reject` with its file, line and reason."""
     texts: list[str] = []
     labels: list[bool | None] = []
     rejects: list[Reject] = []
     columns: set[str] = set()
-    for source, loc, row in iter_rows(paths, text_mode=text_mode):
+    for source, loc, row in iter_rows(paths, text_mode=text_mode, limit=limit):
         if isinstance(row, Reject):
             rejects.append(row)
             continue
@@ -95,13 +98,11 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--labelled", nargs="+", default=[], metavar="FILE", help="one labelled set (1/true = high quality)")
     t.add_argument("--label-field", help="the label column of --labelled files")
     t.add_argument("--text-field", default="text", help="the text column (default: text)")
-    t.add_argument("--text-mode", default="auto", choices=["auto", "file", "line", "paragraph"],
-                   help="how plain-text files split into documents")
     t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a fastText training parameter over the defaults (e.g. epoch=10), or quantize=0 for the full "
                    "model instead of the quantised default; repeatable")
     t.add_argument("--out", required=True, help="model file to write (its card goes beside it)")
-    t.add_argument("--overwrite", action="store_true", help="replace a model an earlier `quality train` wrote at --out")
+    add_job_flags(t, "quality train", "overwrite", "dry_run", "limit", "text_mode")
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -161,16 +162,26 @@ def cmd_quality(args: argparse.Namespace) -> int:
     """``--out`` is held for the whole run as every output is (``job/driver.py``): local only, never over a file
     tokenmill did not write, over its own only with ``--overwrite``, one run at a time."""
     from tokenmill.curate.quality import CARD_SUFFIX
-    from tokenmill.job.driver import hold_file
+    from tokenmill.job.driver import check_file_target, hold_file, local_out
 
-    with hold_file(args.out, overwrite=args.overwrite, what="quality model", command="quality train",
-                   ours=lambda p: Path(str(p) + CARD_SUFFIX).is_file()):
+    ours = lambda p: Path(str(p) + CARD_SUFFIX).is_file()  # noqa: E731
+    if args.dry_run:  # the same refusals, the inputs read and counted; nothing trained, nothing written
+        check_file_target(local_out(args.out, "quality train"), overwrite=bool(args.overwrite), ours=ours,
+                          what="quality model")
+        pos, neg, skipped, _ = _read(args)
+        print(f"dry run: `tokenmill quality train` would train on {len(pos):,} positive and {len(neg):,} negative "
+              f"documents ({len(skipped):,} unusable records{_by_reason(skipped)}) -> {args.out} and "
+              f"{args.out}{CARD_SUFFIX} (nothing written)")
+        return 0
+    with hold_file(args.out, overwrite=bool(args.overwrite), what="quality model", command="quality train",
+                   ours=ours):
         return _train(args)
 
 
-def _train(args: argparse.Namespace) -> int:
-    from tokenmill.curate.quality import train_quality
-
+def _read(args: argparse.Namespace) -> tuple[list[str], list[str], list[Reject], dict]:
+    """The positive and negative texts of the command line's inputs (``--limit``: the first N records of each
+    file), the unusable records, and what the model card records of the inputs."""
+    mode = args.text_mode or "auto"
     if args.labelled and (args.positive or args.negative):
         raise ConfigError("quality train: give --labelled, or --positive and --negative, not both")
     if args.labelled:
@@ -178,7 +189,7 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError("quality train: --labelled needs --label-field (the column holding 1/0 or true/false)")
         _say(f"reading {_files(args.labelled, 'labelled')} ...")
         texts, labels, skipped = read_texts(args.labelled, text_field=args.text_field, label_field=args.label_field,
-                                            text_mode=args.text_mode)
+                                            text_mode=mode, limit=args.limit)
         pos = [t for t, y in zip(texts, labels) if y]
         neg = [t for t, y in zip(texts, labels) if not y]
         sources = {"labelled": args.labelled, "label_field": args.label_field}
@@ -186,12 +197,21 @@ def _train(args: argparse.Namespace) -> int:
         if not args.positive or not args.negative:
             raise ConfigError("quality train: give --positive FILE... and --negative FILE... (or --labelled)")
         _say(f"reading {_files(args.positive, 'positive')} and {_files(args.negative, 'negative')} ...")
-        pos, _, s1 = read_texts(args.positive, text_field=args.text_field, text_mode=args.text_mode)
-        neg, _, s2 = read_texts(args.negative, text_field=args.text_field, text_mode=args.text_mode)
+        pos, _, s1 = read_texts(args.positive, text_field=args.text_field, text_mode=mode, limit=args.limit)
+        neg, _, s2 = read_texts(args.negative, text_field=args.text_field, text_mode=mode, limit=args.limit)
         skipped = s1 + s2
         sources = {"positive": args.positive, "negative": args.negative}
+    if args.limit:
+        sources["limit"] = args.limit
     sources.update({"positive_documents": len(pos), "negative_documents": len(neg), "unusable_records": len(skipped),
                     "unusable_by_reason": dict(Counter(r.reason for r in skipped))})
+    return pos, neg, skipped, sources
+
+
+def _train(args: argparse.Namespace) -> int:
+    from tokenmill.curate.quality import train_quality
+
+    pos, neg, skipped, sources = _read(args)
     params = _params(args.param)
     quantize = params.pop("quantize", 1) not in (0, "0", "false", "False", "no")  # --param quantize=0: the full model
     report = train_quality(pos, neg, out=args.out, params=params, sources=sources, quantize=quantize, progress=_say)

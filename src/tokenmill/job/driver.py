@@ -14,9 +14,9 @@ fingerprint, progress, and the executor.
 
 The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``quality
 train``, ``card``) take the same guard: :func:`local_out` (an ``s3://`` ``--out`` refused before anything
-is written, never a local folder named ``s3:``), :func:`hold_job` or ``hold_output`` for a folder,
-:func:`hold_file` for a file (the same refusals and one run at a time), and
-:func:`tokenmill.engine.outdir.hold_finished` for files added to a finished output.
+is written, never a local folder named ``s3:``; ``export`` uploads instead, ``shards/export_remote.py``),
+:func:`hold_job` or ``hold_output`` for a folder, :func:`hold_file` for a file (the same refusals and one run
+at a time), and :func:`tokenmill.engine.outdir.hold_finished` for files added to a finished output.
 """
 
 from __future__ import annotations

@@ -298,3 +298,69 @@ def flag_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The values of ``cls``'s flags that were given on the command line (unchecked)."""
     return {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
 
+
+
+# ---- the job flags a command that writes does not take, and why ------------------------------------------
+# `export`, `card`, `plan`, `demo` and `quality train` read no routed inputs (a shard directory, a finished run,
+# a recipe, nothing, labelled texts) and run no stages to spread: of the job flags they take --dry-run (and
+# --overwrite, --limit, --text-mode where the command says so). A flag of another job is refused with its
+# reason, here, once: in the command's help and as its usage error, never silently ignored.
+_ROUTED = "it reads no routed inputs ({what}), so no input is excluded, forced, skipped or split into work units"
+_ONE_PASS = "it runs in this process, one pass with nothing to spread over workers ({why})"
+_NO_FILE = "it takes no pipeline file: its options are its flags ({which})"
+_INPUT_FLAGS = ("exclude", "force", "skip_misrouted", "unit_bytes")
+
+
+def _refusals(what: str, why: str, which: str, **own: str) -> dict[str, str]:
+    routed = _ROUTED.format(what=what)
+    return {**dict.fromkeys(_INPUT_FLAGS, routed), "workers": _ONE_PASS.format(why=why),
+            "engine": _ONE_PASS.format(why=why), "ray_address": _ONE_PASS.format(why=why),
+            "config": _NO_FILE.format(which=which), **own}
+
+
+NOT_TAKEN: dict[str, dict[str, str]] = {
+    "export": _refusals(
+        "one shard directory a tokenmill run wrote", "the shards' token files are read in order, as fast as the disk",
+        "--to, --seq-len", text_mode="it reads token shards, not plain-text documents", no_progress="it prints no progress bar",
+        limit="an export is every sequence of the shards: a part would pass for the whole; export the output of a "
+              "`--limit` trial run instead"),
+    "card": _refusals(
+        "the manifest and ledger of a finished run", "the card is counted from the run's own records",
+        "DIR", text_mode="it reads a finished run's records, not plain-text documents", no_progress="it prints no progress bar",
+        limit="a card counts every record of the run: a part would misstate the data set",
+        overwrite="the card it wrote is replaced by the next `tokenmill card`, and the run's own --overwrite removes "
+                  "it; a card of the user's is never replaced"),
+    "plan": _refusals(
+        "a recipe, whose sources are shard directories", "the plan reads shard headers and offsets only",
+        "the recipe is its pipeline file", text_mode="it reads shard headers, not plain-text documents",
+        no_progress="it prints no progress bar", limit="the plan reads no records, only shard headers",
+        overwrite="a rerun replaces exactly the plan it wrote there (a user's files stay): no flag needed"),
+    "demo": _refusals(
+        "an input it generates", "a demonstration of both tracks on one worker", "--out",
+        text_mode="its generated input is read as the demo shows it", no_progress="it shows no progress bars",
+        limit="its generated input is small and fixed",
+        overwrite="a rerun replaces exactly what the demo wrote there (a user's files stay): no flag needed"),
+    "quality train": _refusals(
+        "the --positive, --negative or --labelled files, read whole", "fastText's own threads are --param thread=N",
+        "--positive, --negative, --labelled, --param", no_progress="it prints a line per phase, no progress bar"),
+}
+
+
+def not_taken(command: str, flag: str) -> str | None:
+    """Why ``tokenmill COMMAND`` does not take ``--flag`` (None: not one of the job flags it refuses)."""
+    return NOT_TAKEN.get(command, {}).get(flag.lstrip("-").replace("-", "_"))
+
+
+def not_taken_help(command: str) -> str:
+    """The line of the command's help that names the job flags it does not take, with the reasons."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in NOT_TAKEN[command].items():
+        by_reason.setdefault(why, []).append("--" + name.replace("_", "-"))
+    return "Job flags it does not take: " + "; ".join(f"{', '.join(flags)}: {why}" for why, flags in by_reason.items())
+
+
+def add_job_flags(parser: argparse.ArgumentParser, command: str, *names: str) -> None:
+    """The job flags ``names`` that ``tokenmill COMMAND`` takes (declared once, in :class:`JobOptions`), and the
+    others named in its help with the reason it does not take them (:data:`NOT_TAKEN`)."""
+    add_flags(parser, JobOptions, skip=tuple(f.name for f in fields(JobOptions) if f.name not in names))
+    parser.epilog = not_taken_help(command)

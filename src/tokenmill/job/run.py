@@ -43,6 +43,7 @@ from tokenmill.io.snapshot import CheckedTask, guard_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job.driver import hold_job, holding, job_fingerprint, pick_executor, resolve_out, stage_progress
 from tokenmill.job.inputs import Inputs, plan_inputs
+from tokenmill.job.invocation import pipeline_file
 from tokenmill.job.options import JobOptions
 from tokenmill.report.datacard import card_data, write_datacard
 from tokenmill.report.manifest import peak_rss_mb, step_seconds, write_manifest
@@ -117,6 +118,7 @@ class Run:
     stage_names: list[str] = field(default_factory=list)
     snapshot: dict = field(default_factory=dict)  # the inputs' snapshot, filled once the output is locked
     manifest: dict | None = None
+    pipeline: dict | None = None  # the command's --config file and its digest, read as the run starts
 
     @property
     def files(self) -> list:
@@ -164,7 +166,8 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
                               limit=options.limit, on_files=on_files)
         local, store = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
         tok = _tokenizer(job, tokenizer, planned, options) if job.tokenizer else None
-        this = Run(job, planned, Path(local), store, options, tok, _base_config(planned, options), started)
+        this = Run(job, planned, Path(local), store, options, tok, _base_config(planned, options), started,
+                   pipeline=pipeline_file())
         this.plan = job.configure(this)
         if options.dry_run:
             return dry_run_plan(this)
@@ -204,6 +207,7 @@ def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor:
                 "engine": getattr(executor, "name", type(executor).__name__)},
         "rejects_file": "rejects.jsonl" if n_rejects else None,
         "skipped_inputs": this.inputs.walk_skipped,  # what the directory walks left out, and why
+        **({"pipeline_file": this.pipeline} if this.pipeline else {}),  # what --config held when the run started
     }
     manifest.update(this.job.report(this, results, manifest))
     card = card_data(this.out, manifest)

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tokenmill.job.options import add_job_flags
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="plan a training recipe: tokens per source and phase, epochs, warnings")
@@ -18,6 +20,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--check", metavar="LOG_DIR", help="compare a run's consumed-token log with the plan")
     p.add_argument("--tokenizer", help="the model's tokenizer: every source must have been written with it")
     p.add_argument("--json", action="store_true", help="print the plan (or the check) as JSON")
+    add_job_flags(p, "plan", "dry_run")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -29,15 +32,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out is None and args.check is None:
         raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
     out = None if args.out is None else local_out(args.out, "plan")  # refused before the plan is built
-    plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
     if out is not None:
+        check_plan_out(out)
+    plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
+    if out is not None and not args.dry_run:
         write_plan(plan, out)
     if args.check is not None:
         return _check(plan, args)
     print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
     if args.out is not None:
-        print(f"wrote {Path(args.out) / 'plan.json'} and {Path(args.out) / 'plan.html'}")
+        done = "dry run: would write" if args.dry_run else "wrote"
+        print(f"{done} {Path(args.out) / 'plan.json'} and {Path(args.out) / 'plan.html'}"
+              + (" (nothing written)" if args.dry_run else ""))
     return 0
+
+
+def check_plan_out(out: Path) -> None:
+    """The refusals of :func:`write_plan`, made before the plan is built and without writing (a dry run's too)."""
+    from tokenmill.engine.outdir import check_target, written_by
+
+    check_target(out, overwrite=out.is_dir() and written_by(out) == "plan", workflow="plan")
 
 
 def _check(plan: dict, args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
+    """The ``card`` parser (its job flags are added by the command line: the report package sits below the job
+    driver's)."""
     p = sub.add_parser("card", help="rebuild a run's data card (datacard.md, a Hugging Face dataset card, and "
                                     "datacard.json) from its manifest and ledger")
     p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run")
@@ -26,9 +28,29 @@ def cmd_card(args: argparse.Namespace) -> int:
     if not Path(args.directory).is_dir():
         raise InputError(f"{args.directory}: no such directory, so no manifest.json; give the output directory of a "
                          "tokenmill curate or pretrain run")
+    if args.dry_run:
+        return _dry_run(Path(args.directory))
     with hold_finished(args.directory, command="card", names=("datacard.md", "datacard.json")):
         path = rebuild(args.directory)
     print(f"data card: {path} and {path.with_suffix('.json')}")
     for warning in json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(directory: Path) -> int:
+    """What ``tokenmill card DIR`` would write, from the run's records, with the same refusals; nothing written."""
+    from tokenmill.engine.outdir import is_tokenmill_output
+    from tokenmill.errors import ConfigError
+    from tokenmill.report.datacard import card_data, read_manifest
+
+    if not is_tokenmill_output(directory):
+        raise ConfigError(f"{directory} is not a tokenmill output; `tokenmill card` writes only into a directory a "
+                          "tokenmill run wrote")
+    data = card_data(directory, read_manifest(directory))
+    print(f"dry run: `tokenmill card` would write {directory / 'datacard.md'} and {directory / 'datacard.json'}: "
+          f"license {data['license']}, {data['documents']:,} of {data['input_records']:,} records kept, "
+          f"{len(data['sources'])} source(s) (nothing written)")
+    for warning in data["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

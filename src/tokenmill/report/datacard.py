@@ -5,7 +5,8 @@ Written at the end of every ``tokenmill curate`` and ``tokenmill pretrain`` run,
 ``language``, ``size_categories``, ``source_datasets``, ``pretty_name``, ``tags``), so the directory can be
 published as it is; then the sources with their licences and counts, the languages, the funnel, the dedup
 rates, decontamination per benchmark, the opt-outs honoured (by crawler), tokens per source, the tokenizer
-and its fingerprint, the command and the pipeline.
+and its fingerprint, the command, the pipeline file (``--config``) with the sha256 of what the run read, and
+the pipeline.
 
 **Every number comes from the run's own records**, read by :mod:`tokenmill.report.card_ledger`:
 ``manifest.json`` (counts, funnel, sources, tokenizer, config) and, for what the manifest does not break
@@ -79,6 +80,7 @@ def card_data(out: str | Path, manifest: dict) -> dict[str, Any]:
                      "tdm_reserved_by_source": dict(sorted(t.removed["tdm"].items()))},
         "tokenizer": _tokenizer(manifest.get("tokenizer")),
         "command": _command(out, manifest),
+        **_pipeline_file(manifest.get("pipeline_file")),  # only when the run had one: cards without one unchanged
         "pipeline": {"preset": (manifest.get("config") or {}).get("preset"),
                      "steps": (manifest.get("config") or {}).get("steps") or []},
         "tokenmill": manifest.get("tokenmill"),
@@ -105,6 +107,26 @@ def _task_mix(manifest: dict) -> dict | None:
     if not isinstance(mix, dict):
         return None
     return {k: mix.get(k) for k in ("rule", "threshold", "scored", "selected", "mix", "asked")}
+
+
+def card_for(out: str | Path, manifest: dict) -> dict[str, Any]:
+    """The card of the output ``out``: :func:`card_data`, except for an export (``tokenmill export --to hf``),
+    whose data is the exported run's: that run's card (its manifest and ledger, while they are there), with the
+    export's section."""
+    source = manifest.get("source") if manifest.get("track") == "export" else None
+    if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+        return card_data(out, manifest)
+    exported = readable_manifest(Path(source["path"]))
+    data = card_data(source["path"], exported) if exported is not None else card_data(out, manifest)
+    return {**data, "export": manifest.get("export")}
+
+
+def readable_manifest(directory: Path) -> dict | None:
+    """``DIR/manifest.json`` when it is a run's manifest the card can read, else None."""
+    try:
+        return read_manifest(directory)
+    except InputError:
+        return None
 
 
 def _sft(manifest: dict) -> dict | None:
@@ -144,6 +166,13 @@ def _tokenizer(info: Any) -> dict | None:
     if not isinstance(info, dict):
         return None
     return {k: info.get(k) for k in ("name", "fingerprint", "vocab_size", "backend", "eos_id", "bos_id")}
+
+
+def _pipeline_file(recorded: Any) -> dict:
+    """``{"pipeline_file": {path, sha256}}`` when the manifest records the run's pipeline file, else nothing."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
+        return {}
+    return {"pipeline_file": {"path": str(recorded.get("path")), "sha256": recorded["sha256"]}}
 
 
 def _command(out: Path, manifest: dict) -> str | None:
@@ -228,14 +257,19 @@ def render(data: dict) -> str:
                                              for d in data["dedup"]]) or "No dedup step ran.",
              "\n## Decontamination\n", _pairs(data["decontamination"]) or "No document was removed for an eval set.",
              "\n## Opt-outs honoured\n", _opt_outs(data["opt_outs"], "robots" in data["steps_ran"]),
-             *_sft_text(data.get("sft")),
+             *_sft_text(data.get("sft")), *_export_text(data.get("export")),
              *_preference_text(data.get("preference")),
              *_task_mix_text(data.get("task_mix")),
              "\n## Tokenizer\n", _tokenizer_text(data["tokenizer"]),
              "\n## How it was made\n", f"tokenmill {data['tokenmill']}. Command: "
-             + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)"),
+             + (f"`{data['command']}`" if data["command"] else "not recorded (run from Python)")
+             + _pipeline_text(data.get("pipeline_file")),
              "\nPipeline:\n\n```yaml\n" + yaml.safe_dump(data["pipeline"], sort_keys=False, allow_unicode=True) + "```\n"]
     return "\n".join(parts)
+
+
+def _pipeline_text(recorded: dict | None) -> str:
+    return f"\n\nPipeline file: `{recorded['path']}` (sha256 `{recorded['sha256']}`)" if recorded else ""
 
 
 def _sft_text(sft: dict | None) -> list[str]:
@@ -283,6 +317,15 @@ def _task_mix_text(mix: dict | None) -> list[str]:
     head = (f"Prompts labelled `academic` (templated tasks: options lists, answer formats, shared templates) or `user` "
             f"(natural requests) by `{mix['rule']}`, academic at score {mix['threshold']} or above.\n")
     return ["\n## Task mix\n", head + "\n".join(f"- {line}" for line in lines)]
+
+
+def _export_text(export: dict | None) -> list[str]:
+    if not export:
+        return []
+    shape = f"windows of {export['seq_len']:,} tokens" if export.get("seq_len") else "one sequence per document"
+    return ["\n## Export\n", f"Exported as a Hugging Face `datasets` folder: {export['sequences']:,} sequences "
+            f"({shape}), {export['tokens']:,} tokens" + (", with labels (-100 where no loss is taken)"
+                                                         if export.get("labels") else "") + "."]
 
 
 def _warnings(found: list[str]) -> list[str]:
@@ -343,6 +386,12 @@ def write_datacard(out: str | Path, manifest: dict, data: dict | None = None) ->
 
 def rebuild(directory: str | Path) -> Path:
     """``tokenmill card DIR``: the card again, from ``DIR/manifest.json`` and its ledger."""
+    manifest = read_manifest(directory)
+    return write_datacard(directory, manifest, card_for(directory, manifest))
+
+
+def read_manifest(directory: str | Path) -> dict:
+    """``DIR/manifest.json``, checked; ``InputError`` naming the file when it is missing or not a manifest."""
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise InputError(f"{directory}: no manifest.json; give the output directory of a tokenmill curate or "
@@ -352,4 +401,4 @@ def rebuild(directory: str | Path) -> Path:
     except ValueError as exc:
         raise InputError(f"{path}: not a JSON manifest ({exc})") from None
     check_manifest(manifest, path)
-    return write_datacard(directory, manifest)
+    return manifest

@@ -8,11 +8,13 @@ token stream (documents already end in EOS) is cut into fixed windows by ``token
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,11 @@ import pyarrow as pa
 
 from tokenmill._extras import require
 from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, written_by
+from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError, ShardError
-from tokenmill.job.driver import local_out
 from tokenmill.shards.checked import verify_checksums
+from tokenmill.shards.export_record import write_record
+from tokenmill.shards.export_remote import export_remote
 from tokenmill.shards.reader import ShardSet, open_shards
 
 BATCH_TOKENS = 1 << 24
@@ -45,21 +49,27 @@ class Batch:
 
 
 def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq_len: int | None = None,
-           overwrite: bool = False) -> dict:
-    """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary.
+           overwrite: bool = False, dry_run: bool = False) -> dict:
+    """Export the shards of ``directory`` to ``to`` ("megatron", "hf" or "bin") at ``out``; returns a summary
+    (with ``dry_run``: what would be written, after every refusal, writing nothing).
 
     Nothing is written over what the export did not write: an existing target is refused unless
     ``overwrite``, and even then only a target of the same format (:func:`check_target`). The target is held
     as every ``--out`` is (one run at a time, ``engine/outdir.py``): an ``hf`` directory by ``hold_output``
     (``--overwrite`` removes exactly what the earlier export wrote, a user's files stay), the files of
-    ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is refused (write locally, then copy).
+    ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is written locally, then uploaded
+    (``shards/export_remote.py``: the same refusals against the bucket's objects).
+    Every file is written under a temporary name and renamed once whole, so a run killed midway leaves no
+    target file: the same command again writes the same bytes.
     """
+    started = time.monotonic()
     writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
     if to not in writers:
         raise ConfigError(f"unknown export format {to!r}; choose one of {sorted(writers)}")
     if seq_len is not None and seq_len <= 0:
         raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
-    out = local_out(out, "export")
+    remote = is_remote(out)
+    out = str(out) if remote else Path(out)
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
     if (ds.manifest or {}).get("track") == "pref":  # pairs: TRL's tokenized columns (pref/export.py)
@@ -69,13 +79,21 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
+    if remote:
+        return export_remote(directory, to=to, url=out, seq_len=seq_len, overwrite=overwrite, dry_run=dry_run,
+                             local_export=functools.partial(export, directory, to=to, seq_len=seq_len))
     if to == "hf":  # a directory: never the input, never holding it, never inside it
         check_output_path(out, [str(directory)])
+    if to == "megatron":
+        _refuse_masks(ds)
     check_target(to, out, overwrite=overwrite)  # every refusal before anything is written
+    if dry_run:
+        return {"format": to, "seq_len": seq_len, "dry_run": True, **planned(ds, to, out, seq_len)}
     if to == "hf":
         with hold_output(out, overwrite=overwrite, workflow="export"):
             check_target(to, out, overwrite=overwrite)  # again under the lock: what a run just finished left
             summary = _to_hf(ds, out, seq_len)
+            write_record(out, ds, Path(directory), summary, seq_len=seq_len, started=started)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         with hold_path(out):
@@ -124,6 +142,17 @@ def _gather(read, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     if np.array_equal(starts[1:], stops[:-1]):
         return read(int(starts[0]), int(stops[-1]))
     return np.concatenate([read(int(a), int(b)) for a, b in zip(starts, stops)])
+
+
+def planned(ds: ShardSet, to: str, out: Path, seq_len: int | None) -> dict:
+    """What an export would write: its paths, sequences and tokens (from the shard headers, nothing read)."""
+    from tokenmill.pack import concat_chunk
+
+    paths = [str(p) for p in targets(to, out) if not (p.name.endswith(".mask") and not ds.has_mask)]
+    if seq_len is None:
+        return {"paths": paths, "n_sequences": len(ds.lengths), "n_tokens": int(ds.n_tokens)}
+    n = len(concat_chunk(ds.lengths, seq_len, drop_last=True))
+    return {"paths": paths, "n_sequences": n, "n_tokens": n * seq_len}
 
 
 def targets(to: str, out: Path) -> list[Path]:
@@ -176,20 +205,37 @@ def _own_export(to: str, out: Path) -> bool:
         return False
 
 
-def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+def _refuse_masks(ds: ShardSet) -> None:
     if ds.has_mask:
         raise ShardError(
             f"shards in {ds.directory} carry loss masks, which Megatron's IndexedDataset cannot hold; "
             "export them with to='hf' (labels) or to='bin' (mask file)"
         )
+
+
+def _tmp(path: str | Path) -> Path:
+    """Where a target file is written before it is whole (renamed by :func:`_publish`)."""
+    return Path(f"{path}.tmp")
+
+
+def _publish(paths: list[str]) -> None:
+    """Rename the finished temporary files to their targets, the format's record (``.json``, ``.idx``: what
+    :func:`_own_export` reads) first: a run killed between two renames leaves an export ``--overwrite`` takes."""
+    for path in sorted(paths, key=lambda p: not p.endswith((".json", ".idx"))):
+        os.replace(_tmp(path), path)
+
+
+def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
+    _refuse_masks(ds)
     dtype = np.dtype(np.uint16) if ds.dtype.itemsize == 2 else np.dtype(np.int32)
     lengths = []
-    with open(f"{out}.bin", "wb") as fh:
+    with open(_tmp(f"{out}.bin"), "wb") as fh:
         for batch in iter_batches(ds, seq_len=seq_len):
             fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
             lengths.append(np.diff(batch.offsets))
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-    write_megatron_index(Path(f"{out}.idx"), lengths, dtype)
+    write_megatron_index(_tmp(f"{out}.idx"), lengths, dtype)
+    _publish([f"{out}.bin", f"{out}.idx"])
     return {"paths": [f"{out}.bin", f"{out}.idx"], "n_sequences": len(lengths), "n_tokens": int(lengths.sum())}
 
 
@@ -226,7 +272,7 @@ def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     n_seq = n_tok = 0
     dtype = bin_dtype(ds.vocab_size)
     mask_path = Path(f"{out}.mask") if ds.has_mask else None
-    with open(out, "wb") as fh, open(mask_path or os.devnull, "wb") as mh:
+    with open(_tmp(out), "wb") as fh, open(_tmp(mask_path) if mask_path else os.devnull, "wb") as mh:
         for batch in iter_batches(ds, seq_len=seq_len):
             fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
             if batch.mask is not None:
@@ -239,8 +285,9 @@ def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
         "bos_id": ds.bos_id, "eos_id": ds.eos_id, "pad_id": ds.pad_id, "tokenizer": ds.tokenizer_name,
         "tokenizer_fingerprint": ds.fingerprint, "mask_file": mask_path.name if mask_path else None,
     }  # fmt: skip
-    Path(f"{out}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    _tmp(f"{out}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
     paths = [str(out), f"{out}.json"] + ([str(mask_path)] if mask_path else [])
+    _publish(paths)
     return {"paths": paths, "n_sequences": n_seq, "n_tokens": n_tok, "dtype": dtype.name, "dtype_note": note}
 
 
