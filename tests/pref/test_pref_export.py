@@ -56,7 +56,7 @@ def test_a_pref_output_exports_whole_pairs_to_hf_only(tmp_path):
 
 def test_kto_output_reads_and_exports_completions_with_labels(tmp_path):
     datasets = pytest.importorskip("datasets")
-    from tokenmill.pref.dataset import PreferenceDataset
+    from tokenmill.shards.pairs import PreferenceDataset
 
     rows = [{"messages": [{"role": "user", "content": f"q {i}?"}, {"role": "assistant", "content": pk.text(i, 4)}],
              "label": i % 3 != 0} for i in range(6)]

@@ -106,8 +106,8 @@ def test_schema_errors_are_rejects_with_file_line_and_reason(row, reason):
 
 def test_an_explicit_mapping_reads_other_column_names(tmp_path):
     from tokenmill.job.options import JobOptions
-    from tokenmill.pref.dataset import PreferenceDataset
     from tokenmill.pref.run import run_pref
+    from tokenmill.shards.pairs import PreferenceDataset
 
     src = tmp_path / "odd.jsonl"
     src.write_text("".join(json.dumps({"question": f"q{i}?", "good": f"yes {i}", "bad": "no"}) + "\n"

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from tokenmill.job.options import JobOptions
-from tokenmill.pref.dataset import PreferenceDataset
 from tokenmill.pref.run import run_pref
 from tokenmill.sft.template import load_template
 from tokenmill.shards.audit import audit
+from tokenmill.shards.pairs import PreferenceDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sft"))
 import chatkit as ck  # noqa: E402

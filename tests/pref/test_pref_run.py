@@ -14,12 +14,12 @@ import pytest
 import statekit
 from tokenmill.errors import ShardError
 from tokenmill.job.options import JobOptions
-from tokenmill.pref.dataset import PreferenceDataset
 from tokenmill.pref.inputs import read_pair
 from tokenmill.pref.run import run_pref
 from tokenmill.pref.tokenize import tokenize_pairs
 from tokenmill.sft.render import MaskPolicy
 from tokenmill.sft.template import load_template
+from tokenmill.shards.pairs import PreferenceDataset
 from tokenmill.tokenize import load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "track"))

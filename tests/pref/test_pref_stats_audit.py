@@ -9,9 +9,9 @@ import prefkit as pk
 
 from tokenmill.job.options import JobOptions
 from tokenmill.loader.stats import shard_stats
-from tokenmill.pref.dataset import PreferenceDataset
 from tokenmill.pref.run import run_pref
 from tokenmill.shards.audit import audit, render_audit
+from tokenmill.shards.pairs import PreferenceDataset
 
 
 def _out(tmp_path, n=6):

@@ -16,12 +16,14 @@ from tokenmill.loader.recipe_data import RecipeDataset
 from tokenmill.loader.runlog import RunLog, check_run
 from tokenmill.loader.schedule import ScheduledBlend, mixture
 from tokenmill.loader.stats import render_stats, shard_stats
+from tokenmill.shards.pairs import PreferenceDataset
 
 __all__ = [
     "BlendedDataset",
     "PackedCollator",
     "PackedDataset",
     "PackedLoader",
+    "PreferenceDataset",
     "Recipe",
     "RecipeDataset",
     "RunLog",

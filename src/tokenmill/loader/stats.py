@@ -8,6 +8,7 @@ import numpy as np
 
 from tokenmill.pack import boundary_aware, packing_stats
 from tokenmill.shards.inventory import val_directory
+from tokenmill.shards.pairs_audit import pair_stats
 
 
 def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -> dict:
@@ -37,8 +38,6 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
         "doc_tokens_max": int(lengths.max()) if lengths.size else 0,
     }
     if (shards.manifest or {}).get("track") == "pref":  # pairs: prompt, chosen, rejected documents each
-        from tokenmill.pref.audit import pair_stats
-
         stats.update(track="pref", **pair_stats(shards))
     stats["by_length"] = length_table(lengths, _doc_sources(shards))
     if seq_len is not None:

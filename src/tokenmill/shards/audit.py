@@ -21,6 +21,7 @@ import numpy as np
 
 from tokenmill.errors import ConfigError, ShardError, TokenmillError
 from tokenmill.shards.inventory import val_directory
+from tokenmill.shards.pairs_audit import pair_examples, prompt_documents, render_pairs
 from tokenmill.shards.pick import Pick, choose, sources_of
 from tokenmill.shards.reader import ShardSet, is_unfinished, open_shards, unfinished_message
 from tokenmill.shards.verify import verify_shards
@@ -69,8 +70,6 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     tok = _decoder(shards, tokenizer, result)
     try:
         pairs = (shards.manifest or {}).get("track") == "pref"  # pairs side by side, not documents
-        if pairs:
-            from tokenmill.pref.audit import pair_examples, prompt_documents
         if pick and pairs:
             raise ConfigError("--source, --id and --shape pick documents; a preference output is audited by "
                               "pair: leave them out")
@@ -357,8 +356,6 @@ def render_audit(result: dict, *, color: bool = False) -> str:
         for example in result["examples"]:
             lines += [_example_title(example), _example_text(example, result["has_mask"], color), ""]
     if result.get("pairs"):
-        from tokenmill.pref.audit import render_pairs
-
         lines += ["", f"pairs ({len(result['pairs'])}, spread evenly): prompt, then chosen | rejected; "
                   f"{_legend(result['has_mask'], color)}", ""]
         lines += render_pairs(result["pairs"], lambda example: _example_text(example, result["has_mask"], color))

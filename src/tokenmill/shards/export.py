@@ -29,6 +29,7 @@ from tokenmill.errors import ConfigError, ShardError
 from tokenmill.shards.checked import verify_checksums
 from tokenmill.shards.export_record import write_record
 from tokenmill.shards.export_remote import export_remote
+from tokenmill.shards.pairs_export import check_export, pair_tables
 from tokenmill.shards.reader import ShardSet, open_shards
 
 BATCH_TOKENS = 1 << 24
@@ -72,9 +73,7 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     out = str(out) if remote else Path(out)
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
-    if (ds.manifest or {}).get("track") == "pref":  # pairs: TRL's tokenized columns (pref/export.py)
-        from tokenmill.pref.export import check_export
-
+    if (ds.manifest or {}).get("track") == "pref":  # pairs: TRL's tokenized columns (pairs_export.py)
         check_export(to, seq_len)
     if seq_len is not None and seq_len > ds.n_tokens:
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
@@ -339,8 +338,6 @@ def _write_arrow_stream(ds: ShardSet, path: Path, seq_len: int | None) -> tuple[
 def _hf_tables(ds: ShardSet, seq_len: int | None):
     """(record batch, tokens in it) of the dataset's rows: sequences, or a pref output's pairs."""
     if (ds.manifest or {}).get("track") == "pref":
-        from tokenmill.pref.export import pair_tables
-
         yield from pair_tables(ds)
         return
     for batch in iter_batches(ds, seq_len=seq_len):

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenmill.errors import ShardError
-from tokenmill.shards import open_shards
+from tokenmill.shards.reader import open_shards
 
 PAIR_ROLES = ("prompt", "chosen", "rejected")
 

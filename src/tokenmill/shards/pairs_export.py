@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ConfigError
-from tokenmill.pref.dataset import PreferenceDataset
+from tokenmill.shards.pairs import PreferenceDataset
 
 BATCH_PAIRS = 4096
 

@@ -13,7 +13,7 @@ from itertools import zip_longest
 
 import numpy as np
 
-from tokenmill.pref.dataset import _index
+from tokenmill.shards.pairs import _index
 
 COLUMN = 60  # characters per side of a side-by-side pair
 
