@@ -86,7 +86,7 @@ def cpu_seconds() -> float:
 
 def run_tokenmill(corpus: str) -> dict:
     sys.path.insert(0, str(REPO / "src"))
-    from tokenmill.curate.registry import step_class
+    from tokenmill.steps.registry import step_class
 
     steps = [step_class(name)() for name in ORDER]
     pf = pq.ParquetFile(corpus)

@@ -18,8 +18,8 @@ LAYERS = [
     {"io", "tokenize", "pack"},  # reading, tokenizers, packing over lengths
     {"engine", "report", "shards"},  # stages and executors, manifests and ledgers, the shard format
     {"route", "split", "loader"},  # the router, the validation split, the loader over shards
-    {"selection", "job", "track"},  # the one input planner and job driver, the tracks' shared stage
-    {"curate", "sft", "pref"},  # steps and their workflows, the SFT track, the preference track
+    {"selection", "job", "track", "steps"},  # the input planner and job driver, the tracks' shared stage, steps
+    {"curate", "sft", "pref"},  # step implementations and their workflows, the SFT track, the preference track
     {"pretrain", "synth", "config"},  # the pretraining track, synthetic data, the pipeline file's schema
     {"check", "bench", "demo", "cli", "cli_doc"},  # the edges: validate, benchmarks, the demo and the command
 ]

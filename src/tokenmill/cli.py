@@ -317,9 +317,9 @@ def cmd_funnel(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from tokenmill.curate.build import build_steps, step_specs
-    from tokenmill.curate.presets import refuse_in_pretrain
+    from tokenmill.curate.presets import refuse_in_pretrain, step_specs
     from tokenmill.pretrain import run_pretrain
+    from tokenmill.steps.build import build_steps
     from tokenmill.track import print_summary
 
     cfg = _settings(args)

@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.base.yamlsafe import load_yaml_file
-from tokenmill.curate.build import build_steps
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import choice, file_keys, paths
 from tokenmill.sft.corpus import build_sft_steps
+from tokenmill.steps.build import build_steps
 
 
 def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Callable[[Any], Any]:
@@ -158,10 +158,6 @@ def _step_problems(steps: list, *, track: str | None = None) -> list[str]:
     """Every problem of the ``steps:`` list (shape, names, options), in the same pass as the rest. A file
     for the SFT track, or for no track in particular, may give steps an ``on:`` (sft/corpus.py)."""
     build = build_sft_steps if track in (None, "sft") else build_steps
-    problems = [f"steps[{i}]: expected a mapping with a 'name'" for i, step in enumerate(steps)
-                if not isinstance(step, dict) or "name" not in step]
-    if problems:
-        return problems
     try:
         build(steps, source="")
     except ConfigError as exc:

@@ -17,7 +17,7 @@ from tokenmill.curate.heuristics import text as T
 from tokenmill.curate.heuristics.refinedweb import COUNTER, SUBSTRINGS, RefinedWeb
 from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, text_column
 from tokenmill.curate.langid_batch import BatchIdentifier, exp_nonpositive
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 
 def alnum_words(text: pa.Array) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 WORDS = ("river library garden station bakery teacher council market museum harbour village doctor bridge "
          "school forest island factory kitchen winter letter opened visited described repaired painted measured "

@@ -12,12 +12,12 @@ import pytest
 from curatekit import ENGLISH, write_corpus
 
 import statekit
-from tokenmill.curate.build import build_step
-from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.pii import Pii
 from tokenmill.curate.run import run_curate
 from tokenmill.records import DOCUMENT
 from tokenmill.report.ledger import read_columns
+from tokenmill.steps.build import build_step
+from tokenmill.steps.cascade import Cascade
 
 
 def LengthFilter(**params):
@@ -116,7 +116,7 @@ def test_curate_refuses_sft_data(tmp_path):
 
 
 def test_decide_sees_numpy_like_the_funnel():
-    from tokenmill.curate.cascade import as_numpy
+    from tokenmill.steps.cascade import as_numpy
 
     assert as_numpy(pa.array(["a", None])).tolist() == ["a", None]
     assert as_numpy(np.array([1, 2])).dtype.kind == "i"

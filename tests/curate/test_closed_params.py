@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tokenmill.cli import main
-from tokenmill.curate.build import build_steps
 from tokenmill.errors import ConfigError
+from tokenmill.steps.build import build_steps
 
 pytest.importorskip("py3langid")
 

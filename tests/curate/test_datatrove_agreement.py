@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tokenmill.curate.conformance import vectors
-from tokenmill.curate.registry import step_class
+from tokenmill.steps.registry import step_class
 
 WEB_FILES = ["pretrain/dolma_cc_en_head-0091.jsonl", "pretrain/dolma_cc_en_head-0174.jsonl",
              "pretrain/dclm_quality_agreement_data.jsonl", "pretrain/llamafactory_c4_demo.jsonl",

@@ -14,7 +14,7 @@ import pytest
 
 from tokenmill.curate import ngrams
 from tokenmill.curate.decontam import Decontaminate, build_index
-from tokenmill.curate.registry import step_class
+from tokenmill.steps.registry import step_class
 
 WORDS = ("river mountain village engine garden planet signal harbor winter copper lantern meadow "
          "thunder orchard marble canyon violet ember falcon glacier").split()

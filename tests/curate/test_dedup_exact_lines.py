@@ -10,8 +10,8 @@ from dedupkit import ledger, run_step, survivors, tree
 
 from tokenmill.curate.dedup.exact import ExactDedup
 from tokenmill.curate.dedup.lines import LineDedup
-from tokenmill.curate.registry import step_class
 from tokenmill.errors import ConfigError
+from tokenmill.steps.registry import step_class
 
 
 def test_exact_dedup_keeps_the_earliest_of_each_normalised_group(tmp_path):

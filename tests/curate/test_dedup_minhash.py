@@ -18,8 +18,8 @@ from dedupkit import ledger, planted_corpus, run_step, split_units, survivors, t
 from tokenmill.curate.dedup.components import Meter, connected_components
 from tokenmill.curate.dedup.minhash import MinHashDedup
 from tokenmill.curate.dedup.shingles import jaccard, shingle_sets
-from tokenmill.curate.registry import step_class
 from tokenmill.errors import ConfigError
+from tokenmill.steps.registry import step_class
 
 HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"

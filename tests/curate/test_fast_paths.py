@@ -191,7 +191,7 @@ def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypa
     import importlib
 
     from tokenmill.curate.heuristics import text
-    from tokenmill.curate.registry import step_class
+    from tokenmill.steps.registry import step_class
 
     step = step_class(name)()
     b = random_batch(100 + seed, 250)

@@ -8,10 +8,10 @@ import pytest
 from curatekit import write_corpus
 
 from tokenmill.cli import main
-from tokenmill.curate.build import missing_steps
 from tokenmill.curate.funnel import parse_sets, recompute
 from tokenmill.curate.run import run_curate
 from tokenmill.errors import ConfigError
+from tokenmill.steps.build import missing_steps
 
 STEPS = [{"name": "url", "block_domains": ["blocked.test"]},
          {"name": "language", "languages": ["en"], "threshold": 0.9},
@@ -111,8 +111,8 @@ def test_every_registered_document_step_names_the_parameters_that_replay():
     """``funnel --set`` replays only a step's ``decision_params``: a step that names none cannot be replayed."""
     import dataclasses
 
-    from tokenmill.curate.build import resolve
-    from tokenmill.curate.registry import STEP_CLASSES
+    from tokenmill.steps.build import resolve
+    from tokenmill.steps.registry import STEP_CLASSES
 
     for name in STEP_CLASSES:
         try:

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tokenmill.curate.conformance.cases import prose
-from tokenmill.curate.registry import step_class
-from tokenmill.curate.step import reason, step_fingerprint
+from tokenmill.steps.contract import reason, step_fingerprint
+from tokenmill.steps.registry import step_class
 
 NAMES = ["length", "gopher_quality", "gopher_repetition", "c4", "fineweb", "refinedweb"]
 
@@ -107,14 +107,6 @@ def test_c4_rewrites_lines_then_decides_on_what_is_left():
     assert list(step.decide(scored.scores)) == [None, "curly_bracket", "too_few_sentences"]
     off = dataclasses.replace(step, min_num_sentences=3)
     assert list(off.decide(scored.scores)) == [None, "curly_bracket", None]
-
-
-def test_pretrain_length_filter_adapter():
-    from tokenmill.curate.callables import LengthFilter
-
-    kept, counts = LengthFilter(min_chars=2, max_chars=3)(batch(["a", "ab", "abcd", "abc"]))
-    assert kept.column("text").to_pylist() == ["ab", "abc"]
-    assert counts == {"length_v1:too_short": 1, "length_v1:too_long": 1}
 
 
 def test_word_counts_without_assembly_match_the_words():

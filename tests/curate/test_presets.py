@@ -8,10 +8,10 @@ import pytest
 from curatekit import write_corpus
 
 from tokenmill.cli import main
-from tokenmill.curate.build import build_steps, missing_steps
 from tokenmill.curate.presets import PRESETS, preset_specs
 from tokenmill.curate.run import run_curate
 from tokenmill.errors import ConfigError
+from tokenmill.steps.build import build_steps, missing_steps
 
 
 def test_fineweb_order_and_known_presets():

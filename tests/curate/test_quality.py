@@ -18,8 +18,9 @@ pytest.importorskip("fasttext")
 from tokenmill.cli import main  # noqa: E402
 from tokenmill.curate.quality import Quality, auc, normalise, train_quality  # noqa: E402
 from tokenmill.curate.quality_top import BINS, cut_from_histogram  # noqa: E402
-from tokenmill.curate.registry import is_corpus_step, step_class  # noqa: E402
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow  # noqa: E402
+from tokenmill.steps.contract import is_corpus_step
+from tokenmill.steps.registry import step_class  # noqa: E402
 
 FORMAL = ("the committee examined evidence regarding historical economic development population "
           "government university research policy analysis century national scientific methods").split()

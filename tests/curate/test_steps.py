@@ -9,14 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.curate.build import build_steps
-from tokenmill.curate.cascade import as_numpy
 from tokenmill.curate.language import Language, normalise_codes
 from tokenmill.curate.license import License, normalise_license
 from tokenmill.curate.pii import Pii
 from tokenmill.curate.run import run_curate
 from tokenmill.curate.url import UrlFilter
 from tokenmill.errors import ConfigError
+from tokenmill.steps.build import build_steps
+from tokenmill.steps.cascade import as_numpy
 
 
 def _run(step, **cols):

@@ -100,7 +100,7 @@ import numpy as np
 
 from tokenmill.curate import warm
 from tokenmill.curate.run import run_curate
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 
 @dataclass(frozen=True)

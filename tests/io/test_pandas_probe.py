@@ -40,9 +40,10 @@ def test_the_main_process_is_left_alone():
 def _curate_worker(queue) -> None:
     import pyarrow as pa
 
-    from tokenmill.curate.build import build_steps, step_specs
-    from tokenmill.curate.cascade import Cascade
+    from tokenmill.curate.presets import step_specs
     from tokenmill.curate.tasks import ReadTask
+    from tokenmill.steps.build import build_steps
+    from tokenmill.steps.cascade import Cascade
 
     task = ReadTask(Cascade(tuple(build_steps(step_specs("refinedweb", None), source="steps"))), {}, "curate",
                     "documents")

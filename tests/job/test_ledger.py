@@ -133,7 +133,8 @@ def test_a_run_killed_after_the_ledger_stage_ended_drops_the_loose_parts_on_resu
 
 def test_pretrain_with_a_preset_writes_the_same_kind_of_ledger(tmp_path):
     out = tmp_path / "shards"
-    from tokenmill.curate.build import build_steps, step_specs
+    from tokenmill.curate.presets import step_specs
+    from tokenmill.steps.build import build_steps
 
     steps = build_steps(step_specs("gopher", None), source="test")
     manifest = run_pretrain(_inputs(tmp_path), out=str(out), tokenizer="default", workers=1, progress=False,

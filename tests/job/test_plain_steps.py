@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tokenmill.curate.callables import LengthFilter, PlainStep, as_doc_step
 from tokenmill.curate.funnel import parse_sets, recompute
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
 from tokenmill.report.ledger import ledger_problems, read_ledger
+from tokenmill.steps.plain import PlainStep, as_doc_step
 
 
 def drop_odd_and_short(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
@@ -30,6 +31,18 @@ def drop_odd_and_short(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str,
 def shout(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
     """A plain step that rewrites the text."""
     return batch.set_column(batch.schema.get_field_index("text"), "text", pc.utf8_upper(batch.column("text"))), {}
+
+
+@dataclass(frozen=True)
+class MinChars:
+    """A versioned plain step: its name carries its version, and its reasons are spelled with it."""
+
+    min_chars: int
+    name: str = "min_chars_v1"
+
+    def __call__(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
+        keep = pc.greater_equal(pc.utf8_length(batch.column("text")), self.min_chars)
+        return batch.filter(keep), {"min_chars_v1:too_short": len(batch) - (pc.sum(keep).as_py() or 0)}
 
 
 def _corpus(tmp_path):
@@ -57,8 +70,8 @@ def test_a_plain_steps_removals_reach_the_ledger_with_a_reason_per_row(tmp_path)
 def test_a_versioned_plain_step_keeps_its_reasons_and_a_rewrite_is_kept(tmp_path):
     out = tmp_path / "shards"
     manifest = run_pretrain([str(_corpus(tmp_path))], out=str(out), tokenizer="default", workers=1, progress=False,
-                            steps=[LengthFilter(min_chars=10), shout])
-    assert manifest["counts"]["filtered"] == {"length_v1:too_short": 2}  # the spelling the step gives
+                            steps=[MinChars(min_chars=10), shout])
+    assert manifest["counts"]["filtered"] == {"min_chars_v1:too_short": 2}  # the spelling the step gives
     assert ledger_problems(out, manifest) == []
     from tokenmill.shards import open_shards
     from tokenmill.tokenize import load_tokenizer
@@ -71,8 +84,8 @@ def test_a_versioned_plain_step_keeps_its_reasons_and_a_rewrite_is_kept(tmp_path
 def test_plain_steps_pickle_and_document_steps_pass_through():
     wrapped = as_doc_step(drop_odd_and_short)
     assert isinstance(wrapped, PlainStep) and pickle.loads(pickle.dumps(wrapped)).name == wrapped.name
-    length = LengthFilter(min_chars=3)
-    assert as_doc_step(as_doc_step(length)).name == "length"
+    length = MinChars(min_chars=3)
+    assert as_doc_step(as_doc_step(length)).name == "min_chars"
 
 
 def test_a_plain_step_that_drops_columns_is_refused(tmp_path):

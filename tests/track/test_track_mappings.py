@@ -91,6 +91,6 @@ def test_step_specs_are_refused_before_any_work(tmp_path, docs):
         run_pretrain([str(docs)], out=out, steps=[{"name": "length", "min_chars": 5}, "length"], workers=1,
                      progress=False, schemas={"*": {"text": "body"}})
     assert err.value.problems == [
-        "steps[0]: expected a step, got dict (a step spec: build it with tokenmill.curate.build.build_steps)",
+        "steps[0]: expected a step, got dict (a step spec: build it with tokenmill.steps.build.build_steps)",
         "steps[1]: expected a step, got str"]
     assert not out.exists()

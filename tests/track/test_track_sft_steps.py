@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -11,11 +12,15 @@ import pyarrow.compute as pc
 import pytest
 import trackkit as tk
 
-from tokenmill.curate.step import Scored
+from tokenmill.cli import main
+from tokenmill.curate.funnel import parse_sets, recompute
 from tokenmill.errors import ConfigError
+from tokenmill.report.ledger import ledger_problems, read_ledger
+from tokenmill.sft.corpus import build_sft_steps
 from tokenmill.sft.run import run_sft
 from tokenmill.sft.steps import conversation_batch
 from tokenmill.shards import open_shards
+from tokenmill.steps.contract import Scored
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ def expected(rows: list[dict]) -> tuple[set[str], Counter]:
         if "boats" in response:
             reasons["mentions_v1:boats"] += 1
         elif len(prompt) < 40:
-            reasons["short_prompt"] += 1
+            reasons["short_prompts_v1:short_prompt"] += 1
         else:
             kept.add(r["id"])
     return kept, reasons
@@ -83,7 +88,7 @@ def test_steps_filter_conversations_counted_by_reason(tmp_path, workers):
     m = run_sft([str(src)], out=tmp_path / "out", steps=[ResponseMentions(), short_prompts], workers=workers,
                 unit_bytes=4000, verify=0, progress=False)
     kept, reasons = expected(rows)
-    assert reasons["mentions_v1:boats"] > 0 and reasons["short_prompt"] > 0 and kept
+    assert reasons["mentions_v1:boats"] > 0 and reasons["short_prompts_v1:short_prompt"] > 0 and kept
     assert m["counts"]["filtered"] == dict(reasons)
     assert m["counts"]["kept"] == len(kept) and m["counts"]["balanced"]
     shards = open_shards(tmp_path / "out")
@@ -97,3 +102,49 @@ def test_a_step_that_rewrites_text_is_refused_on_conversations(tmp_path):
     tk.write_chats(src, 5)
     with pytest.raises(ConfigError, match="rewrites text"):
         run_sft([str(src)], out=tmp_path / "out", steps=[Rewrite()], workers=1, verify=0, progress=False)
+
+
+def test_steps_on_conversations_write_a_decision_ledger_that_tells_every_records_fate(tmp_path):
+    """Steps, a broken line, a render reject (too long) after the steps: one ledger row per input record."""
+    src = tmp_path / "chats.jsonl"
+    rows = tk.write_chats(src, 60, seed=8, broken_every=20)
+    out = tmp_path / "out"
+    m = run_sft([str(src)], out=out, steps=[ResponseMentions(), short_prompts], workers=1, unit_bytes=4000,
+                verify=0, max_length=48, progress=False)
+    assert m["counts"]["rejected"].get("too_long", 0) > 0 and m["counts"]["rejected"]["malformed_json"] == 3
+    assert ledger_problems(out, m) == []
+    ledger = read_ledger(out, m).to_pylist()
+    assert len(ledger) == 63
+    by_id = {r["id"]: r for r in ledger if r["id"] is not None}
+    kept, reasons = expected(rows)
+    for row in rows:
+        if row["id"] not in kept and by_id[row["id"]]["reason"] is not None:
+            assert by_id[row["id"]]["reason"].split(":")[0] in ("mentions_v1", "short_prompts_v1")
+    assert {e["id"] for e in m["steps"]} == {"mentions_v1", "short_prompts_v1"}
+    assert m["funnel"]["kept"] == m["counts"]["kept"]
+
+
+def test_sft_command_with_steps_writes_a_ledger_the_funnel_reads(tmp_path):
+    src = tmp_path / "chats.jsonl"
+    tk.write_chats(src, 40, seed=3)
+    (tmp_path / "pipeline.yaml").write_text("track: sft\nsteps:\n  - {name: length, min_chars: 120}\n")
+    out = tmp_path / "out"
+    assert main(["sft", str(src), "--out", str(out), "--config", str(tmp_path / "pipeline.yaml"), "--workers", "1",
+                 "--verify", "0", "--no-progress"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert 0 < m["counts"]["filtered"]["length_v1:too_short"] < 40
+    assert ledger_problems(out, m) == [] and (out / "ledger").is_dir()
+    assert recompute(out, parse_sets(["length.min_chars=0"]))["kept"] == 40  # replayed from the ledger's scores
+
+
+def test_corpus_steps_removals_reach_the_sft_ledger(tmp_path):
+    src = tmp_path / "chats.jsonl"
+    rows = tk.write_chats(src, 30, seed=5)
+    with open(src, "a", encoding="utf-8") as f:
+        for row in rows[:6]:  # the same conversations again, under other ids
+            f.write(json.dumps({**row, "id": row["id"] + "-copy"}) + "\n")
+    out = tmp_path / "out"
+    m = run_sft([str(src)], out=out, steps=[ResponseMentions(), *build_sft_steps([{"name": "exact_dedup"}])], workers=1, verify=0,
+                progress=False)
+    assert m["counts"]["filtered"]["exact_dedup_conversation_v1:duplicate"] > 0
+    assert ledger_problems(out, m) == []

@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 import pytest
 import trackkit as tk
 
-from tokenmill.curate.callables import LengthFilter
-from tokenmill.curate.step import Scored, step_fingerprint
+from tokenmill.curate.heuristics.length import Length
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
 from tokenmill.shards import open_shards
+from tokenmill.steps.contract import Scored, step_fingerprint
 
 
 def make_plain_step():
@@ -76,9 +76,9 @@ def run(corpus, out, steps, **kw):
 
 
 def test_plain_function_and_recreated_steps_resume_instead_of_refusing(corpus, tmp_path):
-    first = [make_plain_step(), Shout(), LengthFilter(min_chars=20)]
+    first = [make_plain_step(), Shout(), Length(min_chars=20)]
     m1 = run(corpus, tmp_path / "out", first, workers=1)
-    again = [make_plain_step(), Shout(), LengthFilter(min_chars=20)]  # new objects, new reprs, same steps
+    again = [make_plain_step(), Shout(), Length(min_chars=20)]  # new objects, new reprs, same steps
     assert repr(again[0]) != repr(first[0]) and repr(again[1]) != repr(first[1])
     m2 = run(corpus, tmp_path / "out", again, workers=1)
     # a plain function's reason is put under its own name (drop_rivers_v1:), as every step's is, so the
@@ -86,7 +86,7 @@ def test_plain_function_and_recreated_steps_resume_instead_of_refusing(corpus, t
     assert m2["counts"] == m1["counts"] and m1["counts"]["filtered"]["drop_rivers_v1:no_rivers:river"] > 0
     assert m1["config"]["steps"][1] == {"name": "shout", "version": 1, "params": {"word": "boats"}}
     with pytest.raises(ConfigError, match="other inputs or settings"):
-        run(corpus, tmp_path / "out", [make_plain_step(), Shout("birds"), LengthFilter(min_chars=20)], workers=1)
+        run(corpus, tmp_path / "out", [make_plain_step(), Shout("birds"), Length(min_chars=20)], workers=1)
 
 
 def test_fingerprint_is_name_version_params():

@@ -45,8 +45,8 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate import ngrams
-from tokenmill.curate.step import Scored
 from tokenmill.errors import ConfigError
+from tokenmill.steps.contract import Scored
 
 LAYOUTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mmlu", ("question", "choices")),

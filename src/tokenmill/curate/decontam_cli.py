@@ -84,8 +84,8 @@ def _check_usage(args: argparse.Namespace) -> None:
 def benchmark_report(manifest: dict, spec: dict, out: Path | None = None) -> dict:
     """Per benchmark: its files, items read, documents removed (from the run's counts) and, from the ledger in
     ``out``, up to :data:`EXAMPLES` of them with the n-gram they share and the eval item."""
-    from tokenmill.curate.build import build_step
     from tokenmill.curate.decontam import eval_sources
+    from tokenmill.steps.build import build_step
 
     step = build_step(spec, where="decontaminate")
     index = step.index()
@@ -136,8 +136,8 @@ def render(report: dict) -> str:
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
     from tokenmill.base.files import atomic_write
-    from tokenmill.curate.build import build_step
     from tokenmill.curate.run import run_curate
+    from tokenmill.steps.build import build_step
 
     _check_usage(args)
     spec = step_spec(args)

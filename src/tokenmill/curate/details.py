@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tokenmill.curate.build import resolve
 from tokenmill.report.ledger import file_schema, part_exists, read_columns, stage_parts
+from tokenmill.steps.build import resolve
 
 BINS = 20
 

@@ -6,7 +6,7 @@ and of what reached the step, and what was left. Read errors (rejects) come firs
 
 ``recompute`` rebuilds the funnel from the ledger for other parameters (``--set gopher_quality.
 min_stop_words=3``) without reading any text: each step's ``decide`` runs again over its stored
-statistics. With every step scoring every document (the default, see :mod:`tokenmill.curate.cascade`),
+statistics. With every step scoring every document (the default, see :mod:`tokenmill.steps.cascade`),
 the result equals a full rerun with those parameters; otherwise documents a loosened threshold lets
 through to a step that never scored them are counted as ``unscored`` and kept, and the funnel says so.
 A step names its decision parameters (``decision_params``: thresholds ``decide`` reads); changing any
@@ -28,14 +28,14 @@ import numpy as np
 import pyarrow as pa
 import yaml
 
-from tokenmill.curate.build import build_step
-from tokenmill.curate.callables import RecordedPlainStep
-from tokenmill.curate.cascade import decisions
 from tokenmill.curate.details import attach, render_details
 from tokenmill.curate.quality_top import BINS, cut_from_histogram, score_bins
-from tokenmill.curate.step import reason
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.report.ledger import REJECTED, read_columns, read_stage_parts, stage_parts
+from tokenmill.steps.build import build_step
+from tokenmill.steps.cascade import decisions
+from tokenmill.steps.contract import reason
+from tokenmill.steps.plain import RecordedPlainStep
 
 
 def build_funnel(records: int, rejected: Counter, steps: list[dict], filtered: Counter) -> dict:
@@ -158,7 +158,8 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
         problems += [f"--set {e['name']}.{p}: {e['name']} has no parameter {p!r}; its parameters: "
                      f"{', '.join(e['params'])}" for p in unknown]
         try:
-            step = build_step({"name": e["name"], **e["params"], **changes}, where=f"--set {e['name']}")
+            label = {"step": e["class"]} if "class" in e else {"name": e["name"]}  # a user's step: by its class
+            step = build_step({**label, **e["params"], **changes}, where=f"--set {e['name']}")
         except ConfigError as exc:
             problems += exc.problems
             steps.append(None)

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.base.files import atomic_write
-from tokenmill.curate.build import resolve
 from tokenmill.curate.details import step_class_of
 from tokenmill.report.ledger import stage_parts, stage_schema, stage_values
+from tokenmill.steps.build import resolve
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}

@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.langid_batch import BatchIdentifier
 from tokenmill.curate.langid_cache import cached_tables
-from tokenmill.curate.step import Scored
 from tokenmill.errors import MissingExtraError
+from tokenmill.steps.contract import Scored
 
 SHIPPED_LABELS = frozenset((
     "af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he hi "

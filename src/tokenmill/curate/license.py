@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from tokenmill.curate.docmeta import meta_values, strings
 from tokenmill.curate.license_detect import detect_licence
 from tokenmill.curate.license_names import normalise_license
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 PERMISSIVE = ("cc0-1.0", "public-domain", "cc-by-4.0", "cc-by-3.0", "cc-by-sa-4.0", "cc-by-sa-3.0", "mit",
               "apache-2.0", "bsd-2-clause", "bsd-3-clause", "isc", "odc-by", "pddl")

@@ -51,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate.docmeta import strings
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 PHRASES = (
     "as an ai language model", "as an ai developed by", "as an ai assistant", "as a language model",

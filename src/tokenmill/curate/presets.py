@@ -121,3 +121,20 @@ def _place_snapshot(name: str, specs: list[dict], snapshot: str | None) -> None:
     for spec in specs:
         if spec["name"] == "robots" or (spec["name"] == "tdm_optout" and Path(str(snapshot)).is_dir()):
             spec["snapshot"] = str(snapshot)
+
+
+def step_specs(preset: str | None, steps: list[dict] | None, *, quality_model: str | None = None,
+               robots_snapshot: str | None = None) -> list[dict]:
+    """The specs a run uses: the preset's, then the pipeline file's ``steps:`` after them.
+
+    ``quality_model`` is the model of the preset's quality step (``--preset dclm --quality-model PATH``);
+    ``robots_snapshot`` the snapshot of its robots step (``--preset consent --robots-snapshot PATH``).
+    """
+    if quality_model and not preset:
+        raise ConfigError("--quality-model: it is the model of a preset's quality step (--preset dclm); without a "
+                          "preset give it in steps: [{name: quality, model: PATH, top_fraction: F}]")
+    if robots_snapshot and not preset:
+        raise ConfigError("--robots-snapshot: it is the snapshot of a preset's robots step (--preset consent); "
+                          "without a preset give it in steps: [{name: robots, snapshot: PATH}]")
+    chosen = preset_specs(preset, quality_model=quality_model, robots_snapshot=robots_snapshot) if preset else []
+    return chosen + list(steps or [])

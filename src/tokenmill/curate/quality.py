@@ -45,8 +45,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill._extras import require
-from tokenmill.curate.step import Scored
 from tokenmill.errors import ConfigError
+from tokenmill.steps.contract import Scored
 
 LABEL_HQ, LABEL_LQ = "__label__hq", "__label__lq"
 DEFAULTS: dict[str, Any] = {"wordNgrams": 2, "dim": 64, "epoch": 25, "lr": 0.5, "minCount": 2,

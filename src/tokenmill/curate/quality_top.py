@@ -32,10 +32,10 @@ import pyarrow.parquet as pq
 
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
-from tokenmill.curate.step import column, reason
 from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.contract import column, reason
 
 BINS = 1 << 16
 

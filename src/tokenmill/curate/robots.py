@@ -52,8 +52,8 @@ import pyarrow as pa
 from tokenmill._extras import require, require_installed
 from tokenmill.curate.docmeta import check_urls, meta_values, strings
 from tokenmill.curate.robots_snapshot import Capture, load_snapshot, pick_capture, snapshot_files
-from tokenmill.curate.step import Scored
 from tokenmill.curate.url import absolute_url, host_key
+from tokenmill.steps.contract import Scored
 
 AI_AGENTS = ("GPTBot", "ClaudeBot", "anthropic-ai", "CCBot", "Google-Extended", "Applebot-Extended", "PerplexityBot",
              "Bytespider", "meta-externalagent", "*")

@@ -1,7 +1,7 @@
 """``tokenmill curate``: documents in, curated documents + decision ledger + funnel + report out.
 
 The steps become a workflow (:mod:`tokenmill.engine.workflow`): consecutive document steps share one map
-stage (one pass over the text); a corpus step (``registry.is_corpus_step``) contributes its own stages,
+stage (one pass over the text); a corpus step (:class:`~tokenmill.steps.contract.CorpusStep`) contributes its own stages,
 which read the documents stage before it and end in a documents stage of their own. The first map stage
 reads the input work units (same readers, router refusal, rejects and accounting as ``tokenmill
 pretrain``); the last stage is always a map stage writing ``documents/`` (with no steps when the list
@@ -23,15 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokenmill.curate.build import build_steps, step_specs
-from tokenmill.curate.cascade import Cascade
 from tokenmill.curate.funnel import funnel_from_ledger
 from tokenmill.curate.html import write_report
 from tokenmill.curate.join import STAGE as JOIN
 from tokenmill.curate.join import VERSION as JOIN_VERSION
 from tokenmill.curate.join import decision_ledger, join_stage, stage_packs
-from tokenmill.curate.registry import is_corpus_step
-from tokenmill.curate.step import step_entry, step_id, step_params
+from tokenmill.curate.presets import step_specs
 from tokenmill.curate.tasks import DocsTask, ReadTask
 from tokenmill.curate.warm import start_workers
 from tokenmill.engine.outputs import Documents, outputs
@@ -42,6 +39,9 @@ from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run, unit_size
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.build import build_steps
+from tokenmill.steps.cascade import Cascade
+from tokenmill.steps.contract import is_corpus_step, stage_entry, step_entry, step_packages
 
 FIRST = "curate"
 
@@ -77,7 +77,7 @@ def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inp
                text_mode: str, score_removed: bool, limit: int | None = None, guard: Callable = _unguarded) -> Stage:
     docs_dir = "documents" if final else f"_work/{name}/documents"
     cascade = Cascade(tuple(steps), score_removed=score_removed)
-    params = {"steps": [{"id": step_id(s), "params": step_params(s)} for s in steps], "docs": docs_dir,
+    params = {"steps": [stage_entry(s) for s in steps], "docs": docs_dir,
               "score_removed": score_removed}
 
     def plan(ctx: StageContext) -> StagePlan:
@@ -207,7 +207,7 @@ def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed
     def configure(run: Run) -> tuple[list[Stage], list[dict]]:
         run.config.update({"preset": preset,
                            "steps": [s if isinstance(s, dict) else step_entry(s, "", "object") for s in specs],
-                           "score_removed": score_removed, "schemas": run.inputs.schemas})
+                           "score_removed": score_removed, "schemas": run.inputs.schemas, **step_packages(built)})
         return compose(built, inputs=run.inputs, out=run.out, text_mode=run.options.text_mode,
                        score_removed=score_removed, limit=run.options.limit, guard=run.guarded)
 

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from tokenmill._extras import require
 from tokenmill.curate import ngrams
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 PLACEHOLDER = (r"^\s*(n/?a|none|null|todo|tbd|\.{3,}|…|-+|<no\s*input>|<noinput>|lorem ipsum.*|\[insert[^\]]*\]"
                r"|(your )?(answer|response|output) (goes )?here\.?|placeholder)\s*$")

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill._arrow import skip_pandas_probe
-from tokenmill.curate.cascade import Cascade, CascadeResult
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
@@ -29,6 +28,8 @@ from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
+from tokenmill.steps.cascade import Cascade, CascadeResult
+from tokenmill.steps.ledger import concat_ledger, kept_locs, ledger_part, write_table
 
 DOCS_SCHEMA = DOCUMENT.append(pa.field("loc", pa.int64()))  # the documents files: provenance travels along
 SAMPLES_PER_REASON = 3
@@ -37,12 +38,6 @@ SAMPLE_CHARS = 600
 # four read batches of web text hold about 1.8 times the distinct chunks of one, not four times (the first
 # pass's CPU: BENCHMARKS.md). The documents file keeps the row chunks of the read batches
 SCORE_ROWS = 4096
-
-
-def kept_locs(raw: Any, rejects: list) -> np.ndarray:
-    """The line/row of each document ``to_documents`` kept (its rejects are gone from the batch)."""
-    gone = {r.loc for r in rejects}
-    return np.array([loc for loc in raw.locs if loc not in gone], dtype=np.int64)
 
 
 class _Writer:
@@ -84,10 +79,10 @@ class _Writer:
 
     def close(self) -> dict[str, Any]:
         docs = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA) if self.docs else DOCS_SCHEMA.empty_table()
-        _write(self.staging / self.docs_rel, docs)
-        ledger = _concat_ledger(self.ledger)
+        write_table(self.staging / self.docs_rel, docs)
+        ledger = concat_ledger(self.ledger)
         if ledger is not None:
-            _write(self.staging / self.ledger_rel, ledger)
+            write_table(self.staging / self.ledger_rel, ledger)
         return {"docs": self.docs_rel, "ledger": self.ledger_rel if ledger is not None else None,
                 "samples": self.samples, **docs_size(self.staging, self.docs_rel, docs.num_rows)}
 
@@ -95,18 +90,6 @@ class _Writer:
 def docs_size(staging: Path, rel: str, rows: int) -> dict[str, int]:
     """The ``rows`` and ``size`` of a documents output written to ``staging/rel`` (``engine/outputs.py``)."""
     return {"rows": int(rows), "size": (staging / rel).stat().st_size}
-
-
-def _concat_ledger(batches: list[pa.RecordBatch]) -> pa.Table | None:
-    if not batches:
-        return None
-    return pa.Table.from_batches(batches).combine_chunks() if len({b.schema for b in batches}) == 1 else \
-        pa.concat_tables([pa.Table.from_batches([b]) for b in batches], promote_options="permissive")
-
-
-def _write(path: Path, table: pa.Table) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
 
 
 def _with_loc(docs: pa.RecordBatch, locs: np.ndarray) -> pa.RecordBatch:
@@ -169,7 +152,7 @@ class ReadTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         work, stats, seconds = unit.payload, Stats(), Counter()
-        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", ledger_part(self.stage, unit.name))
         sink = RejectSink(staging, work)
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -208,7 +191,7 @@ class DocsTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         stats, seconds = Stats(), Counter()
-        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", f"steps/{self.stage}/ledger/{unit.name}.parquet")
+        writer = _Writer(staging, f"{self.docs_dir}/{unit.name}.parquet", ledger_part(self.stage, unit.name))
         source = Path(self.out) / unit.payload
 
         def batches() -> Iterator[pa.RecordBatch]:

@@ -34,8 +34,8 @@ import pyarrow as pa
 
 from tokenmill.curate.docmeta import check_urls, meta_values, strings
 from tokenmill.curate.robots import AI_AGENTS
-from tokenmill.curate.step import Scored
 from tokenmill.curate.url import absolute_url, host_key
+from tokenmill.steps.contract import Scored
 
 _META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
 _ATTR = re.compile(r"""\b(name|content)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""", re.IGNORECASE)

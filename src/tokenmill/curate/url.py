@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 DEFAULT_BANNED_WORDS = ("porn", "porno", "pornhub", "xxx", "xvideos", "xnxx", "hentai", "nsfw", "camgirl",
                         "camgirls", "redtube", "youporn")

@@ -5,8 +5,10 @@ Per work unit (in a worker process): read raw batches -> ``Document`` batches ->
 (BOS only when the tokenizer's own config adds one) -> ``ShardWriter``. Shards are named after the unit,
 so the output is the same whatever the number of workers or the executor.
 
-Steps (either contract of :mod:`tokenmill.curate.inline`) get ``setup()`` once per worker through the
-task's own ``setup``, and enter the run's fingerprint by name, version and parameters, never ``repr``.
+Steps (document steps, and plain callables through :func:`tokenmill.steps.plain.as_doc_step`) run as one
+cascade through :class:`tokenmill.steps.ledger.UnitLedger`, which writes each unit's ledger part; they get
+``setup()`` once per worker through the task's own ``setup``, and enter the run's fingerprint by name, version,
+parameters and (a step from outside tokenmill) package version, never ``repr``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,7 @@ import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
-from tokenmill.curate.callables import as_doc_step
-from tokenmill.curate.cascade import Cascade
-from tokenmill.curate.inline import apply_steps, setup_steps
-from tokenmill.curate.registry import is_corpus_step
-from tokenmill.curate.step import step_identity
-from tokenmill.curate.track import UnitLedger, funnel_section, is_doc_steps
+from tokenmill.curate.track import STAGE, funnel_section
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
@@ -39,6 +36,10 @@ from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
+from tokenmill.steps.cascade import Cascade
+from tokenmill.steps.contract import CorpusStep, DocStep, is_corpus_step, step_identity, step_packages
+from tokenmill.steps.ledger import UnitLedger
+from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
 if TYPE_CHECKING:
@@ -75,13 +76,13 @@ class PretrainTask:
     shard_tokens: int = 1 << 28
     text_mode: str = "auto"
     batch_rows: int = 512
-    steps: Sequence[Step] = field(default_factory=tuple)
+    steps: Sequence[DocStep] = field(default_factory=tuple)  # document steps (plain callables wrapped)
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split (tokenmill.split): val/ shards beside the training ones
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()`` (load a model)."""
-        setup_steps(self.steps)
+        Cascade(tuple(self.steps)).setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
@@ -92,9 +93,8 @@ class PretrainTask:
             where, stem_prefix=f"shard-{work.index:06d}", tokenizer_info=info, max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
         bos = tok.bos_id if tok.add_bos else None
-        # curation steps (tokenmill.curate) run as a cascade that writes the ledger beside the shards;
-        # plain callables (``step(batch) -> (kept, counts)``) run as they are
-        ledger = UnitLedger(Cascade(tuple(self.steps)), staging, unit.name) if is_doc_steps(self.steps) else None
+        # the steps run as one cascade that writes the unit's ledger part beside the shards
+        ledger = UnitLedger(Cascade(tuple(self.steps)), staging, STAGE, unit.name) if self.steps else None
         for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
@@ -104,13 +104,6 @@ class PretrainTask:
             sink.add(rejects, stats)
             if ledger is not None:
                 docs = ledger.apply(docs, raw, rejects, stats)
-            elif self.steps:
-                applied = apply_steps(self.steps, docs)
-                docs = applied.batch
-                for reason, count in applied.filtered.items():
-                    stats.filter(reason, count)
-                stats.extra.update(applied.counts)
-                seconds.update(applied.seconds)
             if docs.num_rows == 0:
                 continue
             stats.kept += docs.num_rows
@@ -203,11 +196,11 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
     for a ``--val-count`` split); ``config``: entries the command adds to the manifest's (step specs, preset)."""
     _check_steps(steps)
     doc_steps = tuple(as_doc_step(s) for s in steps)  # one cascade: every step's removals reach the ledger
-    ledgered = is_doc_steps(doc_steps)
+    ledgered = bool(doc_steps)
 
     def configure(run: Run) -> PretrainTask:
         run.config.update({"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
-                           **({"val_split": split.describe()} if split else {})})
+                           **({"val_split": split.describe()} if split else {}), **step_packages(steps)})
         run.tokenizer, run.config["eos"] = choose_eos(run.tokenizer, eos)
         return PretrainTask(tokenizer=run.tokenizer, schemas=run.inputs.schemas, shard_tokens=shard_tokens,
                             text_mode=run.options.text_mode, steps=doc_steps, limit=run.options.limit, split=split)
@@ -225,11 +218,10 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
 
 def _check_steps(steps: Sequence[Step]) -> None:
     """Refuse, before any work, what is not a step: a step is a callable over a Document batch or has
-    ``score``/``decide`` (step specs given as dicts go through ``tokenmill.curate.build.build_steps``)."""
+    ``score``/``decide`` (step specs given as dicts go through ``tokenmill.steps.build.build_steps``)."""
     problems = [f"steps[{i}]: expected a step, got {type(s).__name__}"
-                + (" (a step spec: build it with tokenmill.curate.build.build_steps)" if isinstance(s, dict) else "")
-                for i, s in enumerate(steps) if not is_corpus_step(s)
-                and not callable(s) and not (callable(getattr(s, "score", None)) and callable(getattr(s, "decide", None)))]
+                + (" (a step spec: build it with tokenmill.steps.build.build_steps)" if isinstance(s, dict) else "")
+                for i, s in enumerate(steps) if not isinstance(s, (DocStep, CorpusStep)) and not callable(s)]
     problems += [f"steps[{i}]: {s.name} is a corpus step (it decides after seeing every document), which the "
                  "pretraining pass cannot run; curate first (`tokenmill curate INPUT... --out DIR` with the same "
                  "steps or preset), then tokenize DIR/documents with `tokenmill pretrain`"

@@ -34,33 +34,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.base.accounting import Stats
-from tokenmill.curate.build import build_step
-from tokenmill.curate.registry import is_corpus_step
-from tokenmill.curate.step import step_identity
 from tokenmill.engine.outputs import Documents, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.sft.steps import CONVERSATION_VIEW
+from tokenmill.steps.build import build_step, build_steps
+from tokenmill.steps.contract import is_corpus_step, step_identity
 
 VIEWS = {"conversation": "text", "prompt": "prompt", "response": "response"}
 DOCS_STAGE = "sft_conversations"
 
 
 def build_sft_steps(specs: list[dict] | None, *, source: str = "config") -> list:
-    """Steps from an SFT ``steps:`` list: every registered step, ``on:`` taken as above; problems all at once."""
-    steps, problems = [], []
-    for i, spec in enumerate(specs or []):
-        where = f"steps[{i}]"
-        try:
-            steps.append(_build(spec, where, build_step))
-        except ConfigError as exc:
-            problems.extend(f"{source}: {p}" if source else p for p in exc.problems)
-    if problems:
-        raise ConfigError(problems)
-    return steps
+    """Steps from an SFT ``steps:`` list: the one builder, ``on:`` taken as above; problems all at once."""
+    return build_steps(specs, source=source, build=build_on_view)
 
 
-def _build(spec: Any, where: str, build_step) -> Any:
+def build_on_view(spec: Any, *, where: str) -> Any:
+    """One step of an SFT ``steps:`` list: its ``on:`` sets a document step's column or a corpus step's view."""
     if isinstance(spec, dict) and True in spec and "on" not in spec:  # YAML 1.1 reads the key `on` as true
         spec = {("on" if k is True else k): v for k, v in spec.items()}
     if not isinstance(spec, dict) or "on" not in spec:

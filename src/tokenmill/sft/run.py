@@ -7,9 +7,11 @@ every shape it holds (see :mod:`tokenmill.sft.parity`), are checked against ``tr
 ``apply_chat_template``; a real difference stops the run naming the example, or with ``on_mismatch="reject"``
 rejects it as ``parity_mismatch``.
 
-Curation steps (``steps=``, either contract of :mod:`tokenmill.curate.inline`) run on each batch of
-valid conversations before rendering, over the flat view of :func:`tokenmill.sft.steps.conversation_batch`
-(``text``, ``prompt``, ``response``); the conversations they remove are counted as filtered, by reason.
+Curation steps (``steps=``: document steps, and plain callables through :func:`tokenmill.steps.plain.as_doc_step`)
+run on each batch of valid conversations before rendering, over the flat view of
+:func:`tokenmill.sft.steps.conversation_batch` (``text``, ``prompt``, ``response``); the conversations they
+remove are counted as filtered, by reason, and every conversation's verdict goes into the run's decision ledger
+(``ledger/<unit>.parquet``), as on the pretraining track.
 Corpus steps (exact and near-duplicate removal) run as stages before the shards stage: see
 :mod:`tokenmill.sft.corpus`.
 """
@@ -27,7 +29,7 @@ import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
-from tokenmill.curate.inline import setup_steps
+from tokenmill.curate.track import funnel_section
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.io import read_unit
@@ -49,7 +51,13 @@ from tokenmill.sft.truncate import fit_conversations
 from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
+from tokenmill.steps.cascade import Cascade
+from tokenmill.steps.contract import step_packages
+from tokenmill.steps.ledger import UnitLedger
+from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
+
+STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts are steps/sft/ledger/<unit>.parquet
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,16 @@ class SftTask:
 
     def setup(self) -> None:
         """Once per worker, before its first unit: the steps' own ``setup()``."""
-        setup_steps(self.steps)
+        self.cascade.setup()
+
+    @property
+    def cascade(self) -> Cascade:
+        """The document steps as one cascade; steps may only filter here (``rewrite=False``)."""
+        return Cascade(tuple(self.steps), rewrite=False)
+
+    def ledger(self, staging: Path, unit: Unit) -> UnitLedger | None:
+        """The unit's ledger of the document steps (None without steps)."""
+        return UnitLedger(self.cascade, staging, STAGE, unit.name) if self.steps else None
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         from tokenmill.sft import verdicts
@@ -123,9 +140,10 @@ class SftTask:
             max_tokens=self.shard_tokens))
         sink = RejectSink(staging, work)
         curated = self.survivors.of_unit(work.index) if self.survivors is not None else None
-        for source, convs, locs in self.conversations(work, stats=stats, seconds=seconds, sink=sink):
+        ledger = self.ledger(staging, unit)
+        for source, convs, locs in self.conversations(work, stats=stats, ledger=ledger, sink=sink):
             if curated is not None:
-                convs, locs = _surviving(convs, locs, curated, stats)
+                convs, locs = _surviving(convs, locs, curated, stats, ledger)
             kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
                 if not isinstance(rendered, TemplateError):
@@ -134,9 +152,11 @@ class SftTask:
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
                     add_into(report, _lacks(self.template, conv, reason))
+                    _rejected(ledger, loc)
                     continue
                 if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
                     sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
+                    _rejected(ledger, loc)
                     continue
                 stats.kept += 1
                 writer = out.pick(conv, rendered.id, source)  # None: ranking pass of a --val-count split
@@ -157,11 +177,14 @@ class SftTask:
             verdicts.record(self.verdict_key, plan.passed.items())
         sink.close()
         data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names
+        if ledger is not None:
+            data["ledger"] = ledger.close()
+            seconds.update(ledger.seconds)
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
-    def conversations(self, work: Any, *, stats: Stats, seconds: Counter, sink: RejectSink | None = None):
+    def conversations(self, work: Any, *, stats: Stats, ledger: UnitLedger | None, sink: RejectSink | None = None):
         """``(source, conversations, locs)`` of every batch of one unit: read, normalised and validated, the
-        document steps applied. Unreadable and invalid records go to ``sink`` (when given)."""
+        document steps applied (through ``ledger``). Unreadable and invalid records go to ``sink`` (when given)."""
         schema = self.schemas.get(work.file.rel, {})
         for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
             stats.input += len(raw) + len(raw.rejects)
@@ -173,8 +196,8 @@ class SftTask:
                 sink.add(rejects, stats)
             bad = {r.loc for r in rejects}
             locs = [loc for loc in raw.locs if loc not in bad]
-            if self.steps:
-                convs, locs = filter_conversations(self.steps, convs, locs, stats=stats, seconds=seconds)
+            if ledger is not None:
+                convs, locs = filter_conversations(ledger, convs, locs, stats=stats)
             yield raw.source, convs, locs
 
     def _render(self, convs: list[dict]) -> list:
@@ -230,9 +253,10 @@ def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
     return {"template_lacks": {lack: 1}} if lack else {}
 
 
-def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats
-               ) -> tuple[list[dict], list[int]]:
-    """The conversations the corpus steps kept; the others counted as filtered by the step that removed them."""
+def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats,
+               ledger: UnitLedger | None) -> tuple[list[dict], list[int]]:
+    """The conversations the corpus steps kept; the others counted as filtered by the step that removed them
+    (and recorded so in ``ledger``)."""
     kept_ids, why = curated
     out_convs, out_locs = [], []
     for conv, loc in zip(convs, locs):
@@ -240,8 +264,16 @@ def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict
             out_convs.append(conv)
             out_locs.append(loc)
         else:
-            stats.filter(why.get(str(loc), "curation:removed"))
+            reason = why.get(str(loc), "curation:removed")
+            stats.filter(reason)
+            if ledger is not None:
+                ledger.removed(loc, reason)
     return out_convs, out_locs
+
+
+def _rejected(ledger: UnitLedger | None, loc: int) -> None:
+    if ledger is not None:
+        ledger.rejected(loc)
 
 
 @dataclass(frozen=True)
@@ -260,14 +292,15 @@ class ConversationsTask:
         from tokenmill.sft.steps import conversation_batch
 
         skip_pandas_probe()
-        stats, seconds, batches = Stats(), Counter(), []
-        for _, convs, locs in self.task.conversations(unit.payload, stats=stats, seconds=seconds):
+        stats, batches = Stats(), []
+        ledger = self.task.ledger(staging, unit)  # the steps' verdicts; the shards stage writes the ledger part
+        for _, convs, locs in self.task.conversations(unit.payload, stats=stats, ledger=ledger):
             if convs:
                 batch = conversation_batch(convs)
                 ids = pa.array([str(loc) for loc in locs], pa.string())  # unique in the unit, unlike record ids
                 batches.append(batch.set_column(0, batch.schema.field(0), ids))
         result = write_docs(staging, DOCS_STAGE, unit.name, conversations_table(batches))
-        result.step_seconds = seconds
+        result.step_seconds = ledger.seconds if ledger is not None else Counter()
         return result
 
 
@@ -376,6 +409,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
     """The ``sft`` job: conversations in, masked token shards out (the ``shards`` stage, after the corpus steps'
     stages or a ``--val-count`` ranking stage). Refuses, before any work, what cannot run together."""
     inline, corpus = split_steps(steps)  # sft/corpus.py: document steps, corpus steps (dedup)
+    inline = tuple(as_doc_step(s) for s in inline)  # one cascade: every step's removals reach the ledger
     if split and split.count is not None and corpus:
         raise ConfigError("--val-count cannot be combined with corpus-wide steps (dedup) on the SFT track yet: "
                           "use --val-fraction, or curate first and split the curated run")
@@ -391,7 +425,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
-            run.config["steps"] = [identity(s) for s in steps]
+            run.config.update({"steps": [identity(s) for s in steps], **step_packages(steps)})
         if split:
             run.config["val_split"] = split.describe()
         checked_against = reference() if opts.verify and not run.options.dry_run else None  # transformers, else plain
@@ -408,10 +442,14 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
             merged = _report(last, out, seq_len=seq_len, reference=references[-1])
             return {**merged, "curation": curation} if corpus else merged
 
-        return shards_report(run, results, manifest, chat_template=run.plan.template.source, summarize=summarize)
+        section = shards_report(run, results, manifest, chat_template=run.plan.template.source, summarize=summarize)
+        if inline:
+            units = [u.name for u in run.inputs.units]
+            section.update(funnel_section(run.out, {**manifest, **section}, inline, units, stage=STAGE))
+        return section
 
     return Job("sft", "sft", stages, report, configure=configure, tokenizer=True, warm=token_warm("sft"),
-               pull=lambda run: ("",) if seq_len else (),  # the packing plan reads every shard's lengths
+               pull=lambda run: ("",) if seq_len else ("steps/",) if inline else (),  # packing: every shard; funnel: parts
                describe=lambda run: {"chat_template": run.plan.template.origin}, object_storage=True)
 
 

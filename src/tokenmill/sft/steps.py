@@ -10,20 +10,19 @@ A document step reads a ``Document`` batch; a conversation is shown to it as one
 ``url``, ``license``           null (conversations carry neither)
 
 Steps may only filter here: a step that rewrites ``text`` is refused (the flat text cannot be put back
-into the messages). Removed conversations are counted as filtered with the step's reason.
+into the messages). The steps run as one cascade through :class:`tokenmill.steps.ledger.UnitLedger`, as on the
+pretraining track: removed conversations are counted as filtered with the step's reason, and every
+conversation's scores and verdict go into the unit's ledger part (``steps/sft/ledger/<unit>.parquet``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
-from typing import Any
-
+import numpy as np
 import pyarrow as pa
 
 from tokenmill.base.accounting import Stats
-from tokenmill.curate.inline import apply_steps
 from tokenmill.records import DOCUMENT
+from tokenmill.steps.ledger import UnitLedger
 
 SEP = "\n\n"
 CONVERSATION_VIEW = DOCUMENT.append(pa.field("prompt", pa.large_string())).append(
@@ -51,15 +50,12 @@ def conversation_batch(convs: list[dict]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(cols, schema=CONVERSATION_VIEW)
 
 
-def filter_conversations(steps: Sequence[Any], convs: list[dict], locs: list[int], *, stats: Stats,
-                         seconds: Counter) -> tuple[list[dict], list[int]]:
-    """The conversations (and their locs) every step keeps; the others counted in ``stats`` by reason."""
-    if not convs:
+def filter_conversations(ledger: UnitLedger, convs: list[dict], locs: list[int], *, stats: Stats
+                         ) -> tuple[list[dict], list[int]]:
+    """The conversations (and their locs) every step keeps; the others counted in ``stats`` by reason, every
+    one of them recorded in ``ledger``."""
+    result = ledger.run(conversation_batch(convs), np.asarray(locs, dtype=np.int64), stats) if convs else None
+    if result is None:
         return convs, locs
-    applied = apply_steps(steps, conversation_batch(convs), keep_rows=True, rewrite=False)
-    for reason, n in applied.filtered.items():
-        stats.filter(reason, n)
-    stats.extra.update(applied.counts)
-    seconds.update(applied.seconds)
-    kept = [int(i) for i in applied.rows]
+    kept = np.flatnonzero(result.ledger.column("kept").to_numpy(zero_copy_only=False)).tolist()
     return [convs[i] for i in kept], [locs[i] for i in kept]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.curate.registry import step_class
+from tokenmill.steps.registry import step_class
 
 VECTORS = "heuristics.jsonl"
 

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.curate.cascade import as_numpy
-from tokenmill.curate.registry import step_class
+from tokenmill.steps.cascade import as_numpy
+from tokenmill.steps.registry import step_class
 
 VECTORS = "consent.jsonl"
 SNAPSHOT_TIME = 1704067200  # 2024-01-01T00:00:00Z

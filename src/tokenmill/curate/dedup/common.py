@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup.nfkc import nfkc
-from tokenmill.curate.step import step_params
 from tokenmill.engine.outputs import Documents, Partitioned, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.contract import step_params
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 ROW_BITS = 32

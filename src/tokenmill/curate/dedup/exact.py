@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate.dedup import common as cm
-from tokenmill.curate.step import column, reason
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.contract import column, reason
 
 
 @dataclass(frozen=True)

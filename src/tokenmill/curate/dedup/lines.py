@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.dedup import common as cm
-from tokenmill.curate.step import column, reason
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.contract import column, reason
 
 SEPARATORS = {"line": ("\n", "\n"), "paragraph": (r"\n[ \t\r]*\n", "\n\n")}
 

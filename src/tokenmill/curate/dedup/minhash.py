@@ -52,11 +52,11 @@ from tokenmill.curate.dedup.shingles import (
     signatures,
     tokens,
 )
-from tokenmill.curate.step import column, reason
 from tokenmill.engine.outputs import Partitioned, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
+from tokenmill.steps.contract import column, reason
 
 BATCH_DOCS = 1024
 

@@ -38,7 +38,7 @@ from tokenmill.curate.heuristics.text import (
     strip,
     text_column,
 )
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 POLICY = r"(?i)terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies"

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.rules import above, check_bool, check_number, first_rule
 from tokenmill.curate.heuristics.text import STERM, count, count_words, duplicates, ratio, split, strip, text_column
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 
 @dataclass(frozen=True)

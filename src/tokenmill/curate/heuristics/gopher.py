@@ -30,7 +30,7 @@ from tokenmill.curate.heuristics.text import (
     text_column,
     words,
 )
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 BULLET_LINE = rf"^[{WS}]*[•\-]"

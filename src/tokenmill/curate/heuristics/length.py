@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from tokenmill.curate.heuristics.rules import above, below, check_number, first_rule
 from tokenmill.curate.heuristics.text import text_column
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from tokenmill.curate.heuristics.text import (
     text_column,
     words,
 )
-from tokenmill.curate.step import Scored
+from tokenmill.steps.contract import Scored
 
 COUNTER = (r"(?i)^\W*\d(?:,|\.|\d)*(?:K|k|M|m|B|b)?\s+(?:likes|shares|comments|retweets|reposts|quotes|bookmarks"
            r"|upvotes|downvotes|downloads|views|followers)\W*$")

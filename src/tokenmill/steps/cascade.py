@@ -30,7 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.step import column, reason, step_id
+from tokenmill.errors import ConfigError
+from tokenmill.steps.contract import column, reason, step_id
 
 LEDGER_KEYS = ("id", "source", "loc")
 
@@ -98,6 +99,7 @@ class Cascade:
 
     steps: Sequence[Any] = ()
     score_removed: bool = True
+    rewrite: bool = True  # False: a step that rewrites the text is refused (conversations: sft/steps.py)
 
     def setup(self) -> None:
         for step in self.steps:
@@ -119,6 +121,9 @@ class Cascade:
             for stat, values in scored.scores.items():
                 arr = _arrow(values, m, f"{step_id(step)} statistic {stat!r}")
                 columns[column(step, stat)] = _scatter(arr, positions, n)
+            if scored.text is not None and not self.rewrite:
+                raise ConfigError(f"step {step_id(step)!r} rewrites text; on conversations steps may only filter "
+                                  "(a rewritten flat text cannot be put back into the messages)")
             if scored.text is not None:
                 docs = _replace_text(docs, _arrow(scored.text, m, f"{step_id(step)} text"), positions)
             rules = decisions(step, scored.scores, m)
