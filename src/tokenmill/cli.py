@@ -160,6 +160,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.sft import select_cli
 
     select_cli.add_parser(sub)
+    from tokenmill.curate import select_cli as dsir_cli
+
+    dsir_cli.add_parser(sub)
     from tokenmill.loader import plan_cli
 
     plan_cli.add_parser(sub)
@@ -461,6 +464,12 @@ def cmd_sft_select(args: argparse.Namespace) -> int:
     return cmd_select(args)
 
 
+def cmd_select(args: argparse.Namespace) -> int:
+    from tokenmill.curate.select_cli import cmd_select as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -473,7 +482,7 @@ COMMANDS = {
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
     "card": cmd_card,
-    "sft-select": cmd_sft_select, "plan": cmd_plan,
+    "sft-select": cmd_sft_select, "plan": cmd_plan, "select": cmd_select,
 }
 
 
