@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CLAIM_TESTS = ["tests/curate/test_datatrove_agreement.py", "tests/loader/test_loader_docs.py",
                "tests/select/test_dsir_agreement.py"]
-DISTRIBUTION = {"fasttext": "fasttext-community", "yaml": "pyyaml", "data_selection": "data-selection"}  # import name -> package name where they differ
+# import name -> package name where they differ
+DISTRIBUTION = {"fasttext": "fasttext-community", "yaml": "pyyaml", "data_selection": "data-selection"}
 
 
 def _extra(extras: dict[str, list[str]], name: str) -> set[str]:
