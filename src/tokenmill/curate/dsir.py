@@ -4,11 +4,12 @@ importance resampling over hashed n-gram features (DSIR, Xie et al. 2023).
 ``{name: dsir, target: REF, n: N}`` (or ``fraction: F``) runs in three stages over the documents stage
 before it:
 
-1. ``dsir_fit``: per unit, the raw bag-of-n-grams counts (:mod:`tokenmill.curate.dsir_features`), one
-   ``buckets``-long int64 vector per unit under ``_work/dsir_fit/``.
+1. ``dsir_fit``: per unit, every document's hashed n-grams (:mod:`tokenmill.curate.dsir_features`) as
+   bucket numbers (two bytes each), and the unit's bucket counts (the raw model's share), under
+   ``_work/dsir_fit/``: the text is featurised once.
 2. ``dsir_score``: the planner sums the units' counts (integers: the same sum in any order) and counts the
-   reference (``target``) once, keeping both in ``_work/dsir/model.npz``; each unit then writes every
-   document's log importance weight ``log p_target(x) - log p_raw(x)``, its word count and its Gumbel key
+   reference (``target``) once, keeping both in ``_work/dsir/model.npz``; each unit then sums every
+   document's buckets into its log importance weight ``log p_target(x) - log p_raw(x)``, its word count and its Gumbel key
    (weight + a standard Gumbel draw that is a function of the seed and the document's source and line
    alone) to ``_work/dsir_score/<unit>.npz``.
 3. ``dsir``: the planner takes the ``n`` largest keys among the documents of at least ``min_words`` words
@@ -17,9 +18,11 @@ before it:
    writes its ledger part (``dsir.log_weight``, ``dsir.words``, ``kept``, reason ``dsir_v1:not_drawn`` or
    ``dsir_v1:too_short``).
 
-Memory: a count vector per unit, and in the draw's planner two float64s per document of the corpus
-(16 MB per million documents). The weights and the draw depend only on the documents and the seed, so any
-worker count, unit size or engine gives the same documents; a resume in any stage gives the same bytes.
+Memory: a unit's n-grams (about 24 bytes per word of the unit while it is featurised), and in the draw's
+planner two float64s per document of the corpus (16 MB per million documents). Disk: about 4 bytes per
+word for the fit stage's buckets, dropped once the scores are written. The weights and the draw depend
+only on the documents and the seed, so any worker count, unit size or engine gives the same documents; a
+resume in any stage gives the same bytes.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup import common as cm
-from tokenmill.curate.dsir_features import BUCKETS, counts, gumbel, log_ratio, log_weights
+from tokenmill.curate.dsir_features import BUCKETS, by_document, counts, gumbel, log_ratio, ngrams, weights_of
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.io import expand_inputs, plan_units, read_unit
@@ -132,7 +136,25 @@ def _counts_of(batches: Iterator[list], buckets: int) -> np.ndarray:
     return total
 
 
-# --- stage 1: the raw model's counts, per unit -------------------------------------------------------------
+# --- stage 1: every document's n-gram buckets and the raw model's counts, per unit ---------------------------
+
+
+def featurise(texts: list, buckets: int) -> dict[str, np.ndarray]:
+    """A unit's features, kept for the score stage so that the text is featurised once: every document's
+    buckets in order (``uint16`` up to 65,536 buckets), its n-gram and word counts, and the unit's bucket
+    counts (the raw model's share)."""
+    parts, per_doc, words = [], [], []
+    for batch in _batches(texts):
+        g = ngrams(batch, buckets)
+        grouped, n = by_document(g)
+        parts.append(grouped)
+        per_doc.append(n)
+        words.append(g.words)
+    bucket = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return {"bucket": bucket.astype(np.uint16 if buckets <= 1 << 16 else np.uint32),
+            "per_doc": np.concatenate(per_doc) if per_doc else np.zeros(0, np.int64),
+            "words": np.concatenate(words) if words else np.zeros(0, np.int64),
+            "counts": np.bincount(bucket, minlength=buckets).astype(np.int64)}
 
 
 @dataclass(frozen=True)
@@ -141,11 +163,12 @@ class FitTask:
     out: str
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        texts = cm.read_docs(Path(self.out), unit.payload).column("text").to_pylist()
-        rel = f"_work/{FIT}/{unit.name}.npy"
+        texts = pq.read_table(Path(self.out) / unit.payload.docs, columns=["text"]).column("text").to_pylist()
+        rel = f"_work/{FIT}/{unit.name}.npz"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-        np.save(staging / rel, _counts_of(_batches(texts), self.step.buckets))
-        return UnitResult(outputs=[rel], data={"counts": rel})
+        with open(staging / rel, "wb") as fh:
+            np.savez(fh, **featurise(texts, self.step.buckets))
+        return UnitResult(outputs=[rel], data={"features": rel})
 
 
 def _plan_fit(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
@@ -156,10 +179,13 @@ def _plan_fit(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
 # --- stage 2: every document's log importance weight and Gumbel key ------------------------------------------
 
 
-def model(step: Dsir, path: Path, raw_counts: list[Path]) -> np.ndarray:
+def model(step: Dsir, path: Path, features: list[Path]) -> np.ndarray:
     """``log p_target - log p_raw`` per bucket; the two count vectors kept in ``path`` the first time."""
     if not path.exists():
-        raw = sum((np.load(p) for p in raw_counts), np.zeros(step.buckets, dtype=np.int64))
+        raw = np.zeros(step.buckets, dtype=np.int64)
+        for p in features:
+            with np.load(p) as f:
+                raw += f["counts"]
         target = _counts_of(reference_texts(step.target), step.buckets)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.with_suffix(".tmp.npz"), "wb") as fh:
@@ -181,13 +207,14 @@ class ScoreTask:
     step: Dsir
     out: str
     ratio: np.ndarray
+    features: tuple[str, ...]
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        table = cm.read_docs(Path(self.out), unit.payload)
-        texts = table.column("text").to_pylist()
-        scored = [log_weights(b, self.ratio) for b in _batches(texts)]
-        weight = np.concatenate([w for w, _ in scored]) if scored else np.zeros(0)
-        words = np.concatenate([n for _, n in scored]) if scored else np.zeros(0, np.int64)
+        part = unit.payload
+        names = pq.read_schema(Path(self.out) / part.docs).names
+        table = pq.read_table(Path(self.out) / part.docs, columns=[c for c in ("id", "source", "loc") if c in names])
+        with np.load(Path(self.out) / self.features[unit.index]) as f:
+            weight, words = weights_of(f["bucket"], f["per_doc"], self.ratio), f["words"]
         rel = f"_work/{SCORE}/{unit.name}.npz"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         with open(staging / rel, "wb") as fh:
@@ -197,9 +224,9 @@ class ScoreTask:
 
 def _plan_score(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
-    fitted = [ctx.out / r.data["counts"] for r in ctx.results[FIT]]
-    ratio = model(step, ctx.out / "_work/dsir/model.npz", fitted)
-    return StagePlan(cm.units_of(parts), ScoreTask(step, str(ctx.out), ratio), cm.stage_params(step),
+    features = tuple(r.data["features"] for r in ctx.results[FIT])
+    ratio = model(step, ctx.out / "_work/dsir/model.npz", [ctx.out / f for f in features])
+    return StagePlan(cm.units_of(parts), ScoreTask(step, str(ctx.out), ratio, features), cm.stage_params(step),
                      drop=(f"_work/{FIT}",))
 
 
