@@ -25,7 +25,6 @@ import argparse
 import gzip
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -76,21 +75,23 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
+USAGE = ("\nimport json, resource\nu = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]\n"
+         "print(json.dumps([sum(x.ru_utime + x.ru_stime for x in u), max(x.ru_maxrss for x in u) / 1024]))\n")
+
+
 def child(code: str) -> tuple[float, float, float]:
-    """Run ``code`` in a fresh interpreter: (CPU seconds, wall seconds, peak RSS MB) of it and its children."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Run ``code`` in a fresh interpreter: (CPU seconds, wall seconds, peak RSS MB of the largest process) of
+    it and its children, as the child itself reads them at its end."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall, after.ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", code + USAGE], check=True, capture_output=True, text=True)
+    cpu, rss = json.loads(done.stdout.strip().splitlines()[-1])
+    return cpu, time.perf_counter() - started, rss
 
 
 def run_tokenmill(raw: Path, ref: Path, out: Path, n: int) -> str:
     args = ["select", "--target", str(ref), "--from", str(raw), "--n", str(n), "--out", str(out), "--workers", "1",
             "--no-progress", "--overwrite"]
-    return f"import sys; from tokenmill.cli import main; sys.exit(main({args!r}))"
+    return f"from tokenmill.cli import main; assert main({args!r}) == 0"
 
 
 def run_package(raw: Path, ref: Path, out: Path, n: int) -> str:
