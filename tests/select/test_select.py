@@ -141,3 +141,18 @@ def test_the_step_survives_pickle_and_a_changed_reference_is_a_new_step(tmp_path
     assert pickle.loads(pickle.dumps(step)) == step
     Path(ref).write_text(Path(ref).read_text() + '{"text": "another reference document"}\n')
     assert Dsir(target=ref, n=3).target_sha256 != step.target_sha256
+
+
+def test_a_missing_reference_is_named_as_the_reference(tmp_path, capsys):
+    raw, _ = write_pool(tmp_path)
+    assert _select(raw, str(tmp_path / "nope.jsonl"), tmp_path / "out") == 1
+    assert "target: input" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_dry_run_writes_nothing_and_limit_reads_the_first_records(tmp_path, capsys):
+    raw, ref = write_pool(tmp_path)
+    assert _select(raw, ref, tmp_path / "dry", "--dry-run") == 0
+    assert "steps: dsir_v1" in capsys.readouterr().out and not (tmp_path / "dry").exists()
+    assert main(["select", "--target", ref, "--from", *raw, "--n", "5", "--min-words", "0", "--limit", "10",
+                 "--out", str(tmp_path / "lim"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "lim" / "manifest.json").read_text())["counts"]["input"] == 20  # 10 per file

@@ -41,7 +41,7 @@ from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dsir_features import BUCKETS, by_document, counts, gumbel, log_ratio, ngrams, weights_of
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.errors import ConfigError
+from tokenmill.errors import ConfigError, TokenmillError
 from tokenmill.io import expand_inputs, plan_units, read_unit
 
 FIT, SCORE = "dsir_fit", "dsir_score"
@@ -66,8 +66,12 @@ class Dsir:
     def __post_init__(self) -> None:
         object.__setattr__(self, "target", (self.target,) if isinstance(self.target, str) else tuple(self.target))
         _check(self)
-        object.__setattr__(self, "target_sha256", _digest(self.target))
-        if not any(t.strip() for t in _first_texts(self.target)):
+        try:
+            object.__setattr__(self, "target_sha256", _digest(self.target))
+            texts = _first_texts(self.target)
+        except TokenmillError as exc:  # a missing or unreadable reference, named as the reference
+            raise ValueError(f"target: {exc}") from None
+        if not any(t.strip() for t in texts):
             raise ValueError(f"target: {', '.join(self.target)} holds no document with a non-blank 'text' "
                              "(an empty reference); give the reference set's files (JSONL/Parquet with a text "
                              "column, or plain text)")
