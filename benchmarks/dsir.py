@@ -75,15 +75,20 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
-USAGE = ("\nimport json, resource\nu = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]\n"
-         "print(json.dumps([sum(x.ru_utime + x.ru_stime for x in u), max(x.ru_maxrss for x in u) / 1024]))\n")
+# CPU: the process and its children (getrusage). Peak RSS: the process's own high-water mark (VmHWM: ru_maxrss
+# would start from the benchmark's own RSS at the fork) and, for tokenmill, its workers' as the manifest records.
+USAGE = ("\nimport json, resource, glob\nu = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]\n"
+         "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) / 1024\n"
+         "workers = [json.load(open(m))['run']['peak_rss']['largest_worker_mb'] for m in glob.glob(MANIFEST)]\n"
+         "print(json.dumps([sum(x.ru_utime + x.ru_stime for x in u), max([hwm, *workers])]))\n")
 
 
-def child(code: str) -> tuple[float, float, float]:
+def child(code: str, manifest: str = "") -> tuple[float, float, float]:
     """Run ``code`` in a fresh interpreter: (CPU seconds, wall seconds, peak RSS MB of the largest process) of
     it and its children, as the child itself reads them at its end."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code + USAGE], check=True, capture_output=True, text=True)
+    usage = USAGE.replace("MANIFEST", repr(manifest))
+    done = subprocess.run([sys.executable, "-c", code + usage], check=True, capture_output=True, text=True)
     cpu, rss = json.loads(done.stdout.strip().splitlines()[-1])
     return cpu, time.perf_counter() - started, rss
 
@@ -111,7 +116,7 @@ def speed(shared: Path, sizes: list[float], work: Path) -> None:
         raw = write_jsonl(work / "raw.jsonl", texts)
         n = len(texts) // 10
         size = raw.stat().st_size / 1e6
-        ours = child(run_tokenmill(raw, ref, work / "ours", n))
+        ours = child(run_tokenmill(raw, ref, work / "ours", n), str(work / "ours" / "manifest.json"))
         theirs = child(run_package(raw, ref, work / f"theirs-{mb}", n))
         label = f"real, {size:.1f} MB" if mb is None else f"resampled, {size:.0f} MB"
         print(f"| {label} | {len(texts):,} | {ours[0]:.1f} | {theirs[0]:.1f} | {theirs[0] / ours[0]:.1f}x "
