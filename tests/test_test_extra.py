@@ -8,8 +8,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAIM_TESTS = ["tests/curate/test_datatrove_agreement.py", "tests/loader/test_loader_docs.py"]
-DISTRIBUTION = {"fasttext": "fasttext-community", "yaml": "pyyaml"}  # import name -> package name where they differ
+CLAIM_TESTS = ["tests/curate/test_datatrove_agreement.py", "tests/loader/test_loader_docs.py",
+               "tests/select/test_dsir_agreement.py"]
+# import name -> package name where they differ
+DISTRIBUTION = {"fasttext": "fasttext-community", "yaml": "pyyaml", "data_selection": "data-selection"}
 
 
 def _extra(extras: dict[str, list[str]], name: str) -> set[str]:

@@ -174,6 +174,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.pref import cli as pref_cli
 
     pref_cli.add_parser(sub)
+    from tokenmill.curate import select_cli as dsir_cli
+
+    dsir_cli.add_parser(sub)
     from tokenmill.loader import plan_cli
 
     plan_cli.add_parser(sub)
@@ -490,6 +493,12 @@ def cmd_pref(args: argparse.Namespace) -> int:
     return run(args, cfg, out=cfg["out"], engine=_executor(args, cfg))
 
 
+def cmd_select(args: argparse.Namespace) -> int:
+    from tokenmill.curate.select_cli import cmd_select as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -502,7 +511,7 @@ COMMANDS = {
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
     "card": cmd_card,
-    "sft-select": cmd_sft_select, "plan": cmd_plan, "pref": cmd_pref,
+    "sft-select": cmd_sft_select, "plan": cmd_plan, "pref": cmd_pref, "select": cmd_select,
 }
 
 

@@ -36,6 +36,9 @@ def _required_params(name: str, tmp_path) -> dict:
         pytest.importorskip("protego")
         (tmp_path / "example.com.txt").write_text("User-agent: GPTBot\nDisallow: /\n")
         return {"snapshot": str(tmp_path)}
+    if name == "dsir":
+        (tmp_path / "ref.jsonl").write_text('{"text": "a reference document"}\n')
+        return {"target": str(tmp_path / "ref.jsonl"), "n": 10}
     if name == "quality":
         pytest.importorskip("fasttext")
         from tokenmill.curate.quality import train_quality

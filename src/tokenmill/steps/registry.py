@@ -49,6 +49,7 @@ STEP_CLASSES: dict[str, str] = {
     "quality": "tokenmill.curate.quality:Quality",
     "decontaminate": "tokenmill.curate.decontam:Decontaminate",
     "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
+    "dsir": "tokenmill.curate.dsir:Dsir",  # importance resampling toward a reference set
 }
 
 

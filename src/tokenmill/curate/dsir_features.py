@@ -1,0 +1,194 @@
+"""DSIR's hashed n-gram features (Xie et al. 2023), the same buckets as the ``data-selection`` package by
+construction, computed a batch at a time.
+
+A document's features: its text lowercased and split by the regular expression ``\\w+|[^\\w\\s]+`` (NLTK's
+``WordPunctTokenizer``, the package's default tokenizer), then every word and every pair of adjacent words
+joined by one space, each hashed to ``int(sha256(utf8).hexdigest(), 16) % buckets`` (the package's
+``hash_buckets``; 10,000 buckets by default). A bag-of-n-grams model is the bucket counts over a corpus; a
+document's log importance weight is ``sum over its n-grams of log(p_target + 1e-8) - log(p_raw + 1e-8)``
+(the package's ``log_diff`` dotted with the document's counts).
+
+Cost: the package hashes every n-gram with SHA-256 in Python (about a microsecond each, twice: once to fit,
+once to score). Here each batch's distinct words are found once (Arrow's dictionary encoding), and its
+distinct word pairs once (``np.unique`` over pairs of word ids), and only those are hashed; everything per
+n-gram after that is numpy (a gather, a ``bincount``). Memory is one batch's n-grams and a ``buckets``-long
+count vector, whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import regex
+
+BUCKETS = 10_000  # the package's default num_buckets
+SMOOTH = 1e-8  # added to both probabilities before the log, as the package does
+# nltk WordPunctTokenizer, compiled with the `regex` engine as NLTK 3.10 does (its \w is not the stdlib's:
+# superscript digits, for one, are not word characters there)
+_WORDPUNCT = regex.compile(r"\w+|[^\w\s]+", regex.UNICODE | regex.MULTILINE | regex.DOTALL)
+
+
+def words_of(text: str) -> list[str]:
+    """The package's tokens of one text: lowercased, then NLTK's word-punct split."""
+    return _WORDPUNCT.findall(text.lower())
+
+
+def bucket_of(strings: Iterable[str], buckets: int) -> np.ndarray:
+    """``int(sha256(s).hexdigest(), 16) % buckets`` of each string (the package's ``hash_buckets``)."""
+    return np.fromiter((int.from_bytes(hashlib.sha256(s.encode("utf-8")).digest(), "big") % buckets
+                        for s in strings), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Ngrams:
+    """A batch's hashed n-grams: each one's bucket and the index of its document in the batch, plus each
+    document's word count (its unigrams)."""
+
+    bucket: np.ndarray  # int64, unigrams then bigrams
+    doc: np.ndarray  # int64, the same length
+    words: np.ndarray  # int64, one per document
+
+
+def ngrams(texts: Sequence[str | None] | pa.Array, buckets: int = BUCKETS) -> Ngrams:
+    """The unigram and bigram buckets of ``texts`` (None counts as empty); see the module docstring."""
+    tokens, doc, lengths = tokenize(texts)
+    if not len(doc):
+        return Ngrams(np.zeros(0, np.int64), doc, lengths)
+    enc = pc.dictionary_encode(tokens)
+    ids = np.asarray(enc.indices, dtype=np.int64)
+    uni = bucket_of(enc.dictionary.to_pylist(), buckets)[ids]
+    pair = doc[:-1] == doc[1:]
+    bi, bi_doc = _bigrams(ids[:-1][pair], ids[1:][pair], enc.dictionary, buckets), doc[:-1][pair]
+    return Ngrams(np.concatenate([uni, bi]), np.concatenate([doc, bi_doc]), lengths)
+
+
+def tokenize(texts: Sequence[str | None] | pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Every document's tokens (:func:`words_of`) in one array, each token's document, each document's count.
+
+    Documents whose lowercase (Python's, a document at a time) holds only code points below
+    :data:`FAST_BELOW` are split with numpy: each code point's class (word, other, space) looked up in a
+    table of the ``regex`` engine's own answers (:func:`fast_table`), a token being a run of one class within
+    a document. The rest (CJK, emoji) by ``regex`` itself.
+    """
+    values = texts.to_pylist() if isinstance(texts, pa.Array) else list(texts)
+    lowered = [(t or "").lower() for t in values]  # a document at a time, as words_of (final sigma)
+    slow = np.fromiter((_BEYOND.search(lo) is not None for lo in lowered), dtype=bool, count=len(lowered))
+    fast_at, slow_at = np.nonzero(~slow)[0], np.nonzero(slow)[0]
+    parts = [_split_table([lowered[i] for i in fast_at], fast_at, fast_table()),
+             _split_slow([values[i] for i in slow_at], slow_at)]
+    lengths = np.zeros(len(values), dtype=np.int64)
+    for _, d in parts:
+        lengths += np.bincount(d, minlength=len(values))
+    return pa.concat_arrays([t for t, _ in parts]), np.concatenate([d for _, d in parts]), lengths
+
+
+FAST_BELOW = 0x10000  # the Basic Multilingual Plane
+_BEYOND = re.compile("[^\\x00-\\ud7ff\\ue000-\\uffff]")  # a code point the table does not hold
+SPACE, WORD, OTHER = 0, 1, 2
+
+
+def _split_table(lowered: list[str], where: np.ndarray, table: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Tokens of already lowercased documents whose code points are all in ``table``: runs of one class
+    (word or other) within a document, cut out of the UTF-8 bytes without the spaces."""
+    joined = "".join(lowered)
+    if not joined:
+        return pa.array([], type=pa.large_string()), np.zeros(0, np.int64)
+    cp = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+    cls = table[cp]
+    first = np.zeros(len(lowered) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered)), out=first[1:])
+    solid = cls != SPACE
+    start = solid.copy()
+    start[1:] &= cls[1:] != cls[:-1]
+    heads = first[:-1][first[:-1] < len(cp)]
+    start[heads] = solid[heads]  # a document's first code point starts a token, whatever came before it
+    utf8 = _utf8_width(cp)
+    width = utf8.astype(np.int64)
+    width[~solid] = 0
+    data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)[np.repeat(solid, utf8)]
+    end = np.cumsum(width)
+    at = np.nonzero(start)[0]
+    offsets = np.append(end[at] - width[at], end[-1])
+    tokens = pa.LargeStringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
+    return tokens, where[np.searchsorted(first, at, side="right") - 1]
+
+
+def _utf8_width(cp: np.ndarray) -> np.ndarray:
+    """Bytes of each code point below U+10000 in UTF-8."""
+    return 1 + (cp >= 0x80).view(np.uint8) + (cp >= 0x800).view(np.uint8)
+
+
+def _split_slow(texts: list[str], where: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    tokens = [words_of(t) for t in texts]
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    return pa.array(list(chain.from_iterable(tokens)), type=pa.large_string()), np.repeat(where, lengths)
+
+
+@functools.cache
+def fast_table() -> np.ndarray:
+    """The class of every code point below :data:`FAST_BELOW` as the ``regex`` engine answers for ``\\w``
+    and ``\\s`` (a few milliseconds, once per process): by construction the split of :func:`words_of`."""
+    chars = "".join(chr(c) for c in range(FAST_BELOW))
+    table = np.full(FAST_BELOW, OTHER, dtype=np.uint8)
+    table[[ord(c) for c in regex.findall(r"\w", chars)]] = WORD
+    table[[ord(c) for c in regex.findall(r"\s", chars)]] = SPACE
+    return table
+
+
+def _bigrams(left: np.ndarray, right: np.ndarray, words: pa.Array, buckets: int) -> np.ndarray:
+    """The buckets of the word pairs ``(words[left], words[right])``, each distinct pair hashed once."""
+    if not len(left):
+        return np.zeros(0, np.int64)
+    key = left * len(words) + right
+    distinct, where = np.unique(key, return_inverse=True)
+    joined = pc.binary_join_element_wise(words.take(pa.array(distinct // len(words))),
+                                         words.take(pa.array(distinct % len(words))),
+                                         pa.scalar(" ", pa.large_string()))
+    return bucket_of(joined.to_pylist(), buckets)[where]
+
+
+def counts(texts: Sequence[str | None], buckets: int = BUCKETS) -> np.ndarray:
+    """The bag-of-n-grams counts of ``texts`` (int64, ``buckets`` long): the package's ``_fit_bow``."""
+    return np.bincount(ngrams(texts, buckets).bucket, minlength=buckets).astype(np.int64)
+
+
+def log_ratio(target: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """``log p_target - log p_raw`` per bucket, smoothed as the package does (its ``log_diff``)."""
+    t, r = target / max(int(target.sum()), 1), raw / max(int(raw.sum()), 1)
+    return np.log(t + SMOOTH) - np.log(r + SMOOTH)
+
+
+def by_document(g: Ngrams) -> tuple[np.ndarray, np.ndarray]:
+    """The batch's buckets grouped by document (each document's unigrams, then its bigrams, in order) and the
+    number of n-grams of each document: what a document's weight is summed from, in this order."""
+    order = np.argsort(g.doc, kind="stable")  # two sorted runs: a merge
+    return g.bucket[order], np.bincount(g.doc, minlength=len(g.words))
+
+
+def weights_of(bucket: np.ndarray, per_doc: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """Each document's log importance weight: the sum of ``ratio`` over its n-grams, in order, so that it does
+    not depend on the batch the document was featurised in."""
+    doc = np.repeat(np.arange(len(per_doc)), per_doc)
+    return np.bincount(doc, weights=ratio[np.asarray(bucket, dtype=np.int64)], minlength=len(per_doc))
+
+
+def log_weights(texts: Sequence[str | None], ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's log importance weight and word count."""
+    g = ngrams(texts, len(ratio))
+    return weights_of(*by_document(g), ratio), g.words
+
+
+def gumbel(keys: Sequence[str], seed: int) -> np.ndarray:
+    """A standard Gumbel draw per document, a function of ``(seed, key)`` alone (SHA-256 to a uniform in
+    (0, 1)), so the draw is the same at any worker count, unit size or engine."""
+    u = np.fromiter(((int.from_bytes(hashlib.sha256(f"{seed}\0{k}".encode()).digest()[:8], "big") >> 11) + 0.5
+                     for k in keys), dtype=np.float64, count=len(keys)) / float(1 << 53)
+    return -np.log(-np.log(u))
