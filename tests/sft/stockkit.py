@@ -17,6 +17,17 @@ _DEEPSEEK = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<�
              "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
              "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
              "<｜tool▁output▁end｜>", "<｜tool▁sep｜>"]
+_MISTRAL = ["<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+            "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]", "[ARGS]", "[CALL_ID]",
+            "[TOOL_CONTENT]"]
+_KIMI = ["[BOS]", "[EOS]", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>", "<|im_end|>",
+         "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+         "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|media_start|>", "<|media_content|>", "<|media_end|>",
+         "<|media_pad|>"]
+_COHERE = ["<BOS_TOKEN>", "<EOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
+           "<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>"]
+_VISION = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+_GRANITE4 = ["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"]
 
 # file -> (special tokens of the model's tokenizer the template writes, bos, eos), as in the model's
 # tokenizer_config.json (added tokens with "special": true)
@@ -55,6 +66,46 @@ STOCK = {
     "vllm-tool_chat_template_internlm2_tool.jinja": (["<s>", "</s>", "<|im_start|>", "<|im_end|>",
                                                       "<|action_start|>", "<|action_end|>", "<|interpreter|>",
                                                       "<|plugin|>"], "<s>", "</s>"),
+    "Apertus-8B-Instruct.jinja": (["<s>", "</s>", "<|system_start|>", "<|system_end|>", "<|developer_start|>",
+                                   "<|developer_end|>", "<|user_start|>", "<|user_end|>", "<|assistant_start|>",
+                                   "<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>", "<|tools_prefix|>",
+                                   "<|tools_suffix|>"], "<s>", "<|assistant_end|>"),
+    "Bielik-11B-v3.0-Instruct.jinja": (["<s>", "</s>", "<|im_start|>", "<|im_end|>", "<|function_list|>",
+                                        "<|function_output|>"], "<s>", "<|im_end|>"),
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": (_COHERE, "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": ([*_COHERE, "<|START_THINKING|>", "<|END_THINKING|>",
+                                                            "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
+                                                            "<|END_RESPONSE|>", "<|START_TOOL_RESULT|>",
+                                                            "<|END_TOOL_RESULT|>"], "<BOS_TOKEN>",
+                                                           "<|END_OF_TURN_TOKEN|>"),
+    "GLM-4.7-Flash.jinja": (["<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+                             "<|observation|>"], None, "<|endoftext|>"),
+    "GigaChat3-10B-A1.8B.jinja": (["<s>", "</s>", "<|message_sep|>", "<|role_sep|>"], "<s>", "</s>"),
+    "moonshotai-Kimi-K2.jinja": (_KIMI, "[BOS]", "[EOS]"),
+    "Kimi-K2-Thinking.jinja": (_KIMI, "[BOS]", "[EOS]"),
+    "LFM2-8B-A1B.jinja": (["<|startoftext|>", "<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>",
+                           "<|tool_response_start|>", "<|tool_response_end|>", "<|tool_call_start|>",
+                           "<|tool_call_end|>"], "<|startoftext|>", "<|im_end|>"),
+    "LFM2.5-Instruct.jinja": (["<|startoftext|>", "<|im_start|>", "<|im_end|>"], "<|startoftext|>", "<|im_end|>"),
+    "MiMo-VL.jinja": ([*_QWEN, *_VISION], None, "<|im_end|>"),
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": (_MISTRAL, "<s>", "</s>"),
+    "unsloth-mistral-Devstral-Small-2507.jinja": (_MISTRAL, "<s>", "</s>"),
+    "mistralai-Ministral-3-14B-Reasoning-2512.jinja": ([*_MISTRAL, "[THINK]", "[/THINK]"], "<s>", "</s>"),
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja": (["<s>", "</s>", "<|im_start|>", "<|im_end|>"], "<s>", "<|im_end|>"),
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": ([*_LLAMA3, "<|im_start|>", "<|im_end|>"],
+                                                          "<|begin_of_text|>", "<|im_end|>"),
+    "Qwen3-Coder.jinja": (_QWEN, None, "<|im_end|>"),
+    "Qwen3.5-4B.jinja": ([*_QWEN, *_VISION], None, "<|im_end|>"),
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": (_DEEPSEEK, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "google-gemma-4-31B-it.jinja": (["<bos>", "<eos>", "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>",
+                                     "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+                                     "<tool_response|>", "<|image|>", "<|audio|>", "<|video|>"], "<bos>", "<eos>"),
+    "ibm-granite-granite-4.0.jinja": (_GRANITE4, "<|end_of_text|>", "<|end_of_text|>"),
+    "meetkai-functionary-medium-v3.1.jinja": (_LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
+    "meta-llama-Llama-3.2-3B-Instruct.jinja": (_LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
+    "meta-llama-Llama-3.3-70B-Instruct.jinja": (_LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
+    "stepfun-ai-Step-3.5-Flash.jinja": (["<｜begin▁of▁sentence｜>", "<|im_start|>", "<|im_end|>"],
+                                        "<｜begin▁of▁sentence｜>", "<|im_end|>"),
 }
 
 
