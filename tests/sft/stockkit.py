@@ -106,6 +106,16 @@ STOCK = {
     "meta-llama-Llama-3.3-70B-Instruct.jinja": (_LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
     "stepfun-ai-Step-3.5-Flash.jinja": (["<｜begin▁of▁sentence｜>", "<|im_start|>", "<|im_end|>"],
                                         "<｜begin▁of▁sentence｜>", "<|im_end|>"),
+    "deepseek-ai-DeepSeek-V3.2.jinja": (_DEEPSEEK, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "unsloth-Apriel-1.5.jinja": (["<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|content|>",
+                                  "<|tool_result|>"], "<s>", "</s>"),
+    "upstage-Solar-Open-100B.jinja": (["<|startoftext|>", "<|endoftext|>", "<|begin|>", "<|end|>", "<|content|>",
+                                       "<|think|>", "<|calls|>", "<|flush|>", "<|tool_calls|>", "<|tool_call:begin|>",
+                                       "<|tool_call:end|>", "<|tool_call:name|>", "<|tool_call:args|>",
+                                       "<|tool_response|>", "<|tool_response:begin|>", "<|tool_response:end|>",
+                                       "<|tool_response:id|>", "<|tool_response:name|>", "<|tool_response:result|>",
+                                       "<|tools:begin|>", "<|tools:end|>", "<|tool:begin|>", "<|tool:end|>"],
+                                      "<|startoftext|>", "<|end|>"),
 }
 
 
