@@ -16,6 +16,7 @@ in the number of spans; nothing is rendered or tokenized again.
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,6 +41,23 @@ PROBE_TOOL = {"type": "function", "function": {
 
 
 @dataclass(frozen=True)
+class CallForm:
+    """How a template reads an assistant tool call. ``apply_chat_template``'s form passes the arguments as a
+    mapping and leaves out a content that is None; templates written for the OpenAI wire form concatenate the
+    arguments as a JSON string (Functionary v3.2, DeepSeek V3.1) or read the call message's content as a string
+    (QwQ, Qwen3, the DeepSeek R1 distills, V3.1): transformers drops a None content, so
+    the empty string is the one text such a template can be given. Calibration picks the first form in which
+    the template renders a tool call."""
+
+    arguments_as_string: bool = False  # the arguments as their JSON text
+    empty_content: bool = False  # a tool-call message without content given the empty string
+
+
+CALL_FORMS = (CallForm(), CallForm(empty_content=True), CallForm(arguments_as_string=True),
+              CallForm(arguments_as_string=True, empty_content=True))
+
+
+@dataclass(frozen=True)
 class TurnShape:
     """What calibration learned about a template's assistant turns."""
 
@@ -58,6 +76,7 @@ class TurnShape:
     tool_after: str = ""  # what the template writes after a tool result that ends the conversation
     tool_prompt: str = ""  # what the generation prompt adds after a tool result ("" when none, or when it rewrites)
     call_stop: str = ""  # a tool call's end mark: its first control token through its last ("" when not learned)
+    call_form: CallForm = CallForm()  # how the template reads a tool call (see :class:`CallForm`)
 
 
 @dataclass
@@ -146,6 +165,7 @@ def _calibrate_from(
     last_stop = _learn_stop(text, a2[-1][1], len(text), pattern)
     prompt = _learn_prompt(template, messages[: first + 3], tools, special)
     r2 = cut.spans.get(reasoning_of(first + 3))
+    form = _learn_call_form(template, with_system, special)
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
     return TurnShape(
@@ -154,28 +174,65 @@ def _calibrate_from(
         needs_tools=tools is not None, controls=controls, after_output=after,
         last_stop_marker=_last_control(last_stop, pattern),
         prompt=prompt, opener=_first_control(prompt, pattern),
-        **_learn_tool_prompt(template, with_system, special, pattern),
+        **_learn_tool_prompt(template, with_system, special, pattern, form), call_form=form,
     )
 
 
-def _learn_tool_prompt(template: ChatTemplate, with_system: bool, special: dict, pattern: re.Pattern | None
-                       ) -> dict:
+def _learn_call_form(template: ChatTemplate, with_system: bool, special: dict) -> CallForm:
+    """The first :data:`CALL_FORMS` form in which ``template`` renders the tool probe (the default when none)."""
+    messages = [{k: v for k, v in m.items() if not (k == "content" and m.get("tool_calls"))}
+                for m in _tricky_probes(with_system)[1]]  # a call without content, as records have it
+    for form in CALL_FORMS:
+        try:
+            render_template(template, call_messages(messages, form), tools=[PROBE_TOOL], special_tokens=special)
+        except TemplateError:
+            continue
+        return form
+    return CallForm()
+
+
+def call_messages(messages: list[dict], form: CallForm) -> list[dict]:
+    """``messages`` (``apply_chat_template`` form) with their tool calls in ``form``."""
+    if form == CallForm():
+        return messages
+    return [_call_message(m, form) if m.get("tool_calls") else m for m in messages]
+
+
+def _call_message(message: dict, form: CallForm) -> dict:
+    out = dict(message)
+    if form.empty_content and out.get("content") is None:
+        out["content"] = ""
+    if form.arguments_as_string:
+        out["tool_calls"] = [_string_arguments(c) for c in out["tool_calls"]]
+    return out
+
+
+def _string_arguments(call: dict) -> dict:
+    fn = dict(call.get("function") or {})
+    args = fn.get("arguments")
+    if args is not None and not isinstance(args, str):
+        fn["arguments"] = json.dumps(args, ensure_ascii=False)
+    return {**call, "function": fn}
+
+
+def _learn_tool_prompt(template: ChatTemplate, with_system: bool, special: dict, pattern: re.Pattern | None,
+                       form: CallForm) -> dict:
     """What the template writes after a tool result that ends the tool probe (``tool_after``) and what the
     generation prompt adds to it (``tool_prompt``): a template may open the reply to a tool result with another
     header than the one after a user (DeepSeek V3.2 writes none, and `\n\n<think></think>` as prompt). Empty
     strings when the template renders no such probe."""
-    messages = [dict(m) for m in _tricky_probes(with_system)[1][:-1]]
+    messages = call_messages([dict(m) for m in _tricky_probes(with_system)[1][:-1]], form)
     messages[-1]["content"] = "probe result"  # unpadded: its text ends where its span does
     try:
         cut = render_cut(template, messages, tools=[PROBE_TOOL], special=special)
         prompt = _learn_prompt(template, messages, [PROBE_TOOL], special)
     except TemplateError:
         return {}
+    learned = {"call_stop": _learn_call_stop(template, messages[:-1], special, cut.text, pattern)}
     spans = cut.spans.get(texts_of(len(messages) - 1))
-    if not spans or not prompt:
-        return {}
-    return {"tool_after": cut.text[spans[-1][1]:], "tool_prompt": prompt,
-            "call_stop": _learn_call_stop(template, messages[:-1], special, cut.text, pattern)}
+    if spans and prompt:
+        learned.update(tool_after=cut.text[spans[-1][1]:], tool_prompt=prompt)
+    return learned
 
 
 def _learn_call_stop(template: ChatTemplate, messages: list[dict], special: dict, text: str,

@@ -27,6 +27,7 @@ from tokenmill.sft.masks import (
     Turn,
     TurnShape,
     calibrate,
+    call_messages,
     ends_no_turn,
     locate_turns,
     render_cut,
@@ -261,12 +262,13 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
+    messages = call_messages(messages, shape.call_form)
     cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     cut_off = _inlined_cut_off(cut, messages, conv) if counts["reasoning_inlined"] else []
     if cut_off:  # rendered again, those messages with their own content only
         messages = [dict(m, content=conv["messages"][i].get("content")) if i in cut_off else m
                     for i, m in enumerate(messages)]
-        messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
+        messages = call_messages([{k: v for k, v in m.items() if v is not None} for m in messages], shape.call_form)
         cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
