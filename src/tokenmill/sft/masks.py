@@ -179,15 +179,18 @@ def _calibrate_from(
 
 
 def _learn_call_form(template: ChatTemplate, with_system: bool, special: dict) -> CallForm:
-    """The first :data:`CALL_FORMS` form in which ``template`` renders the tool probe (the default when none)."""
+    """The first :data:`CALL_FORMS` form in which ``template`` renders the tool probe's call (its text, not only
+    an empty turn: a template that knows no tool calls renders an empty content); the default when none."""
     messages = [{k: v for k, v in m.items() if not (k == "content" and m.get("tool_calls"))}
                 for m in _tricky_probes(with_system)[1]]  # a call without content, as records have it
+    call = next(i for i, m in enumerate(messages) if m.get("tool_calls"))
     for form in CALL_FORMS:
         try:
-            render_template(template, call_messages(messages, form), tools=[PROBE_TOOL], special_tokens=special)
+            cut = render_cut(template, call_messages(messages, form), tools=[PROBE_TOOL], special=special)
         except TemplateError:
             continue
-        return form
+        if cut.spans.get(texts_of(call)):
+            return form
     return CallForm()
 
 
