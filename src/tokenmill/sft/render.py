@@ -441,6 +441,11 @@ def _trained_spans(
     return spans, owners
 
 
+def _turn_without_stop(owners: list[Turn | None], end: int) -> int | None:
+    """The message index of the first trained assistant turn with no end mark before text that follows it."""
+    return next((t.message for t in owners if t is not None and t.stop_end <= t.end and t.stop_end < end), None)
+
+
 def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(mask, owner): a token is trained when its characters overlap a span; owner is that span's index or -1.
 
@@ -500,6 +505,8 @@ def _stats(
         # the last trained turn ends in its end mark: what teaches the model to stop (a template may write one
         # after the conversation's last reply only)
         "stop_token_trained": bool(owners) and (owners[-1] is None or owners[-1].stop_end > owners[-1].end),
+        # a trained turn that renders no end mark though text follows it (sft/failclosed.py); None when none
+        "turn_without_stop": _turn_without_stop(owners, len(p.text.rstrip())),
         "control_tokens_neutralised": p.neutralised,
         "control_tokens_real": len(p.control),
         "reasoning_dropped_by_template": sum(1 for t in turns if t.message in with_reasoning and not t.reasoning),
