@@ -99,6 +99,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    "first of each conversation shape (0 = off)")
     p.add_argument("--on-mismatch", choices=["stop", "reject"],
                    help="a real difference from apply_chat_template stops the run (default) or rejects the example")
+    p.add_argument("--on-unsafe", choices=["stop", "reject"],
+                   help="an example that trains nothing, a trained turn without an end-of-turn token, a truncation "
+                        "that removed every trained token or ids that do not decode to the render stop the run "
+                        "(default) or are rejected and counted")
     p.add_argument("--allow-untrained-stop", action="store_true", default=None,
                    help="go on when the template's end-of-turn string is not a special token (the model will "
                         "not learn to stop)")
@@ -378,7 +382,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
         "train_reasoning": False if args.no_train_reasoning else None,
         "supervise_empty_think": args.supervise_empty_think, "on_mismatch": args.on_mismatch,
         "allow_untrained_stop": args.allow_untrained_stop, "date": args.date,
-        "keep_unrendered_tools": args.keep_unrendered_tools,
+        "keep_unrendered_tools": args.keep_unrendered_tools, "on_unsafe": args.on_unsafe,
     }
     sft.update({k: v for k, v in flags.items() if v is not None})
     manifest = run_sft(

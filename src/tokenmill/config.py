@@ -39,6 +39,9 @@ Example::
       allow_untrained_stop: false  # go on when the template's end-of-turn string is not a special token
       date: "2025-01-01"       # the day a template that stamps the time (strftime_now) renders at
       keep_unrendered_tools: false # keep records whose tools the template does not render (else rejected)
+      on_unsafe: stop          # stop | reject: an example that trains nothing, a trained turn without an end
+                               # mark, a truncation that removed all supervision, ids that do not decode to the
+                               # render (sft/failclosed.py)
 
 CLI flags override the file.
 """
@@ -99,6 +102,7 @@ SFT: dict[str, Callable[[Any], Any]] = {
     "allow_untrained_stop": _typed(bool),
     "date": _typed(str),
     "keep_unrendered_tools": _typed(bool),
+    "on_unsafe": choice("stop", "reject"),
     "seq_len": _typed(int, positive=True, nullable=True),
 }
 

@@ -32,15 +32,20 @@ CONVS = [
             ("assistant", "It is sunny in Paris."), tools=json.dumps(TOOLS), cid="tool"),
 ]
 # the conversations a template itself cannot render: it names no tools or no system role, drops tool calls, needs
-# a tool list, reads the arguments as a string (Functionary) or a field a tool call lacks (QwQ, Qwen3)
+# a tool list (a template reading a tool call's arguments as a string or its content as text renders it in that
+# form: Functionary v3.2, DeepSeek V3.1 and the R1 distills, QwQ, Qwen3, Devstral)
 UNRENDERED = {
     "ibm-granite-granite-3.3-2B-Instruct.jinja": {"tool"}, "microsoft-Phi-3.5-mini-instruct.jinja": {"tool"},
     "open-instruct-simple_chat.jinja": {"tool"}, "open-instruct-olmo.jinja": {"tool"},
-    "HuggingFaceTB-SmolLM3-3B.jinja": {"tool"}, "deepseek-ai-DeepSeek-V3.1.jinja": {"tool"},
-    "meetkai-functionary-medium-v3.2.jinja": {"tool"}, "Qwen-QwQ-32B.jinja": {"tool"},
-    "openchat-openchat-3.5-0106.jinja": {"tool"}, "Qwen-Qwen3-0.6B.jinja": {"tool"},
+    "HuggingFaceTB-SmolLM3-3B.jinja": {"tool"}, "openchat-openchat-3.5-0106.jinja": {"tool"},
     "google-gemma-2-2b-it.jinja": {"system", "tool"},
     "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": {"plain", "system", "reasoning"},
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": {"plain", "system", "reasoning"},
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": {"plain", "system", "reasoning"},
+    "LFM2-8B-A1B.jinja": {"tool"},
+    "LFM2.5-Instruct.jinja": {"tool"},
+    # builds its tool-call list with `list.append`, which the sandbox (transformers' too) refuses
+    "Kimi-K2-Thinking.jinja": {"tool"},
 }
 
 

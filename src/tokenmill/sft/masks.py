@@ -16,6 +16,7 @@ in the number of spans; nothing is rendered or tokenized again.
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,6 +41,23 @@ PROBE_TOOL = {"type": "function", "function": {
 
 
 @dataclass(frozen=True)
+class CallForm:
+    """How a template reads an assistant tool call. ``apply_chat_template``'s form passes the arguments as a
+    mapping and leaves out a content that is None; templates written for the OpenAI wire form concatenate the
+    arguments as a JSON string (Functionary v3.2, DeepSeek V3.1) or read the call message's content as a string
+    (QwQ, Qwen3, the DeepSeek R1 distills, V3.1): transformers drops a None content, so
+    the empty string is the one text such a template can be given. Calibration picks the first form in which
+    the template renders a tool call."""
+
+    arguments_as_string: bool = False  # the arguments as their JSON text
+    empty_content: bool = False  # a tool-call message without content given the empty string
+
+
+CALL_FORMS = (CallForm(), CallForm(empty_content=True), CallForm(arguments_as_string=True),
+              CallForm(arguments_as_string=True, empty_content=True))
+
+
+@dataclass(frozen=True)
 class TurnShape:
     """What calibration learned about a template's assistant turns."""
 
@@ -55,6 +73,10 @@ class TurnShape:
     last_stop_marker: str = ""  # the control token that ends the conversation's last assistant turn ("" when none)
     prompt: str = ""  # what the generation prompt adds after a user message ("" when none, or when it rewrites)
     opener: str = ""  # the generation prompt's first control token (it opens a message: <|start|>, <|im_start|>)
+    tool_after: str = ""  # what the template writes after a tool result that ends the conversation
+    tool_prompt: str = ""  # what the generation prompt adds after a tool result ("" when none, or when it rewrites)
+    call_stop: str = ""  # a tool call's end mark: its first control token through its last ("" when not learned)
+    call_form: CallForm = CallForm()  # how the template reads a tool call (see :class:`CallForm`)
 
 
 @dataclass
@@ -137,11 +159,13 @@ def _calibrate_from(
     pattern = _control_regex(controls)
     if a1 and a1[-1][1] <= u2[0][0]:
         stop, after = _learn_stop(text, a1[-1][1], u2[0][0], pattern), text[a1[-1][1] : u2[0][0]]
+        stop = _whole_stop(template, messages[: first + 2], tools, special, text, a1[-1][1], stop, pattern)
     else:
         stop, after = _learn_stop(text, a2[-1][1], len(text), pattern), text[a2[-1][1] :]
     last_stop = _learn_stop(text, a2[-1][1], len(text), pattern)
     prompt = _learn_prompt(template, messages[: first + 3], tools, special)
     r2 = cut.spans.get(reasoning_of(first + 3))
+    form = _learn_call_form(template, with_system, special)
     gap = text[u2[-1][1] : r2[0][0] if r2 and r2[0][0] < a2[0][0] else a2[0][0]]
     gap = gap[: _think_start(gap)]
     return TurnShape(
@@ -150,7 +174,88 @@ def _calibrate_from(
         needs_tools=tools is not None, controls=controls, after_output=after,
         last_stop_marker=_last_control(last_stop, pattern),
         prompt=prompt, opener=_first_control(prompt, pattern),
+        **_learn_tool_prompt(template, with_system, special, pattern, form), call_form=form,
     )
+
+
+def _learn_call_form(template: ChatTemplate, with_system: bool, special: dict) -> CallForm:
+    """The first :data:`CALL_FORMS` form in which ``template`` renders the tool probe's call (its text, not only
+    an empty turn: a template that knows no tool calls renders an empty content); the default when none."""
+    messages = [{k: v for k, v in m.items() if not (k == "content" and m.get("tool_calls"))}
+                for m in _tricky_probes(with_system)[1]]  # a call without content, as records have it
+    call = next(i for i, m in enumerate(messages) if m.get("tool_calls"))
+    for form in CALL_FORMS:
+        try:
+            cut = render_cut(template, call_messages(messages, form), tools=[PROBE_TOOL], special=special)
+        except TemplateError:
+            continue
+        if cut.spans.get(texts_of(call)):
+            return form
+    return CallForm()
+
+
+def call_messages(messages: list[dict], form: CallForm) -> list[dict]:
+    """``messages`` (``apply_chat_template`` form) with their tool calls in ``form``."""
+    if form == CallForm():
+        return messages
+    return [_call_message(m, form) if m.get("tool_calls") else m for m in messages]
+
+
+def _call_message(message: dict, form: CallForm) -> dict:
+    out = dict(message)
+    if form.empty_content and out.get("content") is None:
+        out["content"] = ""
+    if form.arguments_as_string:
+        out["tool_calls"] = [_string_arguments(c) for c in out["tool_calls"]]
+    return out
+
+
+def _string_arguments(call: dict) -> dict:
+    fn = dict(call.get("function") or {})
+    args = fn.get("arguments")
+    if args is not None and not isinstance(args, str):
+        fn["arguments"] = json.dumps(args, ensure_ascii=False)
+    return {**call, "function": fn}
+
+
+def _learn_tool_prompt(template: ChatTemplate, with_system: bool, special: dict, pattern: re.Pattern | None,
+                       form: CallForm) -> dict:
+    """What the template writes after a tool result that ends the tool probe (``tool_after``) and what the
+    generation prompt adds to it (``tool_prompt``): a template may open the reply to a tool result with another
+    header than the one after a user (DeepSeek V3.2 writes none, and `\n\n<think></think>` as prompt). Empty
+    strings when the template renders no such probe."""
+    messages = call_messages([dict(m) for m in _tricky_probes(with_system)[1][:-1]], form)
+    messages[-1]["content"] = "probe result"  # unpadded: its text ends where its span does
+    try:
+        cut = render_cut(template, messages, tools=[PROBE_TOOL], special=special)
+        prompt = _learn_prompt(template, messages, [PROBE_TOOL], special)
+    except TemplateError:
+        return {}
+    learned = {"call_stop": _learn_call_stop(template, messages[:-1], special, cut.text, pattern)}
+    spans = cut.spans.get(texts_of(len(messages) - 1))
+    if spans and prompt:
+        learned.update(tool_after=cut.text[spans[-1][1]:], tool_prompt=prompt)
+    return learned
+
+
+def _learn_call_stop(template: ChatTemplate, messages: list[dict], special: dict, text: str,
+                     pattern: re.Pattern | None) -> str:
+    """What ends a tool-call turn: the text after the call when the conversation ends with it, from its first
+    control token through its last (Solar Open writes ``<|tool_call:end|><|calls|>``), when the whole render
+    ``text`` writes the same after it; "" otherwise."""
+    try:
+        cut = render_cut(template, messages, tools=[PROBE_TOOL], special=special)
+    except TemplateError:
+        return ""
+    spans = cut.of_message(len(messages) - 1)
+    if not spans:
+        return ""
+    end = spans[-1][1]
+    tail = cut.text[end:].rstrip()
+    first = pattern.search(tail) if pattern else None
+    if first is None or not text.startswith(cut.text[: end + len(tail)]) or not _ends_in_control(tail, pattern):
+        return ""
+    return tail[first.start():]
 
 
 _CONTROL_LIKE = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|</s>|<eos>|<end_of_turn>|\[/?[A-Z_]{2,20}\]")
@@ -230,6 +335,27 @@ def _learn_stop(text: str, start: int, limit: int, pattern: re.Pattern | None) -
     return text[start : match.end()] if match else ""
 
 
+def _whole_stop(template: ChatTemplate, messages: list[dict], tools, special: dict, text: str, end: int, stop: str,
+                pattern: re.Pattern | None) -> str:
+    """The turn's whole end mark: what the template writes after the reply when the conversation ends with it,
+    through its last control token (Apriel ends a turn with ``\n<|end|>\n</s>``, so ``</s>`` is the model's to
+    emit), when the turn renders the same there as before a next message; ``stop`` otherwise (a template that
+    writes ``eos_token`` only after the conversation's last reply)."""
+    try:
+        upto, _ = render_template(template, messages, tools=tools, special_tokens=special)
+    except TemplateError:
+        return stop
+    tail = upto[end:].rstrip()
+    if not stop or not text.startswith(upto[:end + len(tail)]) or not tail.startswith(stop):
+        return stop
+    return tail if _ends_in_control(tail, pattern) else stop
+
+
+def _ends_in_control(text: str, pattern: re.Pattern | None) -> bool:
+    found = list(pattern.finditer(text)) if pattern else []
+    return bool(found) and found[-1].end() == len(text)
+
+
 def _last_control(stop: str, pattern: re.Pattern | None) -> str:
     found = pattern.findall(stop) if pattern and stop else []
     return found[-1] if found else ""
@@ -276,10 +402,15 @@ def _header(render: str, shape: TurnShape, lo: int, hi: int, last: bool) -> tupl
         if o:
             pos = render.rfind(o, lo, hi) if last else render.find(o, lo, hi)
             if pos >= 0:
-                if o is shape.prompt or not shape.prompt.startswith(o):
+                if o is shape.prompt or not shape.prompt:
                     return pos, pos + len(o)
                 text = render[pos : min(hi, pos + len(shape.prompt))]
-                return pos, pos + max(len(o), shared_prompt(shape.prompt, text, _control_regex(shape.controls)))
+                shared = shared_prompt(shape.prompt, text, _control_regex(shape.controls))
+                if shape.prompt.startswith(o):
+                    return pos, pos + max(len(o), shared)
+                # the turn's header goes on past where the prompt's ends (DeepSeek V3.2 writes `</think>` after
+                # its header, where the prompt has `<think></think>`): what follows the shared part is emitted
+                return pos, pos + (shared or len(o))
     return None
 
 
@@ -305,6 +436,9 @@ def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
     header."""
     if shape.stop and render.startswith(shape.stop, last) and last + len(shape.stop) <= hi:
         return last + len(shape.stop)
+    first = _control_regex(shape.controls).search(render, last, hi) if shape.call_stop else None
+    if first and render.startswith(shape.call_stop, first.start()) and first.start() + len(shape.call_stop) <= hi:
+        return first.start() + len(shape.call_stop)
     nxt = _header(render, shape, last, hi, last=False)
     limit = nxt[0] if nxt is not None else hi
     marker = shape.stop_marker
@@ -312,6 +446,18 @@ def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
     if pos >= 0:
         return pos + len(marker)
     return _uncalibrated_stop(render, last, limit, shape)
+
+
+def _after_tool_prompt(render: str, shape: TurnShape, lo: int, output: int) -> int:
+    """Where the output starts in a turn that opens with no assistant header: after the tool result's closing
+    text and the part of the generation prompt after a tool result that the turn writes (see
+    :func:`shared_prompt`); the first text of the message when the turn does not follow a tool result so."""
+    if not shape.tool_prompt or not render.startswith(shape.tool_after, lo):
+        return output
+    head = lo + len(shape.tool_after)
+    if head > output:
+        return output
+    return head + shared_prompt(shape.tool_prompt, render[head:output], _control_regex(shape.controls))
 
 
 def _own(render: str, anchors: list[tuple[int, int]], shape: TurnShape) -> list[tuple[int, int]]:
@@ -349,8 +495,9 @@ def locate_assistant(
     if not anchors and (_has_text(message) or message.get("tool_calls")):
         return None
     if anchors:
-        found = _header(render, shape, territory.before(anchors[0][0], cursor), anchors[0][0], last=True)
-        start = found[1] if found else anchors[0][0]
+        lo = territory.before(anchors[0][0], cursor)
+        found = _header(render, shape, lo, anchors[0][0], last=True)
+        start = found[1] if found else _after_tool_prompt(render, shape, lo, anchors[0][0])
     else:
         found = _header(render, shape, cursor, territory.after(cursor), last=False)
         if found is None:

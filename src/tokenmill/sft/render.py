@@ -27,6 +27,7 @@ from tokenmill.sft.masks import (
     Turn,
     TurnShape,
     calibrate,
+    call_messages,
     ends_no_turn,
     locate_turns,
     render_cut,
@@ -261,12 +262,13 @@ def prepare_conversation(
     messages, tools, counts = hf_messages(
         conv, renders_reasoning=shape.renders_reasoning, reasoning_policy=policy.reasoning_policy
     )
+    messages = call_messages(messages, shape.call_form)
     cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     cut_off = _inlined_cut_off(cut, messages, conv) if counts["reasoning_inlined"] else []
     if cut_off:  # rendered again, those messages with their own content only
         messages = [dict(m, content=conv["messages"][i].get("content")) if i in cut_off else m
                     for i, m in enumerate(messages)]
-        messages = [{k: v for k, v in m.items() if v is not None} for m in messages]
+        messages = call_messages([{k: v for k, v in m.items() if v is not None} for m in messages], shape.call_form)
         cut = _render_marked(template, messages, tools, special, rid, conv, shape)
     if cut.unpaired or not shape.faithful:
         _check_plain(cut.text, template, messages, tools, special, rid)
@@ -439,6 +441,11 @@ def _trained_spans(
     return spans, owners
 
 
+def _turn_without_stop(owners: list[Turn | None], end: int) -> int | None:
+    """The message index of the first trained assistant turn with no end mark before text that follows it."""
+    return next((t.message for t in owners if t is not None and t.stop_end <= t.end and t.stop_end < end), None)
+
+
 def _token_owner(starts: np.ndarray, ends: np.ndarray, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """(mask, owner): a token is trained when its characters overlap a span; owner is that span's index or -1.
 
@@ -498,6 +505,8 @@ def _stats(
         # the last trained turn ends in its end mark: what teaches the model to stop (a template may write one
         # after the conversation's last reply only)
         "stop_token_trained": bool(owners) and (owners[-1] is None or owners[-1].stop_end > owners[-1].end),
+        # a trained turn that renders no end mark though text follows it (sft/failclosed.py); None when none
+        "turn_without_stop": _turn_without_stop(owners, len(p.text.rstrip())),
         "control_tokens_neutralised": p.neutralised,
         "control_tokens_real": len(p.control),
         "reasoning_dropped_by_template": sum(1 for t in turns if t.message in with_reasoning and not t.reasoning),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tokenmill.sft.failclosed import unsafe_line
 from tokenmill.sft.lacks import lacks_sentence
 from tokenmill.sft.oracle import reference_note
 
@@ -113,7 +114,8 @@ def summarize(reports: list[dict]) -> dict[str, Any]:
 
 
 def render_report(report: dict[str, Any]) -> str:
-    return "\n".join([_report_lines(report), *_lacks_lines(report)])
+    unsafe = unsafe_line(report.get("unsafe") or {})
+    return "\n".join([_report_lines(report), *([unsafe] if unsafe else []), *_lacks_lines(report)])
 
 
 def _dropped(packing: dict[str, Any]) -> str:

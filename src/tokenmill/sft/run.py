@@ -39,6 +39,8 @@ from tokenmill.job.run import run as run_job
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
 from tokenmill.sft.corpus import identity, split_steps
+from tokenmill.sft.failclosed import CHECKS as UNSAFE_CHECKS
+from tokenmill.sft.failclosed import ON_UNSAFE, unsafe_example
 from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.oracle import reference
@@ -73,10 +75,13 @@ class SftOptions:
     allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
     date: str = DEFAULT_DATE  # the day a template that stamps the current time (strftime_now) is rendered at
     keep_unrendered_tools: bool = False  # keep (and count) records whose tools the template renders away (sft/lacks.py)
+    on_unsafe: str = "stop"  # stop | reject: what an example failing a fail-closed check does (sft/failclosed.py)
 
     def __post_init__(self) -> None:
         if self.on_mismatch not in ("stop", "reject"):
             raise ConfigError(f"on_mismatch={self.on_mismatch!r}: expected 'stop' or 'reject'")
+        if self.on_unsafe not in ON_UNSAFE:
+            raise ConfigError(f"on_unsafe={self.on_unsafe!r}: expected 'stop' or 'reject'")
         try:
             parse_date(self.date)
         except (TypeError, ValueError):
@@ -147,11 +152,12 @@ class SftTask:
             kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
             for conv, loc, rendered in zip(convs, locs, self._render(convs)):
                 if not isinstance(rendered, TemplateError):
-                    rendered = self._tools_shown(conv, rendered, report)
+                    rendered = self._safe(self._tools_shown(conv, rendered, report))
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
                     add_into(report, _lacks(self.template, conv, reason))
+                    add_into(report, {"unsafe": {reason: 1}} if reason in UNSAFE_CHECKS else {})
                     _rejected(ledger, loc)
                     continue
                 if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
@@ -206,6 +212,19 @@ class SftTask:
             convs, max_length=self.options.max_length or 1 << 40, tokenizer=self.tokenizer,
             template=self.template, policy=self.options.policy,
         )
+
+    def _safe(self, rendered: Any) -> Any:
+        """``rendered``, or the fail-closed check it fails (sft/failclosed.py): raised (``on_unsafe="stop"``) or
+        returned to be rejected (``"reject"``)."""
+        if isinstance(rendered, TemplateError):
+            return rendered
+        problem = unsafe_example(rendered, self.tokenizer, check_stop=not self.options.allow_untrained_stop)
+        if problem is None:
+            return rendered
+        if self.options.on_unsafe == "reject":
+            return problem
+        raise TemplateError(f"{problem} ({problem.reason}); --on-unsafe reject (sft.on_unsafe: reject) rejects "
+                            "such examples and counts them instead of stopping", reason=problem.reason)
 
     def _tools_shown(self, conv: dict, rendered: Any, report: dict) -> Any:
         """``rendered``, or its ``tools_not_rendered`` reject when the template rendered away the tools ``conv``
