@@ -20,6 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenmill.engine.outdir import written_by
+from tokenmill.job.driver import check_job, hold_job, local_out
+from tokenmill.loader import BlendedDataset, PackedCollator
+from tokenmill.pretrain import run_pretrain
+from tokenmill.route import inspect, render_table
+from tokenmill.sft.report import render_report
+from tokenmill.sft.run import run_sft
+from tokenmill.tokenize import load_tokenizer
+from tokenmill.track import print_summary
+
 MODULES = ("json", "csv", "pathlib", "argparse", "logging", "collections", "itertools", "functools",
            "asyncio", "sqlite3", "email", "http.client", "unittest", "doctest", "heapq", "bisect",
            "statistics", "fractions", "decimal", "datetime", "calendar", "textwrap", "difflib", "zipfile")
@@ -92,8 +102,6 @@ def make_inputs(root: Path) -> None:
 
 def run_demo(out: str | Path, *, seq_len: int = 512, dry_run: bool = False) -> None:
     """The demo into ``out`` (with ``dry_run``: its refusals, and what it would write; nothing written)."""
-    from tokenmill.engine.outdir import written_by
-    from tokenmill.job.driver import check_job, hold_job, local_out
 
     out = local_out(out, "demo")
     again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces what the demo recorded, nothing else
@@ -108,11 +116,6 @@ def run_demo(out: str | Path, *, seq_len: int = 512, dry_run: bool = False) -> N
 
 
 def _run(out: Path, *, seq_len: int, again: bool) -> None:
-    from tokenmill.pretrain import run_pretrain
-    from tokenmill.route import inspect, render_table
-    from tokenmill.sft.report import render_report
-    from tokenmill.sft.run import run_sft
-    from tokenmill.track import print_summary
 
     make_inputs(out / "input")
     print(f"== 1. mixed input written to {out / 'input'}\n")
@@ -143,8 +146,6 @@ def _run(out: Path, *, seq_len: int, again: bool) -> None:
 
 
 def show_batch(out: Path, *, seq_len: int) -> None:
-    from tokenmill.loader import BlendedDataset, PackedCollator
-    from tokenmill.tokenize import load_tokenizer
 
     blend = BlendedDataset([(str(out / "pretrain"), 7), (str(out / "sft"), 3)], seq_len=seq_len, seed=0)
     tok = load_tokenizer("default")

@@ -32,6 +32,8 @@ from typing import Any
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
 from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path
 from tokenmill.engine.progress import Progress
+from tokenmill.engine.store import clear_store, hold_store, is_remote, open_store, work_dir_for
+from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
 
 
@@ -41,7 +43,6 @@ def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Any]:
     A local ``out`` is checked against the inputs (``engine/outdir.py``); a URL (``s3://bucket/prefix``, or a
     :class:`~tokenmill.engine.store.RemoteOutput`) gets its work directory (``engine/store.py``).
     """
-    from tokenmill.engine.store import is_remote, open_store, work_dir_for
 
     inputs = [str(i) for i in inputs]
     if not is_remote(out):
@@ -78,7 +79,6 @@ def check_file_target(path: str | Path, *, overwrite: bool, ours: Callable[[Path
 def local_out(out: Any, command: str) -> Path:
     """``out`` as a local path, for a command that writes only locally; an object-storage URL is refused
     before anything is written (``Path("s3://b/p")`` would be a local folder named ``s3:``)."""
-    from tokenmill.engine.store import is_remote
 
     if is_remote(out):
         raise ConfigError(f"--out {out}: `tokenmill {command}` writes to a local path only, not to object storage; "
@@ -107,8 +107,6 @@ def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None) ->
         with hold_output(out, overwrite=overwrite, workflow=workflow):
             yield out
         return
-    from tokenmill.engine.store import clear_store, hold_store
-    from tokenmill.engine.store import pull as download
 
     with hold_output(out, overwrite=True, workflow=workflow), hold_store(store):
         if overwrite:

@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from tokenmill.pack import boundary_aware, packing_stats
-from tokenmill.shards.inventory import val_directory
+from tokenmill.shards import open_shards
+from tokenmill.shards.checked import verify_checksums
+from tokenmill.shards.inventory import shard_headers, val_directory
 from tokenmill.shards.pairs_audit import pair_stats
 
 
@@ -17,8 +19,6 @@ def shard_stats(directory, *, seq_len: int | None = None, batch_size: int = 8) -
     Reads headers and ``.idx`` offsets (8 bytes per document); the shard files' checksums are verified
     once per file (cached by size and mtime, ``shards/checked.py``), so a corrupt shard is refused.
     """
-    from tokenmill.shards import open_shards
-    from tokenmill.shards.checked import verify_checksums
 
     shards = open_shards(directory)
     verify_checksums(shards)  # once per file, cached by size and mtime
@@ -107,7 +107,6 @@ def render_length_table(table: dict[str, list[dict]], indent: str = "") -> list[
 
 
 def _val_stats(val: Path, *, seq_len: int | None, batch_size: int) -> dict:
-    from tokenmill.shards.inventory import shard_headers
 
     if not shard_headers(val):  # an empty split (a tiny --val-fraction): nothing to open
         return {"directory": str(val), "shards": 0, "documents": 0, "tokens": 0}

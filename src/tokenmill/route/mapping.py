@@ -14,6 +14,7 @@ import difflib
 from typing import Any
 
 from tokenmill.errors import ConfigError, RoutingError
+from tokenmill.route.spec import COLUMN_KEYS, EXTRA_KEYS, TURN_KEYS, parse_schema
 
 DOCUMENT_KEYS = ("record", "text", "id", "url", "license", "source", "meta", "meta_json")
 # keys the router writes for information (a copied `inspect --json` schema carries them)
@@ -69,7 +70,6 @@ def _shape_problems(track: str, mapping: Any) -> list[str]:
         return _document_problems(mapping)
     if track == "preference":
         return _preference_problems(mapping)
-    from tokenmill.route.spec import parse_schema
 
     problems = _unknown_keys(mapping, _conversation_keys())
     try:
@@ -116,7 +116,6 @@ def _preference_problems(mapping: dict) -> list[str]:
 
 
 def _conversation_keys() -> tuple[str, ...]:
-    from tokenmill.route.spec import COLUMN_KEYS, EXTRA_KEYS
 
     spellings = {name for keys in COLUMN_KEYS.values() for _, names, _ in keys for name in names}
     turn = ("role_key", "content_key", "reasoning_key", "weight_key")
@@ -173,7 +172,6 @@ def _missing(key: str, path: str, fields: dict[str, list[str]]) -> str | None:
 
 
 def _turn_key_problems(mapping: dict, fields: dict[str, list[str]]) -> list[str]:
-    from tokenmill.route.spec import TURN_KEYS
 
     turns = fields.get(mapping.get("messages") or "", [])
     if not turns:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from tokenmill.io import expand_inputs, sample_records
 from tokenmill.route.classify import classify_rows
+from tokenmill.route.mapping import field_keys
 
 KINDS = ("pretrain", "sft", "preference", "unknown")
 
@@ -30,15 +32,12 @@ class Route:
 
 def inspect(paths: list[str], *, sample: int = 200, text_mode: str = "auto") -> list[Route]:
     """Classify every file the ``paths`` resolve to, reading at most ``sample`` records of each."""
-    from tokenmill.io import expand_inputs
 
     return [inspect_file(f, sample=sample, text_mode=text_mode) for f in expand_inputs(paths, text_mode=text_mode)]
 
 
 def inspect_file(file, *, sample: int = 200, text_mode: str = "auto") -> Route:
     """The :class:`Route` of one resolved ``InputFile``."""
-    from tokenmill.io import sample_records
-    from tokenmill.route.mapping import field_keys
 
     rows, _locs, rejects = sample_records(file, n=sample, text_mode=text_mode)
     kind, confidence, evidence, schema, warnings = classify_rows(rows, format=file.format)

@@ -30,28 +30,41 @@ import numpy as np
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.curate.track import funnel_section
-from tokenmill.engine.stage import Unit, UnitResult
-from tokenmill.errors import ConfigError, TemplateError
+from tokenmill.engine.stage import Stage, StagePlan, Unit, UnitResult
+from tokenmill.errors import ConfigError, ParityError, TemplateError
 from tokenmill.io import read_unit
 from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
+from tokenmill.pack import best_fit_decreasing
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
-from tokenmill.sft.corpus import identity, split_steps
+from tokenmill.sft import verdicts
+from tokenmill.sft.corpus import (
+    DOCS_STAGE,
+    conversations_table,
+    curation_report,
+    identity,
+    split_steps,
+    survivors,
+    workflow_stages,
+    write_docs,
+)
 from tokenmill.sft.failclosed import CHECKS as UNSAFE_CHECKS
 from tokenmill.sft.failclosed import ON_UNSAFE, unsafe_example
 from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.oracle import reference
+from tokenmill.sft.oracle import hf_oracle, reference
+from tokenmill.sft.oracle import unavailable as no_oracle
+from tokenmill.sft.parity import VerifyPlan, check_mask, check_parity, empty_report, example_shape, tool_arguments_decoded
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
 from tokenmill.sft.report import add_into, example_report, summarize, task_of
-from tokenmill.sft.steps import filter_conversations
+from tokenmill.sft.steps import conversation_batch, filter_conversations
 from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, load_template, parse_date
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.sft.verdicts import run_key, trusted
-from tokenmill.shards import ShardWriter
+from tokenmill.shards import ShardWriter, open_shards
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.steps.cascade import Cascade
 from tokenmill.steps.contract import step_packages
@@ -129,9 +142,6 @@ class SftTask:
         return UnitLedger(self.cascade, staging, STAGE, unit.name) if self.steps else None
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        from tokenmill.sft import verdicts
-        from tokenmill.sft.oracle import unavailable as no_oracle
-        from tokenmill.sft.parity import VerifyPlan, empty_report
 
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work = unit.payload
@@ -239,8 +249,6 @@ class SftTask:
     def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
         """Check one example (the reference is built on the first check of the process); False (its reason in
         ``report["mismatch"]``) when it differs and is to be rejected."""
-        from tokenmill.errors import ParityError
-        from tokenmill.sft.parity import check_mask, check_parity, example_shape, tool_arguments_decoded
 
         parity = report["parity"]
         oracle, _ = _oracle(self.tokenizer)
@@ -307,8 +315,6 @@ class ConversationsTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         import pyarrow as pa
 
-        from tokenmill.sft.corpus import DOCS_STAGE, conversations_table, write_docs
-        from tokenmill.sft.steps import conversation_batch
 
         skip_pandas_probe()
         stats, batches = Stats(), []
@@ -355,7 +361,6 @@ def _oracle(tokenizer: Any) -> tuple[Any, str]:
     one vocabulary may name other BOS/EOS tokens, and the reference of one would check the other wrongly."""
     key = oracle_key(tokenizer)
     if key not in _ORACLES:
-        from tokenmill.sft.oracle import hf_oracle
 
         _ORACLES[key] = hf_oracle(tokenizer)
     return _ORACLES[key]
@@ -476,8 +481,6 @@ def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:
     """``before`` and ``bind`` of :func:`~tokenmill.track.track_stages` for a run with corpus steps (sft/corpus.py)."""
     import dataclasses
 
-    from tokenmill.engine.stage import Stage, StagePlan
-    from tokenmill.sft.corpus import DOCS_STAGE, curation_report, survivors, workflow_stages
 
     def before(guard):
         first = Stage(DOCS_STAGE, 1, lambda ctx: StagePlan(run.input_units(), guard(ConversationsTask(task))))
@@ -492,8 +495,6 @@ def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:
 
 def _packing(out: Path, seq_len: int) -> dict:
     """The best-fit-decreasing plan of the written examples at ``seq_len``."""
-    from tokenmill.pack import best_fit_decreasing
-    from tokenmill.shards import open_shards
 
     plan = best_fit_decreasing(open_shards(out, allow_partial=True).lengths, seq_len)  # before the manifest
     return {"seq_len": seq_len, "n_packs": int(plan.n_packs), "efficiency": round(float(plan.efficiency), 6),

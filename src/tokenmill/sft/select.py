@@ -41,15 +41,17 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 
 from tokenmill.curate import ngrams
+from tokenmill.curate.quality import load_model, predict_hq
+from tokenmill.curate.sft_quality import SftQuality
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, UsageError
 from tokenmill.io import read_unit
-from tokenmill.job.options import JobOptions
+from tokenmill.job.options import JobOptions, flag_values
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
+from tokenmill.selection import render_plan, take_records
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
@@ -153,7 +155,6 @@ def clusters(sig: np.ndarray, *, bands: int) -> np.ndarray:
 def scores(convs: list[dict], how: Selection) -> np.ndarray:
     responses = [turns(c, "assistant") for c in convs]
     if how.score == "quality":
-        from tokenmill.curate.quality import load_model, predict_hq
 
         return predict_hq(load_model(how.model), responses).astype(np.float64)
     return np.log1p(np.diff(ngrams.words(responses).offsets).astype(np.float64))
@@ -212,7 +213,6 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
     """The ``sft select`` job: a ``select_score`` stage over the input units (read, normalise, the quality rules,
     the score, each unit's part under ``_work/``), then one ``select`` unit over every part (cluster the
     prompts, walk by score), which writes ``selected.jsonl`` and ``selection.parquet``."""
-    from tokenmill.curate.sft_quality import SftQuality
 
     rules = quality_rules if quality_rules is not None else SftQuality(check_language=False)
 
@@ -412,8 +412,6 @@ def _message(m: dict) -> dict:
 
 
 def cmd_select(args: Any) -> int:
-    from tokenmill.curate.sft_quality import SftQuality
-    from tokenmill.job.options import flag_values
 
     how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model,
                     mix=_mix_flag(args.mix))
@@ -421,7 +419,6 @@ def cmd_select(args: Any) -> int:
     m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
                options=options)
     if options.dry_run:
-        from tokenmill.selection import render_plan
 
         print(render_plan(m))
         return 0

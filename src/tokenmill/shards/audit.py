@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenmill.engine.store import readable
 from tokenmill.errors import ConfigError, ShardError, TokenmillError
 from tokenmill.shards.inventory import val_directory
 from tokenmill.shards.pairs_audit import pair_examples, prompt_documents, render_pairs
 from tokenmill.shards.pick import Pick, choose, sources_of
 from tokenmill.shards.reader import ShardSet, is_unfinished, open_shards, unfinished_message
 from tokenmill.shards.verify import verify_shards
+from tokenmill.tokenize import load_tokenizer, sources
 
 OPEN, CLOSE = "[[", "]]"  # plain-text markers around trained spans
 LITERAL_OPEN, LITERAL_CLOSE = "{text:", "}"  # plain-text markers around a control string that is only text
@@ -48,7 +50,6 @@ def audit(directory: str | os.PathLike, *, n: int = 3, tokenizer=None, max_examp
     most ``max_example_tokens`` tokens each. An ``s3://`` run is audited in its local copy
     (:func:`tokenmill.engine.store.local_copy`).
     """
-    from tokenmill.engine.store import readable
 
     shown, directory = str(directory), readable(directory)
     result = {"directory": shown, "shards": 0, "documents": 0, "tokens": 0, "trained_tokens": 0,
@@ -141,7 +142,6 @@ def _counts(shards: ShardSet) -> dict:
 
 def _decoder(shards: ShardSet, spec, result: dict):
     """The tokenizer to decode with, or None; fills ``decoder`` and ``fingerprint_match`` in ``result``."""
-    from tokenmill.tokenize import load_tokenizer
 
     name = shards.tokenizer_name
     result["decoder"] = {"from": "argument" if spec is not None else "shard header"}
@@ -173,7 +173,6 @@ def recorded_tokenizer(info: dict, name: str) -> tuple[str | None, str]:
     The recorded local path comes first (a hub snapshot's too); the network is tried only for a tokenizer
     that came from the Hub and is no longer on disk, or for old shards naming an ``org/name`` hub id.
     """
-    from tokenmill.tokenize import sources
 
     path, origin = info.get("path"), info.get("origin")
     if path and os.path.exists(path):

@@ -13,9 +13,9 @@ import numpy as np
 import orjson
 
 from tokenmill.errors import TokenizerError
-from tokenmill.tokenize import backends, sources
+from tokenmill.tokenize import backends, pieces, sources
 from tokenmill.tokenize.backends import fast_for, reference_for, source_key
-from tokenmill.tokenize.parity import choose_fast
+from tokenmill.tokenize.parity import agreement_cached, choose_fast
 
 Span = tuple[int, int]
 
@@ -52,7 +52,6 @@ def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tok
     for these texts is cached as "the fast path agrees": nothing to check, so nothing to build here. The
     result holds no encoders (the workers build the fast one, or find it prebuilt).
     """
-    from tokenmill.tokenize.parity import agreement_cached
 
     try:
         source = sources.resolve(spec)
@@ -105,7 +104,6 @@ def _remember_meta(tok: Tokenizer, reference) -> None:
 def _checked_from_meta(source: sources.Source, parity_sample: list[str] | None) -> Tokenizer | None:
     """The tokenizer of ``source`` from its cached metadata, when that is cached and so is the verdict "the fast
     path agrees" for these texts; no file is parsed and no encoder built (each is built where it is used)."""
-    from tokenmill.tokenize.parity import agreement_cached
 
     path = _meta_path(source)
     meta = _read_meta(path) if path is not None else None
@@ -130,7 +128,6 @@ def _piece_path(reference, source) -> tuple[bool, bool]:
     the parsed ``tokenizer.json``."""
     if source.kind != "hf":
         return False, False
-    from tokenmill.tokenize import pieces
 
     normalizer = reference.json.get("normalizer") or {}
     return pieces.eligible(reference.json), normalizer.get("type") == "NFC"
@@ -377,7 +374,6 @@ class Tokenizer:
     def _encode_pieces_fast(self, texts: Sequence[str], controls: Sequence[list[Span]]) -> list:
         """:meth:`encode_pieces` of many texts through the fast encoder (tokenize/pieces.py); None for every text
         it cannot encode exactly (or all of them, when this tokenizer has no such path)."""
-        from tokenmill.tokenize import pieces
 
         table = self._piece_lengths()
         if table is None:
