@@ -19,7 +19,7 @@ LAYERS = [
     {"engine", "report", "shards"},  # stages and executors, manifests and ledgers, the shard format
     {"route", "split", "loader"},  # the router, the validation split, the loader over shards
     {"selection", "job", "track"},  # the one input planner and job driver, the tracks' shared stage
-    {"curate", "sft"},  # steps and their workflows, the SFT track
+    {"curate", "sft", "lm"},  # steps and their workflows, the SFT track, n-gram language models
     {"pretrain", "synth", "config"},  # the pretraining track, synthetic data, the pipeline file's schema
     {"check", "bench", "demo", "cli", "cli_doc"},  # the edges: validate, benchmarks, the demo and the command
 ]

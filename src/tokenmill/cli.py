@@ -167,6 +167,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.report import card_cli
 
     card_cli.add_parser(sub)
+    from tokenmill.lm import cli as lm_cli
+
+    lm_cli.add_parser(sub)
     return parser
 
 
@@ -461,6 +464,12 @@ def cmd_sft_select(args: argparse.Namespace) -> int:
     return cmd_select(args)
 
 
+def cmd_lm(args: argparse.Namespace) -> int:
+    from tokenmill.lm.train import cmd_lm as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -474,6 +483,7 @@ COMMANDS = {
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
     "card": cmd_card,
     "sft-select": cmd_sft_select, "plan": cmd_plan,
+    "lm": cmd_lm,
 }
 
 
