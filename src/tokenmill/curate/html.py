@@ -86,6 +86,9 @@ def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, float]:
     for stat, param in named.items():
         if isinstance(params.get(param), (int, float)) and not isinstance(params.get(param), bool):
             out[stat] = float(params[param])
+    cut = entry.get("cut")  # a corpus-wide cut (quality's top_fraction, perplexity's buckets), marked where it applies
+    if isinstance(cut, (int, float)) and not isinstance(cut, bool):
+        out.update({stat: float(cut) for stat in named if stat not in out})
     for p, v in params.items():
         if p in stats and isinstance(v, (int, float)) and not isinstance(v, bool):
             out.setdefault(p, float(v))  # datatrove's naming: the parameter is named after the statistic

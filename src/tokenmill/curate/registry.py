@@ -41,6 +41,7 @@ STEP_CLASSES: dict[str, str] = {
     "line_dedup": "tokenmill.curate.dedup.lines:LineDedup",
     "minhash_dedup": "tokenmill.curate.dedup.minhash:MinHashDedup",
     "quality": "tokenmill.curate.quality:Quality",
+    "perplexity": "tokenmill.curate.perplexity:Perplexity",
     "decontaminate": "tokenmill.curate.decontam:Decontaminate",
     "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
 }

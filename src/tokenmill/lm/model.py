@@ -88,19 +88,26 @@ def _aligned(n: int) -> int:
     return (n + 7) // 8 * 8
 
 
+def read_header(path: Path) -> dict:
+    """The binary model's header (with ``data_offset``: where its arrays start); a file of another kind is a
+    ``ConfigError`` naming it."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(MAGIC) + 8)
+        if len(head) < len(MAGIC) + 8 or head[:len(MAGIC)] != MAGIC:
+            raise ConfigError(f"{path}: not a tokenmill n-gram model (no {MAGIC[:-1].decode()} header); give the "
+                              "directory `tokenmill lm train --out DIR` wrote")
+        (length,) = struct.unpack("<Q", head[len(MAGIC):])
+        header = json.loads(fh.read(length))
+    return {**header, "data_offset": _aligned(len(MAGIC) + 8 + length)}
+
+
 class NgramModel:
     """A ``model.tmlm`` loaded (memory-mapped): ``ids`` maps words to ids, ``score`` scores sentences."""
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
-        with open(path, "rb") as fh:
-            head = fh.read(len(MAGIC) + 8)
-            if len(head) < len(MAGIC) + 8 or head[:len(MAGIC)] != MAGIC:
-                raise ConfigError(f"{path}: not a tokenmill n-gram model (no {MAGIC[:-1].decode()} header); "
-                                  "train one with `tokenmill lm train --text REF... --out DIR`")
-            (length,) = struct.unpack("<Q", head[len(MAGIC):])
-            self.header = json.loads(fh.read(length))
-        start = _aligned(len(MAGIC) + 8 + length)
+        self.header = read_header(path)
+        start = self.header["data_offset"]
         raw = np.memmap(path, dtype=np.uint8, mode="r")
         arrays = {}
         for name, (offset, dtype, count) in self.header["arrays"].items():
