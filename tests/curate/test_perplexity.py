@@ -177,3 +177,23 @@ def test_bad_parameters_name_what_to_change(lm_dir, params, says):
 def test_a_missing_model_says_how_to_make_one(tmp_path):
     with pytest.raises(ValueError, match="not found.*lm train"):
         Perplexity(model=str(tmp_path / "nope"), max=10)
+
+
+def _documented_recipe() -> str:
+    """The CCNet-style pipeline file of docs/curation.md, as written there."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "curation.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:]]
+    return next(b for b in blocks if "track: curate" in b and "name: perplexity" in b)
+
+
+def test_the_documented_ccnet_recipe_runs(lm_dir, web, tmp_path, capsys):
+    recipe = _documented_recipe().replace("[web/]", f"[{web}]").replace("curated-en", str(tmp_path / "curated-en"))
+    recipe = recipe.replace("lm-en/", str(lm_dir))
+    (tmp_path / "ccnet-en.yaml").write_text(recipe)
+    assert main(["curate", "--config", str(tmp_path / "ccnet-en.yaml"), "--no-progress"]) == 0
+    m = json.loads((tmp_path / "curated-en" / "manifest.json").read_text())
+    assert [e["name"] for e in m["steps"]] == ["exact_dedup", "language", "perplexity"]
+    ledger = _ledger(tmp_path / "curated-en", m, m["steps"][-1]["stage"])
+    assert set(ledger.column("perplexity.bucket").to_pylist()) == {"head", "middle", "tail"}
+    assert main(["funnel", str(tmp_path / "curated-en")]) == 0
+    assert "perplexity_v1" in capsys.readouterr().out
