@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from lmkit import synthetic_docs, write_jsonl
 
-from tokenmill.lm.counts import UnitCounts, Vocab, count_rows, ngram_rows, sentence_ids
+from tokenmill.lm.counts import UnitCounts, Vocab, chunk_counts, count_rows, ngram_rows, sentence_ids
 from tokenmill.lm.model import NgramModel
 from tokenmill.lm.normalize import sentences
 from tokenmill.lm.train import LmSettings, train
@@ -49,6 +49,16 @@ def test_chunked_counts_are_the_counts_of_the_whole_text():
         b = count_rows(np.concatenate([r for r, _ in chunked.parts[n]]),
                        np.concatenate([c for _, c in chunked.parts[n]]))
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_a_chunk_is_counted_as_its_rows_are():
+    """The per-chunk count (one integer sort per order) equals sorting and summing every n-gram row."""
+    vocab = Vocab()
+    ids, sent = sentence_ids(vocab, [s for d in synthetic_docs(50) for s in sentences(d)])
+    for n, (rows, counts) in enumerate(chunk_counts(ids, sent, 4), start=1):
+        want_rows, want_counts = count_rows(ngram_rows(ids, sent, n))
+        assert np.array_equal(rows, want_rows) and np.array_equal(counts, want_counts)
+        assert counts.sum() == len(ngram_rows(ids, sent, n))
 
 
 def test_ngram_rows_never_cross_a_sentence():

@@ -59,16 +59,41 @@ def ngram_rows(ids: np.ndarray, sent: np.ndarray, n: int) -> np.ndarray:
 
 
 def count_rows(rows: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows, sorted lexicographically, and the sum of their weights (1 each when ``weights`` is None)."""
+    """Distinct rows, sorted lexicographically, and the sum of their weights (1 each when ``weights`` is None).
+
+    One integer sort per column instead of a lexsort over all of them: column by column, a row's key is the
+    rank of its prefix among the distinct prefixes times the id range plus its next id, which orders the
+    rows as their words do."""
     if not len(rows):
         return rows, np.zeros(0, dtype=np.int64)
-    order = np.lexsort(rows.T[::-1])
-    rows = rows[order]
-    new = np.ones(len(rows), dtype=bool)
-    new[1:] = (rows[1:] != rows[:-1]).any(axis=1)
-    starts = np.nonzero(new)[0]
-    w = np.ones(len(rows), dtype=np.int64) if weights is None else weights[order]
-    return rows[starts], np.add.reduceat(w, starts)
+    size = int(rows.max()) + 1
+    key = rows[:, 0].astype(np.int64)
+    for j in range(1, rows.shape[1]):
+        _, rank = np.unique(key, return_inverse=True)
+        key = rank.astype(np.int64) * size + rows[:, j]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    w = None if weights is None else weights.astype(np.float64)
+    counts = np.bincount(inverse, weights=w, minlength=len(first))
+    return rows[first], np.rint(counts).astype(np.int64)
+
+
+def chunk_counts(ids: np.ndarray, sent: np.ndarray, order: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The counted n-grams of orders 1..``order`` of one chunk (as :func:`count_rows` of :func:`ngram_rows`),
+    one integer sort per order: the n-gram starting at a position is keyed by the rank of the (n-1)-gram
+    starting there times the id range plus its last id."""
+    size = int(ids.max()) + 1 if len(ids) else 1
+    rank = np.zeros(0, dtype=np.int64)  # the rank of the (n-1)-gram starting at each position (-1: none)
+    out = []
+    for n in range(1, order + 1):
+        starts = np.nonzero(sent[:len(ids) - n + 1] == sent[n - 1:])[0] if len(ids) >= n else np.zeros(0, np.int64)
+        key = ids[starts] if n == 1 else rank[starts] * size + ids[starts + n - 1]
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        rank = np.full(len(ids), -1, dtype=np.int64)
+        rank[starts] = inverse
+        at = starts[first]
+        rows = np.stack([ids[at + k] for k in range(n)], axis=1) if len(at) else np.zeros((0, n), dtype=np.int64)
+        out.append((rows, np.bincount(inverse, minlength=len(first)).astype(np.int64)))
+    return out
 
 
 class UnitCounts:
@@ -96,9 +121,9 @@ class UnitCounts:
         self.words += len(ids) - 2 * len(self.pending)
         self.sentences += len(self.pending)
         self.pending, self.pending_words = [], 0
-        for n in range(1, self.order + 1):
+        for n, counted in enumerate(chunk_counts(ids, sent, self.order), start=1):
             parts = self.parts[n - 1]
-            parts.append(count_rows(ngram_rows(ids, sent, n)))
+            parts.append(counted)
             if sum(len(r) for r, _ in parts) > self.chunk_words and len(parts) > 1:
                 parts[:] = [_merge(parts)]
 
