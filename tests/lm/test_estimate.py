@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 from lmkit import synthetic_docs, write_jsonl
 
-from tokenmill.lm.counts import UnitCounts, Vocab, chunk_counts, count_rows, ngram_rows, sentence_ids
+from tokenmill.lm.counts import (
+    UnitCounts,
+    Vocab,
+    chunk_counts,
+    count_rows,
+    merged_order,
+    merged_vocab,
+    ngram_rows,
+    sentence_ids,
+)
 from tokenmill.lm.model import NgramModel
 from tokenmill.lm.normalize import sentences
 from tokenmill.lm.train import LmSettings, train
@@ -59,6 +68,23 @@ def test_a_chunk_is_counted_as_its_rows_are():
         want_rows, want_counts = count_rows(ngram_rows(ids, sent, n))
         assert np.array_equal(rows, want_rows) and np.array_equal(counts, want_counts)
         assert counts.sum() == len(ngram_rows(ids, sent, n))
+
+
+def test_the_merge_compacting_as_it_goes_sums_as_one_concatenation(tmp_path):
+    docs = synthetic_docs(300)
+    dirs = []
+    for u in range(5):
+        counter = UnitCounts(3, 10_000)
+        for d in docs[u::5]:
+            counter.add(list(sentences(d)))
+        counter.write(tmp_path / f"u{u}")
+        dirs.append(tmp_path / f"u{u}")
+    vocab, maps = merged_vocab(dirs)
+    for n in (1, 2, 3):
+        every = merged_order(dirs, maps, n, spare=0)  # compacted after every unit
+        once = merged_order(dirs, maps, n, spare=10**9)  # summed once at the end
+        assert np.array_equal(every[0], once[0]) and np.array_equal(every[1], once[1])
+        assert every[1].sum() == sum(int(np.load(d / f"{n}.counts.npy").sum()) for d in dirs)
 
 
 def test_ngram_rows_never_cross_a_sentence():

@@ -170,13 +170,20 @@ def merged_vocab(unit_dirs: list[Path]) -> tuple[pa.Array, list[np.ndarray]]:
     return pa.concat_arrays([pa.array(SPECIALS, type=pa.large_string()), words]), maps
 
 
-def merged_order(unit_dirs: list[Path], maps: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every unit's order-``n`` counts on the run's ids, summed: ``(rows, counts)`` sorted."""
-    rows, counts = [], []
+def merged_order(unit_dirs: list[Path], maps: list[np.ndarray], n: int,
+                 spare: int = 2_000_000) -> tuple[np.ndarray, np.ndarray]:
+    """Every unit's order-``n`` counts on the run's ids, summed: ``(rows, counts)`` sorted.
+
+    Units are added to a running sum, compacted whenever the rows waiting exceed the rows summed so far
+    (plus ``spare``): the build holds about twice the distinct n-grams of the order, not every unit's."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    waiting = 0
     for d, m in zip(unit_dirs, maps):
-        r = np.load(d / f"{n}.npy")
-        rows.append(m[r])
-        counts.append(np.load(d / f"{n}.counts.npy"))
-    if not rows:
+        parts.append((m[np.load(d / f"{n}.npy")], np.load(d / f"{n}.counts.npy")))
+        waiting += len(parts[-1][0])
+        if waiting > len(parts[0][0]) + spare and len(parts) > 1:
+            parts = [_merge(parts)]
+            waiting = 0
+    if not parts:
         return np.zeros((0, n), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return count_rows(np.concatenate(rows), np.concatenate(counts))
+    return count_rows(*parts[0]) if len(parts) == 1 else _merge(parts)
