@@ -139,3 +139,22 @@ def test_sft_conversations_are_not_reference_text(tmp_path, capsys):
                              for i in range(20)))
     assert main(["lm", "train", "--text", str(chats), "--out", str(tmp_path / "lm")]) == 1
     assert "sft" in capsys.readouterr().err.lower()
+
+
+def test_parquet_and_plain_text_references_give_the_model_their_jsonl_gives(tmp_path):
+    """The reference is read as `pretrain` reads documents: the same documents in Parquet, or one per line of
+    plain text, make the same model bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = [d.replace("\n", " ") for d in synthetic_docs(200)]
+    jsonl = write_jsonl(tmp_path / "ref.jsonl", docs)
+    pq.write_table(pa.table({"text": docs}), tmp_path / "ref.parquet")
+    (tmp_path / "ref.txt").write_text("\n".join(docs) + "\n")
+    models = []
+    for name, mode in (("jsonl", "auto"), ("parquet", "auto"), ("txt", "line")):
+        src = jsonl if name == "jsonl" else tmp_path / f"ref.{name}"
+        out = tmp_path / f"lm-{name}"
+        train([str(src)], out=out, options=JobOptions(text_mode=mode, no_progress=True))
+        models.append(_bytes(out))
+    assert models[0] == models[1] == models[2]
