@@ -19,7 +19,7 @@ LAYERS = [
     {"engine", "report", "shards"},  # stages and executors, manifests and ledgers, the shard format
     {"route", "split", "loader"},  # the router, the validation split, the loader over shards
     {"selection", "job", "track", "steps"},  # the input planner and job driver, the tracks' shared stage, steps
-    {"curate", "sft", "pref"},  # step implementations and their workflows, the SFT track, the preference track
+    {"curate", "sft", "pref", "lm"},  # step implementations and workflows, the SFT and preference tracks, n-gram LMs
     {"pretrain", "synth", "config"},  # the pretraining track, synthetic data, the pipeline file's schema
     {"check", "bench", "demo", "cli", "cli_doc"},  # the edges: validate, benchmarks, the demo and the command
 ]

@@ -189,6 +189,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     card_cli.add_parser(sub)
     add_job_flags(sub.choices["card"], "card", "dry_run")
+    from tokenmill.lm import cli as lm_cli
+
+    lm_cli.add_parser(sub)
     return parser
 
 
@@ -503,6 +506,12 @@ def cmd_select(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_lm(args: argparse.Namespace) -> int:
+    from tokenmill.lm.train import cmd_lm as run
+
+    return run(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tokenmill.demo import run_demo
 
@@ -515,7 +524,7 @@ COMMANDS = {
     "validate": cmd_validate, "export": cmd_export, "audit": cmd_audit, "stats": cmd_stats, "bench": cmd_bench,
     "demo": cmd_demo, "quality": cmd_quality, "decontaminate": cmd_decontaminate, "synth": cmd_synth,
     "card": cmd_card,
-    "sft-select": cmd_sft_select, "plan": cmd_plan, "pref": cmd_pref, "select": cmd_select,
+    "sft-select": cmd_sft_select, "plan": cmd_plan, "pref": cmd_pref, "select": cmd_select, "lm": cmd_lm,
 }
 
 

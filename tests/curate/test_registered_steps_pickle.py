@@ -46,6 +46,13 @@ def _required_params(name: str, tmp_path) -> dict:
         model = tmp_path / "q.bin"
         train_quality(["good clean prose about history"] * 20, ["buy cheap now click"] * 20, out=model, quantize=False)
         return {"model": str(model), "threshold": 0.5}
+    if name == "perplexity":
+        from tokenmill.job.options import JobOptions
+        from tokenmill.lm.train import train
+
+        (tmp_path / "ref.txt").write_text("the river runs through the old town\nand the bridge crosses it\n")
+        train([str(tmp_path / "ref.txt")], out=tmp_path / "lm", options=JobOptions(no_progress=True))
+        return {"model": str(tmp_path / "lm"), "max": 1000}
     return {}
 
 

@@ -92,6 +92,10 @@ def thresholds_of(entry: dict, stats: tuple[str, ...] = ()) -> dict[str, list[fl
 
     for stat, param in named.items():
         mark(stat, params.get(param))
+    cut = entry.get("cut")  # a corpus-wide cut (quality's top_fraction, perplexity's buckets), marked where it applies
+    if isinstance(cut, (int, float)) and not isinstance(cut, bool):
+        for stat in named:
+            out.setdefault(stat, [float(cut)])
     for p, v in params.items():
         if p in stats:
             mark(p, v)  # datatrove's naming: the parameter is named after the statistic

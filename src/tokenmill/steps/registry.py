@@ -50,6 +50,7 @@ STEP_CLASSES: dict[str, str] = {
     "decontaminate": "tokenmill.curate.decontam:Decontaminate",
     "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
     "dsir": "tokenmill.curate.dsir:Dsir",  # importance resampling toward a reference set
+    "perplexity": "tokenmill.curate.perplexity:Perplexity",  # CCNet's filter over an n-gram model
 }
 
 
