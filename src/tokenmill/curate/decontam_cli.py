@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import UsageError
-from tokenmill.job.options import JobOptions, add_flags, flag_values
+from tokenmill.job.options import JobOptions, add_flags
 
 REPORT = "decontamination.json"
 EXAMPLES = 5  # removed documents shown per benchmark in decontamination.json (the first one printed)
@@ -142,7 +142,7 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     _check_usage(args)
     spec = step_spec(args)
     build_step(spec, where="decontaminate").index()  # unreadable or empty eval sets stop here, before any work
-    options = JobOptions.from_settings(flag_values(args, JobOptions))
+    options = JobOptions.from_flags(args)
     reports: list[dict] = []
 
     def write_report(out: Path, manifest: dict) -> None:  # inside the run, the output still held

@@ -32,7 +32,7 @@ from tokenmill.curate.details import attach, render_details
 from tokenmill.curate.quality_top import BINS, cut_from_histogram, score_bins
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.report.ledger import REJECTED, read_columns, read_stage_parts, stage_parts
-from tokenmill.steps.build import build_step
+from tokenmill.steps.build import build_step, recorded_options
 from tokenmill.steps.cascade import decisions
 from tokenmill.steps.contract import reason
 from tokenmill.steps.plain import RecordedPlainStep
@@ -159,7 +159,7 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
                      f"{', '.join(e['params'])}" for p in unknown]
         try:
             label = {"step": e["class"]} if "class" in e else {"name": e["name"]}  # a user's step: by its class
-            step = build_step({**label, **e["params"], **changes}, where=f"--set {e['name']}")
+            step = build_step({**recorded_options({**label, **e["params"]}), **changes}, where=f"--set {e['name']}")
         except ConfigError as exc:
             problems += exc.problems
             steps.append(None)
@@ -238,6 +238,12 @@ def _replay_stage(table: pa.Table, entries: list[dict], steps: list[Any], alive:
     return new, unscored
 
 
+def _with_sets(entry: dict, sets: dict[tuple[str, str], Any]) -> dict:
+    """A step entry with its parameters as ``--set`` changed them (its histogram then marks the new threshold)."""
+    changes = {p: v for (s, p), v in sets.items() if s == entry["name"]}
+    return {**entry, "params": {**entry.get("params", {}), **changes}} if changes else entry
+
+
 def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
     """The funnel of run ``directory`` with the parameters changed by ``sets``, from its ledger alone."""
     directory = Path(directory)
@@ -271,7 +277,7 @@ def recompute(directory: str | Path, sets: dict[tuple[str, str], Any]) -> dict:
         filtered.update(r for r in reasons[alive] if r is not None)
         alive_keys = {k for k, a, r in zip(keys, alive, reasons) if a and r is None}
     c = manifest["counts"]
-    manifest["steps"] = [{**e, "cut": cuts[e["id"]]} if e["id"] in cuts else e for e in entries]
+    manifest["steps"] = [{**e, "cut": cuts[e["id"]]} if e["id"] in cuts else _with_sets(e, sets) for e in entries]
     funnel = attach(build_funnel(c["input"], Counter(c["rejected"]), entries, filtered), directory, manifest)
     funnel["unscored"] = unscored
     funnel["set"] = {f"{s}.{p}": v for (s, p), v in sets.items()}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import UsageError
-from tokenmill.job.options import JobOptions, add_flags, file_rules, flag_values
+from tokenmill.job.options import JobOptions, add_flags
 
 
 def add_parser(sub: Any) -> None:
@@ -52,20 +52,7 @@ def step_spec(args: argparse.Namespace) -> dict:
 
 def job_options(args: argparse.Namespace) -> JobOptions:
     """The job flags given, each checked by its own declaration (``--unit-bytes 20KB`` -> 20000)."""
-    rules, given = file_rules(JobOptions), flag_values(args, JobOptions)
-    try:
-        return JobOptions.from_settings({k: rules[k](v) if k in rules else v for k, v in given.items()})
-    except ValueError as exc:
-        bad = next(k for k, v in given.items() if k in rules and _fails(rules[k], v))
-        raise UsageError(f"--{bad.replace('_', '-')}: {exc}") from None
-
-
-def _fails(check: Any, value: Any) -> bool:
-    try:
-        check(value)
-    except ValueError:
-        return True
-    return False
+    return JobOptions.from_flags(args)
 
 
 def _executor(args: argparse.Namespace, options: JobOptions) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tokenmill.errors import UsageError
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _FACTORS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
             "KI": 1 << 10, "MI": 1 << 20, "GI": 1 << 30, "TI": 1 << 40}
@@ -140,6 +142,21 @@ class JobOptions:
         if "exclude" in given:
             given["exclude"] = tuple(given["exclude"])
         return cls(**given)
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace) -> JobOptions:
+        """The options given on the command line alone (a command without a pipeline file), each value through
+        its option's check (``--unit-bytes 64MiB`` -> bytes); a bad value is a usage error naming the flag."""
+        checked = {}
+        for f in fields(cls):
+            value = getattr(args, f.name, None)
+            if value is None:
+                continue
+            try:
+                checked[f.name] = _flag(f).check(value)
+            except ValueError as exc:
+                raise UsageError(f"{_flag(f).cli or '--' + f.name.replace('_', '-')} {value}: {exc}") from None
+        return cls.from_settings(checked)
 
     def run_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``run_pretrain``, ``run_sft`` and ``run_curate`` (``workers`` apart: the

@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.errors import ConfigError, UsageError
+from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
-from tokenmill.job.options import JobOptions, flag_values
+from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.lm import normalize
@@ -193,14 +193,7 @@ class BuildTask:
 def job_options(args: Any) -> JobOptions:
     """The job flags given on the command line, each through its option's check (``--unit-bytes 64MiB`` ->
     bytes); a bad value is a usage error naming the flag."""
-    checks = {f.name: f.metadata["flag"].check for f in fields(JobOptions)}
-    checked = {}
-    for name, value in flag_values(args, JobOptions).items():
-        try:
-            checked[name] = checks[name](value)
-        except ValueError as exc:
-            raise UsageError(f"--{name.replace('_', '-')} {value}: {exc}") from None
-    return JobOptions.from_settings(checked)
+    return JobOptions.from_flags(args)
 
 
 def cmd_lm(args: Any) -> int:

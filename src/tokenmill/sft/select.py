@@ -46,7 +46,7 @@ from tokenmill.curate.sft_quality import SftQuality
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, UsageError
 from tokenmill.io import read_unit
-from tokenmill.job.options import JobOptions, flag_values
+from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
@@ -415,7 +415,7 @@ def cmd_select(args: Any) -> int:
 
     how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model,
                     mix=_mix_flag(args.mix))
-    options = JobOptions.from_settings(flag_values(args, JobOptions))
+    options = JobOptions.from_flags(args)
     m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
                options=options)
     if options.dry_run:

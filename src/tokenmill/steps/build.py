@@ -73,6 +73,20 @@ def build_step(spec: Any, *, where: str) -> Any:
     return _checked(step, label, where=f"{where}.{key}", builtin=key == "name" and label in STEP_CLASSES)
 
 
+def recorded_options(spec: dict) -> dict:
+    """A recorded step entry's parameters that its class takes: a run records derived values beside the
+    parameters (``quality``'s model file digest, computed from ``model``), which a rebuild must not pass back."""
+    key = _spec_key(spec, "recorded step")
+    try:
+        factory = resolve(spec[key]) if key == "name" else load_user_target(spec[key])
+        params = inspect.signature(factory).parameters
+    except (LookupError, TypeError, ValueError):  # the rebuild itself will say what is wrong
+        return dict(spec)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return dict(spec)
+    return {k: v for k, v in spec.items() if k == key or k in params}
+
+
 def _spec_key(spec: Any, where: str) -> str:
     """``step`` (a user's ``module:Class``; a ``name:`` beside it is the step's own parameter) or ``name``."""
     if not isinstance(spec, dict) or ("name" not in spec and "step" not in spec):
