@@ -109,9 +109,8 @@ def report(args, n_pool, files, ours, trl_default, trl_whole, lengths) -> str:
     table = "\n".join(f"| {name} | {r['seconds']:.2f} | {r['bins']:,} | {r['tokens']:,} | {r['fill']:.2%} |"
                       for name, r in rows if r)
     return f"""Measured by `benchmarks/pack_bfd.py` on {machine()}; one process, no workers.
-Lengths: {n_pool:,} records of the {len(files)} SFT files in `shared/data/sft` tokenized with the Mistral-7B-Instruct
-v0.3 tokenizer (median {median}, p99 {p99:,},
-max {longest:,} tokens), resampled to
+Lengths: {n_pool:,} records of the {len(files)} SFT files in `shared/data/sft` tokenized with the
+Mistral-7B-Instruct v0.3 tokenizer (median {median}, p99 {p99:,}, max {longest:,} tokens), resampled to
 {args.examples:,} examples; bins of {args.seq_len:,} tokens.
 
 | packer | seconds | bins | tokens packed | fill |

@@ -1,6 +1,6 @@
 """Preference pairs: slots per pair and per-step time, packed prefix-shared rows against TRL-style padded pairs.
 
-    python benchmarks/pref_pack.py [--resample 3000] [--batch 16] [--seq-len 2048] [--steps 6] [--no-write]
+    python benchmarks/pref_pack.py [--resample 3000] [--batch 8] [--seq-len 2048] [--steps 6] [--no-write]
 
 1. Data: ``llamafactory_dpo_en_demo.json`` (300 pairs, up to 13 turns) tokenized as TRL 1.x's DPOTrainer does:
    the prompt rendered with the generation prompt, prompt+chosen and prompt+rejected rendered whole, each
@@ -11,7 +11,7 @@
    pair, padded to the longest row of the batch) and by ``PackedPairCollator`` (prompt, chosen, rejected once
    per pair, rows of ``--seq-len``): token slots per pair, and the real tokens each layout computes.
 3. Time per step: ``--steps`` batches through forward + backward of the DPO loss on a small random Llama
-   (hidden 256, 4 layers, SDPA, fp32, CPU). Its vocabulary is 8,192 entries and ids are folded into it, so
+   (hidden 256, 4 layers, SDPA, fp32, CPU). Its vocabulary is 4,096 entries and ids are folded into it, so
    the LM head does not swamp a CPU; slots and tokens above are counted on the real ids. The DPO loss of
    every timed batch is computed on both paths against a second random model and compared.
 
@@ -38,7 +38,7 @@ from tokenmill.loader.pairs import PackedPairCollator, PaddedPairCollator, dpo_l
 DATA = Path("/work/shared/data")
 PAIRS_FILE = DATA / "sft" / "llamafactory_dpo_en_demo.json"
 ROLES = {"human": "user", "gpt": "assistant", "system": "system", "observation": "user"}
-FOLD = 8192
+FOLD = 4096
 HEADING = "Preference pairs: packed prefix-shared rows vs padded"
 
 
@@ -116,7 +116,7 @@ def step(policy, reference, logps, batch, inputs) -> tuple[float, float]:
     loss.backward()
     seconds = time.perf_counter() - start
     policy.zero_grad()
-    return seconds, float(loss)
+    return seconds, loss.item()
 
 
 def time_paths(pairs, batch: int, seq_len: int, steps: int) -> dict:
@@ -170,7 +170,7 @@ a GPU run would use FlexAttention's BlockMask (`mask="flex"`) instead.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--resample", type=int, default=3000)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--no-write", action="store_true")
