@@ -159,7 +159,7 @@ Forward + backward of the DPO loss, small random Llama (hidden 256, 4 layers, SD
 | | padded | packed |
 |---|---:|---:|
 | seconds per step | {per_step(timing['padded_s']):.2f} | {per_step(timing['packed_s']):.2f} |
-| pairs per second | {timing['pairs'] / timing['padded_s']:.1f} | {timing['pairs'] / timing['packed_s']:.1f} |
+| pairs per second | {timing['pairs'] / timing['padded_s']:.3f} | {timing['pairs'] / timing['packed_s']:.3f} |
 
 Speed-up {timing['padded_s'] / timing['packed_s']:.2f}x; the DPO loss of the two paths differs by at most
 {timing['loss_diff']:.1e} over these batches. The packed rows carry a dense `seq_len^2` additive mask here;
