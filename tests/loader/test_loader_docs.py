@@ -75,13 +75,32 @@ def test_doc_block_runs(workdir, monkeypatch, k):
         pytest.importorskip("datasets")
     monkeypatch.chdir(root)
     tokenizer = hf_tokenizer(tok_dir)
-    namespace = {"model": tiny_model(len(tokenizer)), "tokenizer": tokenizer}
+    namespace = {"model": tiny_model(len(tokenizer)), "tokenizer": tokenizer, "pairs": preference_pairs(tokenizer)}
+    before = [p.detach().clone() for p in namespace["model"].parameters()]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         exec(compile(BLOCKS[k], f"{DOC.name}[block {k}]", "exec"), namespace)
     # a reader copying the example should not be told that it uses a deprecated option
     deprecated = [str(w.message) for w in caught if issubclass(w.category, (DeprecationWarning, FutureWarning))]
     assert not deprecated, deprecated
+    if "dpo_loss(" in BLOCKS[k]:  # the DPO loop trained: a finite loss, and the policy moved off the reference
+        assert torch.isfinite(namespace["loss"])
+        assert any(not torch.equal(a, b) for a, b in zip(before, namespace["model"].parameters()))
+
+
+def preference_pairs(tokenizer, n: int = 24) -> list[dict]:
+    """Pair dicts tokenized as TRL does: the completion is what prompt+completion adds after the prompt."""
+    words = "the river flows past old stone houses while children count boats and birds".split()
+    pairs = []
+    for i in range(n):
+        prompt = " ".join(words[i % 5: i % 5 + 4]) + "?"
+        prompt_ids = tokenizer(prompt)["input_ids"]
+        pair = {"pair_id": i, "prompt_ids": prompt_ids}
+        for side, text in (("chosen", " ".join(words[i % 7:][:3])), ("rejected", words[-1 - i % 4])):
+            ids = tokenizer(prompt + " " + text)["input_ids"][len(prompt_ids):] + [tokenizer.eos_token_id]
+            pair[f"{side}_ids"], pair[f"{side}_mask"] = ids, [1] * len(ids)
+        pairs.append(pair)
+    return pairs
 
 
 def test_collator_names_remove_unused_columns_when_trainer_drops_the_mask(workdir, tmp_path):

@@ -1,7 +1,8 @@
 """Serve token shards to a training loop: packed datasets, blending, recipes, collation, resumable order.
 
-``PackedDataset`` and ``BlendedDataset`` are plain map-style datasets (numpy samples); ``PackedCollator``
-and ``PackedLoader`` need the ``torch`` extra, imported when they are first used.
+``PackedDataset`` and ``BlendedDataset`` are plain map-style datasets (numpy samples); ``PackedCollator``,
+the preference pair collators (``PaddedPairCollator``, ``PackedPairCollator``) and ``PackedLoader`` need the
+``torch`` extra, imported when they are first used.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from tokenmill.loader.collate import PackedCollator
 from tokenmill.loader.dataset import PackedDataset
 from tokenmill.loader.loader import PackedLoader
 from tokenmill.loader.order import epoch_seed, partition, permute
+from tokenmill.loader.pairs import PackedPairCollator, PaddedPairCollator
 from tokenmill.loader.recipe import Recipe, load_recipe
 from tokenmill.loader.recipe_data import RecipeDataset
 from tokenmill.loader.runlog import RunLog, check_run
@@ -23,6 +25,8 @@ __all__ = [
     "PackedCollator",
     "PackedDataset",
     "PackedLoader",
+    "PackedPairCollator",
+    "PaddedPairCollator",
     "PreferenceDataset",
     "Recipe",
     "RecipeDataset",

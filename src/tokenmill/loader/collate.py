@@ -10,7 +10,10 @@ weights) multiplies the per-token loss, e.g. ``(ce * w).sum() / w.sum()``; the m
 to it the same way. Optional:
 ``cu_seq_lens_q/k`` (int32, over the flattened ``B*L`` tokens, padding tails as their own segments) and
 ``max_length_q/k`` for FlashAttention varlen kernels (the names transformers reads), and a block-diagonal
-causal ``attention_mask`` (bool ``[B, 1, L, L]``, True = may attend) for backends without varlen.
+causal ``attention_mask`` for backends without varlen: ``mask="bool"`` (``[B, 1, L, L]``, True = may attend:
+SDPA; ``block_diag_mask=True`` is the same), ``"additive"`` (float32, 0 or the dtype's minimum: eager, which
+adds a bool mask to its scores and so leaks) or ``"flex"`` (a flex-attention ``BlockMask``); see
+:mod:`tokenmill.loader.masks`.
 
 Padding mode (``padding=True``), for comparison: every document of every sample gets its own row,
 padded to the longest, with a 0/1 ``attention_mask``. ``padding_share`` tells the share of pad slots.
@@ -22,6 +25,7 @@ import numpy as np
 
 from tokenmill._extras import require
 from tokenmill.errors import ConfigError
+from tokenmill.loader import masks
 
 IGNORE = -100
 
@@ -30,8 +34,11 @@ class PackedCollator:
     """Callable for ``DataLoader(collate_fn=...)`` over :class:`PackedDataset` samples."""
 
     def __init__(self, *, pad_id: int, block_diag_mask: bool = False, padding: bool = False,
-                 pad_to: int | None = None, varlen_kwargs: bool = False):
-        self.pad_id, self.block_diag_mask, self.padding = int(pad_id), block_diag_mask, padding
+                 pad_to: int | None = None, varlen_kwargs: bool = False, mask: str | None = None):
+        if block_diag_mask and mask not in (None, "bool"):
+            raise ConfigError(f"block_diag_mask=True is mask='bool'; it cannot be combined with mask={mask!r}")
+        self.pad_id, self.padding = int(pad_id), padding
+        self.mask = masks.check_form(mask) or ("bool" if block_diag_mask else None)
         self.pad_to, self.varlen_kwargs = pad_to, varlen_kwargs
         self.tokens = 0  # real tokens collated so far (this process)
         self.slots = 0  # token slots collated so far, padding included
@@ -59,8 +66,8 @@ class PackedCollator:
             lens = arrays["segment_lens"]
             cu = torch.from_numpy(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
             batch.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=int(lens.max()), max_length_k=int(lens.max()))
-        if self.block_diag_mask:
-            batch["attention_mask"] = torch.from_numpy(_block_causal(arrays["segments"]))
+        if self.mask:
+            batch["attention_mask"] = masks.build(self.mask, arrays["segments"])
         return batch
 
 
@@ -121,9 +128,3 @@ def _pad_rows(rows, width: int, pad_id: int) -> dict:
     out["segment_lens"] = np.concatenate(segment_lens) if segment_lens else np.zeros(0, np.int64)
     return out
 
-
-def _block_causal(segments: np.ndarray) -> np.ndarray:
-    """Bool ``[B, 1, L, L]``: query i may attend key j iff same segment and j <= i."""
-    length = segments.shape[1]
-    same = segments[:, :, None] == segments[:, None, :]
-    return (same & np.tril(np.ones((length, length), np.bool_)))[:, None]
