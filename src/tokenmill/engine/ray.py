@@ -31,7 +31,7 @@ import importlib
 import itertools
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tokenmill._extras import require
 from tokenmill.engine import fanout
@@ -58,7 +58,7 @@ class UnitWorker:
         if key != self.key or task is None:  # the key is set with the task: both or neither
             import ray
 
-            task = ray.get(boxed[0])
+            task = cast("Task", ray.get(boxed[0]))  # the reference holds the stage's task
             _setup(task)
             self.task, self.key = task, key
         return unit.index, commit_unit(task, unit, state)
