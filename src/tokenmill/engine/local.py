@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
@@ -52,6 +52,9 @@ from tokenmill.engine.workers import (  # guards the fork server
     worker_died,
     worker_environment,
 )
+
+if TYPE_CHECKING:
+    from tokenmill.engine.workflow import StageState
 
 __all__ = ["LocalExecutor", "atomic_write", "commit_unit", "default_workers", "process_peak_rss_mb"]
 
@@ -75,6 +78,10 @@ class Held:
         self._held -= 1
         if not self._held:
             self.close()
+
+    def close(self) -> None:
+        """Let the workers go (each executor its own kind)."""
+        raise NotImplementedError
 
 
 class LocalExecutor(Held):
@@ -101,7 +108,7 @@ class LocalExecutor(Held):
         if min(self.workers, n_units) > 1 and self._pool is None:
             self._start(min(self.workers, n_units), preload, wait=False)
 
-    def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
+    def run(self, task: Task, units: list[Unit], state: StageState, progress: Any = None) -> dict[int, UnitResult]:
         n = min(self.workers, len(units))
         if n <= 1 and self._pool is None:
             return self._run_here(task, units, state, progress)
@@ -118,7 +125,7 @@ class LocalExecutor(Held):
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _run_here(self, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
+    def _run_here(self, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
         results: dict[int, UnitResult] = {}
         if units:
             _setup(task)
@@ -160,7 +167,7 @@ class LocalExecutor(Held):
         else:
             threading.Thread(target=spawn, name="tokenmill-pool-start", daemon=True).start()
 
-    def _run_pool(self, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
+    def _run_pool(self, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
         path = state.root / "task.pkl"  # in the stage's state: a killed run leaves nothing elsewhere
         atomic_write(path, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
         handle = (f"{os.getpid()}-{id(self)}-{next(self._tasks)}", str(path))
@@ -199,7 +206,7 @@ def largest_first(units: list[Unit]) -> list[Unit]:
     return sorted(units, key=lambda u: -u.size)
 
 
-def commit_unit(task: Task, unit: Unit, state: Any) -> UnitResult:
+def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     """Run ``task`` on ``unit`` in a fresh staging dir, move its files into place, then write the marker.
 
     Returns the unit's :class:`~tokenmill.engine.stage.UnitResult`, with this worker's peak memory and
@@ -262,7 +269,7 @@ def adopt_environment(environ: dict[str, str]) -> None:
     os.environ.update(environ)
 
 
-def _commit_installed(handle: tuple[str, str], unit: Unit, state: Any) -> UnitResult:
+def _commit_installed(handle: tuple[str, str], unit: Unit, state: StageState) -> UnitResult:
     key, path = handle
     if key not in _INSTALLED:
         with open(path, "rb") as fh:

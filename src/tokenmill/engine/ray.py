@@ -31,12 +31,15 @@ import importlib
 import itertools
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tokenmill._extras import require
 from tokenmill.engine import fanout
 from tokenmill.engine.local import Held, _setup, commit_unit
 from tokenmill.engine.stage import Task, Unit, UnitResult
+
+if TYPE_CHECKING:
+    from tokenmill.engine.workflow import StageState
 
 
 class UnitWorker:
@@ -49,15 +52,16 @@ class UnitWorker:
         for name in preload:
             importlib.import_module(name)
 
-    def commit(self, key: str, boxed: list, unit: Unit, state: Any) -> tuple[int, UnitResult]:
+    def commit(self, key: str, boxed: list, unit: Unit, state: StageState) -> tuple[int, UnitResult]:
         """``boxed`` holds the task's object reference (in a list, so Ray does not fetch it per call)."""
-        if key != self.key:
+        task = self.task
+        if key != self.key or task is None:  # the key is set with the task: both or neither
             import ray
 
-            self.task = ray.get(boxed[0])
-            _setup(self.task)
-            self.key = key
-        return unit.index, commit_unit(self.task, unit, state)
+            task = cast("Task", ray.get(boxed[0]))  # the reference holds the stage's task
+            _setup(task)
+            self.task, self.key = task, key
+        return unit.index, commit_unit(task, unit, state)
 
     def call(self, fn: Any, item: Any) -> Any:
         """One call of a unit that fans out (:mod:`tokenmill.engine.fanout`)."""
@@ -100,7 +104,7 @@ class RayExecutor(Held):
         self._preload = tuple(preload)
         self._pool(ray, self._size(ray, n_units))
 
-    def run(self, task: Task, units: list[Unit], state: Any, progress: Any = None) -> dict[int, UnitResult]:
+    def run(self, task: Task, units: list[Unit], state: StageState, progress: Any = None) -> dict[int, UnitResult]:
         ray = self._connect()
         if getattr(task, "fans_out", False):
             return self._run_driving(ray, task, units, state, progress)
@@ -143,7 +147,7 @@ class RayExecutor(Held):
             self._cpus = int(ray.cluster_resources().get("CPU", 1))  # asked once per run, not per stage
         return max(1, min(self.workers or self._cpus, n_units))
 
-    def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: Any, progress: Any) -> dict[int, UnitResult]:
+    def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
         """Units that fan out run here, in the driver (their loop holds a few booleans per round); each of
         their per-partition calls runs on an actor."""
         fanout.install(_ActorFanOut(lambda k: self._pool(ray, self._size(ray, k))))

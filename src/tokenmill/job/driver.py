@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
 from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path
@@ -35,6 +35,9 @@ from tokenmill.engine.progress import Progress
 from tokenmill.engine.store import clear_store, hold_store, is_remote, open_store, work_dir_for
 from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tokenmill.engine.workflow import Executor
 
 
 def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Any]:
@@ -126,12 +129,12 @@ def job_fingerprint(workflow: str, files: Sequence[Any], config: dict, *, tokeni
     return h.hexdigest()
 
 
-def holding(executor: Any) -> Any:
+def holding(executor: Executor | None) -> Any:
     """``with holding(executor):`` keeps one set of workers for the whole run (when the executor can)."""
     return executor if hasattr(executor, "__enter__") else contextlib.nullcontext(executor)
 
 
-def pick_executor(executor: Any, workers: int | None) -> Any:
+def pick_executor(executor: Executor | None, workers: int | None) -> Executor:
     """The caller's executor, else a local pool of ``workers`` processes; never both."""
     if executor is None:
         return LocalExecutor(workers=workers)

@@ -192,7 +192,7 @@ def _execute(this: Run, fingerprint: str, executor: Executor) -> None:
                  pull=this.job.pull(this))
 
 
-def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor: Any) -> None:
+def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor: Executor) -> None:
     """Rejects, the manifest envelope with the job's section, the data card, what the job derives after."""
     results = ctx.results
     n_rejects = merge_rejects(this.out, [u.name for u in this.inputs.units])

@@ -24,7 +24,7 @@ are trained whole (EOS included).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from tokenmill.sft.render import MaskPolicy, Rendered, hf_messages, render_conve
 from tokenmill.sft.spans import cut_sentinels, mark_messages
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.sft.validate import explain_conversation
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 
 @dataclass
@@ -66,7 +69,7 @@ def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if len(differ) else n
 
 
-def tokenize_pairs(pairs: list[Pair], *, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy
+def tokenize_pairs(pairs: list[Pair], *, tokenizer: Tokenizer, template: ChatTemplate, policy: MaskPolicy
                    ) -> list[Tokenized | PairProblem]:
     """Every pair tokenized (its :class:`PairProblem` in its place when it cannot be); the chat pairs' sides
     rendered in one batched call."""
@@ -83,7 +86,7 @@ def tokenize_pairs(pairs: list[Pair], *, tokenizer: Any, template: ChatTemplate,
     return out
 
 
-def _render_sides(pairs: list[Pair], *, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy) -> dict:
+def _render_sides(pairs: list[Pair], *, tokenizer: Tokenizer, template: ChatTemplate, policy: MaskPolicy) -> dict:
     """``(pair id, side) -> Rendered | PairProblem`` for each side of each chat pair: prompt + completion whole."""
     convs, keys, out = [], [], {}
     for pair in pairs:
@@ -104,7 +107,7 @@ def _render_sides(pairs: list[Pair], *, tokenizer: Any, template: ChatTemplate, 
     return out
 
 
-def render_prompt(pair: Pair, *, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy) -> np.ndarray:
+def render_prompt(pair: Pair, *, tokenizer: Tokenizer, template: ChatTemplate, policy: MaskPolicy) -> np.ndarray:
     """The prompt's ids rendered with the generation prompt, message texts tokenized as literal spans (as the
     SFT renderer tokenizes them)."""
     conv = {"id": pair.id, "messages": pair.prompt, "tools": pair.tools}
@@ -117,7 +120,7 @@ def render_prompt(pair: Pair, *, tokenizer: Any, template: ChatTemplate, policy:
     return np.asarray(tokenizer.encode_rendered(cut.text, literal_spans=cut.literal())[0], dtype=np.uint32)
 
 
-def _chat(pair: Pair, sides: dict, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy) -> Tokenized:
+def _chat(pair: Pair, sides: dict, tokenizer: Tokenizer, template: ChatTemplate, policy: MaskPolicy) -> Tokenized:
     rendered: list[Rendered] = []
     for side in ("chosen", "rejected") if pair.paired else ("chosen",):
         r = sides[(pair.id, side)]
@@ -131,7 +134,7 @@ def _chat(pair: Pair, sides: dict, tokenizer: Any, template: ChatTemplate, polic
     return split(pair.id, prompt, [(r.ids, r.mask) for r in rendered], tokenizer)
 
 
-def _text(pair: Pair, tokenizer: Any) -> Tokenized:
+def _text(pair: Pair, tokenizer: Tokenizer) -> Tokenized:
     """TRL's standard format: plain texts, the EOS appended as text to each completion that lacks it."""
     eos = tokenizer.eos_token or ""
     sides = [pair.chosen] + ([pair.rejected] if pair.paired else [])
@@ -143,7 +146,7 @@ def _text(pair: Pair, tokenizer: Any) -> Tokenized:
     return split(pair.id, prompt, encoded, tokenizer)
 
 
-def encode_text(text: str, tokenizer: Any) -> np.ndarray:
+def encode_text(text: str, tokenizer: Tokenizer) -> np.ndarray:
     """``tokenizer(text=text)["input_ids"]`` of transformers: the BOS when the tokenizer adds one, special-token
     strings as their control tokens."""
     ids = np.asarray(tokenizer.encode_rendered(text)[0], dtype=np.uint32)
@@ -152,7 +155,7 @@ def encode_text(text: str, tokenizer: Any) -> np.ndarray:
     return ids
 
 
-def split(rid: str, prompt: np.ndarray, sides: list[tuple[np.ndarray, np.ndarray]], tokenizer: Any) -> Tokenized:
+def split(rid: str, prompt: np.ndarray, sides: list[tuple[np.ndarray, np.ndarray]], tokenizer: Tokenizer) -> Tokenized:
     """TRL's split at divergence: the prompt is the shorter common prefix; each completion the rest of its side."""
     prompt_len = min(common_prefix_length(prompt, ids) for ids, _ in sides)
     cut = tokenizer.decode(prompt[prompt_len:].tolist()) if prompt_len < len(prompt) else ""

@@ -214,7 +214,8 @@ def dataset_licence(licences: dict | None) -> str:
     """The data set's licence for the card's header: the one licence that (nearly) every kept document states
     (at least :data:`ONE_LICENCE` of them; ``unknown`` when that many state none), else ``other``: a mix,
     whose counts the card's body gives. Never the licence of a few documents."""
-    total = sum((licences or {}).values())
+    licences = licences or {}
+    total = sum(licences.values())
     if not total:
         return "unknown"
     label, n = max(licences.items(), key=lambda kv: kv[1])

@@ -39,7 +39,7 @@ from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitRes
 from tokenmill.errors import ConfigError
 from tokenmill.sft.steps import CONVERSATION_VIEW
 from tokenmill.steps.build import build_step, build_steps
-from tokenmill.steps.contract import is_corpus_step, step_identity
+from tokenmill.steps.contract import CorpusStep, is_corpus_step, step_identity
 
 VIEWS = {"conversation": "text", "prompt": "prompt", "response": "response"}
 DOCS_STAGE = "sft_conversations"
@@ -70,16 +70,23 @@ def build_on_view(spec: Any, *, where: str) -> Any:
     return dataclasses.replace(step, column=VIEWS[on])
 
 
+def _suffixed(step: CorpusStep, on: str) -> CorpusStep:
+    """``step`` named ``<name>_<on>`` when its name is its dataclass default (a name of its own stays)."""
+    name = step.name
+    if not dataclasses.is_dataclass(step) or isinstance(step, type):
+        return step
+    default = next((f.default for f in dataclasses.fields(step) if f.name == "name"), None)
+    return dataclasses.replace(step, name=f"{name}_{on}") if default == name else step
+
+
 class OnView:
     """A corpus step over one view of every conversation, its name suffixed with the view (unless it was
     given a name of its own)."""
 
-    def __init__(self, step: Any, on: str):
+    def __init__(self, step: CorpusStep, on: str):
         if on not in VIEWS:
             raise ConfigError(f"on={on!r} is not one of {', '.join(VIEWS)}")
-        defaults = {f.name: f.default for f in dataclasses.fields(step)} if dataclasses.is_dataclass(step) else {}
-        if defaults.get("name") == step.name:
-            step = dataclasses.replace(step, name=f"{step.name}_{on}")
+        step = _suffixed(step, on)
         self.step, self.on = step, on
         self.name, self.version = step.name, step.version
 

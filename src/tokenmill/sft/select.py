@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.curate import ngrams
@@ -315,7 +315,7 @@ class PickTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         table = pa.concat_tables([pq.read_table(Path(self.out) / rel, schema=PART) for rel in unit.payload])
-        scored = table.filter(pa.compute.is_null(table.column("reason")))
+        scored = table.filter(pc.is_null(table.column("reason")))
         pool = [json.loads(c) for c in scored.column("conversation").to_pylist()]
         where = list(zip(scored.column("source").to_pylist(), scored.column("loc").to_pylist()))
         s = np.asarray(scored.column("score").to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -333,7 +333,7 @@ class PickTask:
             stats.filter(r)
         stats.kept = int(selected.sum())
         _write(staging, pool, where, s, cl, selected, task)
-        dropped = table.filter(pa.compute.invert(pa.compute.is_null(table.column("reason"))))
+        dropped = table.filter(pc.invert(pc.is_null(table.column("reason"))))
         dropped_rows = list(zip(dropped.column("id").to_pylist(), dropped.column("source").to_pylist(),
                                 dropped.column("loc").to_pylist(), dropped.column("reason").to_pylist()))
         _write_ledger(staging, pool, where, s, cl, selected, reason, dropped_rows, task)

@@ -70,7 +70,6 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     if seq_len is not None and seq_len <= 0:
         raise ConfigError(f"seq_len must be a positive number of tokens, got {seq_len}")
     remote = is_remote(out)
-    out = str(out) if remote else Path(out)
     ds = open_shards(directory)
     verify_checksums(ds)  # once per file, cached by size and mtime
     if (ds.manifest or {}).get("track") == "pref":  # pairs: TRL's tokenized columns (pairs_export.py)
@@ -79,8 +78,9 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         raise ConfigError(f"seq_len {seq_len:,} is longer than all {ds.n_tokens:,} tokens of {directory}: not one "
                           "sample could be written; give a shorter --seq-len or export without it")
     if remote:
-        return export_remote(directory, to=to, url=out, seq_len=seq_len, overwrite=overwrite, dry_run=dry_run,
+        return export_remote(directory, to=to, url=str(out), seq_len=seq_len, overwrite=overwrite, dry_run=dry_run,
                              local_export=functools.partial(export, directory, to=to, seq_len=seq_len))
+    out = Path(out)
     if to == "hf":  # a directory: never the input, never holding it, never inside it
         check_output_path(out, [str(directory)])
     if to == "megatron":
