@@ -149,18 +149,18 @@ def test_quality_train_reports_class_balance_and_warns_on_imbalance(tmp_path, ca
     pos.write_text("".join(json.dumps({"text": f"careful prose about topic {i} " * 8}) + "\n" for i in range(44)))
     neg.write_text("".join(json.dumps({"text": f"buy now cheap {i} " * 8}) + "\n" for i in range(4)))
     fast = ["--param", "quantize=0"]  # the full model: quantising is test_quality.py's subject, and costs seconds
-    code = main(["quality", "train", "--positive", str(pos), "--negative", str(neg), *fast, "--out", str(tmp_path / "m.bin")])
+    code = main(["quality", "train", "--positive", str(pos), "--negative", str(neg), *fast, "--out", str(tmp_path / "m")])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "class balance: 44 positive, 4 negative documents (11.0 : 1)" in out, out
     assert "warning: the classes are imbalanced (11.0 : 1" in err, err
-    card = json.loads((tmp_path / "m.bin.card.json").read_text())
+    card = json.loads((tmp_path / "m" / "model.bin.card.json").read_text())
     held = card["scores"]["heldout_examples"]
     assert f"held-out split: {held['positive']} positive and {held['negative']} negative examples" in out, out
     assert card["scores"]["balance"]["documents"] == {"positive": 44, "negative": 4}
     neg.write_text("".join(json.dumps({"text": f"buy now cheap {i} " * 8}) + "\n" for i in range(40)))
     assert main(["quality", "train", "--positive", str(pos), "--negative", str(neg), *fast, "--out",
-                 str(tmp_path / "m2.bin")]) == 0
+                 str(tmp_path / "m2")]) == 0
     out, err = capsys.readouterr()
     assert "class balance: 44 positive, 40 negative documents (1.1 : 1)" in out and "imbalanced" not in err
 

@@ -56,11 +56,11 @@ def test_quality_train(tmp_path):
     neg = tmp_path / "neg.jsonl"
     neg.write_text("".join(json.dumps({"text": f"buy cheap pills now {i} click here " * 6}) + "\n" for i in range(20)))
     result = hk.cli("quality", "train", "--positive", tmp_path / "pos.jsonl", "--negative", neg,
-                    "--param", "quantize=0", "--out", tmp_path / "model.bin")  # quantising: test_quality.py
+                    "--param", "quantize=0", "--out", tmp_path / "model")  # quantising: test_quality.py
     assert result.returncode == 0, result.stderr
     assert "trained on 20 positive and 20 negative documents (4 unusable records skipped" in result.stdout
-    _check_rejects(tmp_path / "model.bin.rejects.jsonl", "pos.jsonl", expected)
-    card = json.loads((tmp_path / "model.bin.card.json").read_text())
+    _check_rejects(tmp_path / "model" / "rejects.jsonl", "pos.jsonl", expected)
+    card = json.loads((tmp_path / "model" / "model.bin.card.json").read_text())
     assert card["data"]["unusable_by_reason"] == {"malformed_json": 2, "wrong_type": 1, "invalid_utf8": 1}
 
 

@@ -159,10 +159,17 @@ def test_quality_train_never_writes_over_a_file_it_did_not_write(tmp_path, capsy
     pytest.importorskip("fasttext")
     model = tmp_path / "model.bin"
     model.write_bytes(b"someone's model")
-    pos, neg = _docs(tmp_path / "pos.jsonl", 20), _docs(tmp_path / "neg.jsonl", 20)
-    argv = ["quality", "train", "--positive", str(pos), "--negative", str(neg), "--out", str(model)]
-    assert main([*argv, "--overwrite"]) == 1
-    assert "not written by tokenmill" in capsys.readouterr().err
+    pos, neg = _docs(tmp_path / "in" / "pos.jsonl", 20), _docs(tmp_path / "in" / "neg.jsonl", 20)
+    argv = ["quality", "train", "--positive", str(pos), "--negative", str(neg), "--out"]
+    assert main([*argv, str(model), "--overwrite"]) == 1
+    assert "is a file, not a directory" in capsys.readouterr().err
     assert model.read_bytes() == b"someone's model"
-    assert main(["quality", "train", "--positive", str(pos), "--negative", str(neg), "--out", str(tmp_path)]) == 1
-    assert "is a directory" in capsys.readouterr().err
+    mine = tmp_path / "mine"  # a user's folder: refused with or without --overwrite, its file kept
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        assert main([*argv, str(mine), *extra]) == 1
+        assert "tokenmill writes only into a new or empty directory or one it wrote" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"
+    assert main([*argv, str(tmp_path / "in")]) == 1  # the folder of the inputs
+    assert "Traceback" not in capsys.readouterr().err

@@ -51,6 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate.docmeta import strings
+from tokenmill.curate.quality import model_file
 from tokenmill.steps.contract import Scored
 
 PHRASES = (
@@ -115,10 +116,10 @@ class MachineText:
         if not isinstance(self.record_only, bool):
             raise ValueError(f"record_only: expected true or false, got {self.record_only!r}")
         if self.model is not None:
-            if not Path(str(self.model)).is_file():
+            if not Path(model_file(str(self.model))).is_file():
                 raise ValueError(f"model: {self.model!r} not found; train one with `tokenmill quality train "
                                  "--positive MODEL_TEXT... --negative HUMAN_TEXT... --out machine.bin`")
-            digest = hashlib.sha256(Path(self.model).read_bytes()).hexdigest()
+            digest = hashlib.sha256(Path(model_file(str(self.model))).read_bytes()).hexdigest()
             if self.model_sha256 and self.model_sha256 != digest:
                 raise ValueError(f"model: {self.model!r} is not the model this step was run with (sha256 "
                                  f"{self.model_sha256[:12]}..., the file has {digest[:12]}...)")

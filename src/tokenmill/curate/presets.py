@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenmill.curate.quality import model_file
 from tokenmill.errors import ConfigError
 
 ENGLISH = {"name": "language", "languages": ["en"], "threshold": 0.65}
@@ -100,7 +101,7 @@ def preset_specs(name: str, *, quality_model: str | None = None, robots_snapshot
         raise ConfigError(f"--preset {name}: its quality step (top {quality[0]['top_fraction']:.0%} by a fastText "
                           f"classifier) needs a model, and tokenmill downloads none: {TRAIN_HINT}, then pass "
                           "--quality-model quality.bin (pipeline file: quality_model: quality.bin)")
-    if quality and not Path(str(quality_model)).is_file():
+    if quality and not Path(model_file(str(quality_model))).is_file():
         raise ConfigError(f"--quality-model {quality_model}: no such file; {TRAIN_HINT}")
     for spec in quality:
         spec["model"] = str(quality_model)

@@ -287,8 +287,16 @@ def _fit(ft: Any, lines: list[str], opts: Mapping[str, Any], seed: int, *, held:
 _MODELS: dict[str, Any] = {}
 
 
+def model_file(path: str) -> str:
+    """The model file of ``path``: itself, or ``model.bin`` of a directory `tokenmill quality train` wrote."""
+    inside = Path(path) / "model.bin"
+    return str(inside) if Path(path).is_dir() and inside.is_file() else path
+
+
 def load_model(path: str) -> Any:
-    """The fastText model at ``path``, loaded once per process."""
+    """The fastText model at ``path`` (a file, or the directory `tokenmill quality train` wrote), loaded once
+    per process."""
+    path = model_file(path)
     if path not in _MODELS:
         if not Path(path).is_file():
             raise ConfigError(f"quality: model file {path!r} not found; train one with "
@@ -327,9 +335,10 @@ class Quality:
         if self.top_fraction is not None and not (isinstance(self.top_fraction, (int, float))
                                                   and 0 < self.top_fraction <= 1):
             raise ValueError(f"top_fraction: expected a fraction in (0, 1], got {self.top_fraction!r}")
-        if not Path(self.model).is_file():
-            raise ValueError(f"model: {self.model!r} not found")
-        object.__setattr__(self, "model_sha256", hashlib.sha256(Path(self.model).read_bytes()).hexdigest())
+        if not Path(model_file(self.model)).is_file():
+            raise ValueError(f"model: {self.model!r} not found (a model file, or the directory `tokenmill quality "
+                             "train` wrote)")
+        object.__setattr__(self, "model_sha256", hashlib.sha256(Path(model_file(self.model)).read_bytes()).hexdigest())
 
     @property
     def corpus(self) -> bool:

@@ -357,9 +357,12 @@ NOT_TAKEN: dict[str, dict[str, str]] = {
         text_mode="its generated input is read as the demo shows it", no_progress="it shows no progress bars",
         limit="its generated input is small and fixed",
         overwrite="a rerun replaces exactly what the demo wrote there (a user's files stay): no flag needed"),
-    "quality train": _refusals(
-        "the --positive, --negative or --labelled files, read whole", "fastText's own threads are --param thread=N",
-        "--positive, --negative, --labelled, --param", no_progress="it prints a line per phase, no progress bar"),
+    "quality train": {
+        **dict.fromkeys(("force", "skip_misrouted"), "it takes records of every kind (the text column is "
+                        "--text-field), so no input is routed away"),
+        **dict.fromkeys(("engine", "ray_address"), "its reading is spread over --workers on this machine and its "
+                        "fit is one fastText process (its threads: --param thread=N)"),
+        "config": _NO_FILE.format(which="--positive, --negative, --labelled, --param")},
 }
 
 
