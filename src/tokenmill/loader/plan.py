@@ -11,7 +11,8 @@ two windows is read in two orders, and every source naming one folder is counted
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
 are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
 source that runs out of fresh samples before its phase ends, SFT data (loss masks) in a phase that trains
-every token, a source no phase draws. Naming one folder twice (a second view with upsampling, say) is no
+every token, a source no phase draws, SFT examples longer than a window (left out by the loader, so not
+counted here). Naming one folder twice (a second view with upsampling, say) is no
 warning by itself: ``same_folder_as`` says it. A recipe that cannot run
 (mismatched tokenizers, a ``max_epochs`` exceeded, a missing directory) raises ``ConfigError``.
 """
@@ -116,11 +117,29 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
         if s["track"] is None:
             out.append(f"source {name!r} is drawn by no phase")
     out += _exhausted(data)
+    out += _too_long(data)
     for p in data.recipe.phases:
         masked = [n for n, w in p.weights if w > 0 and sources[n]["track"] == "sft"]
         if p.ignore_loss_mask and masked:
             out.append(f"phase {p.name!r} trains every token (ignore_loss_mask) but {masked} carry loss masks "
                        "(SFT data): their prompts will be trained; drop ignore_loss_mask or those sources")
+    return out
+
+
+def _too_long(data: RecipeDataset) -> list[str]:
+    """A warning for each SFT source (packed whole, ``bfd``) holding examples longer than a window it is served
+    at: the loader leaves them out (an example is never cut), so the plan's tokens do not count them either."""
+    out = []
+    for (name, window), key in data.keys.items():
+        d = data.datasets[data.names.index(key)]
+        if d.mode != "bfd":
+            continue
+        lengths = d.corpus.lengths.astype(np.int64)
+        over = lengths > window
+        if over.any():
+            out.append(f"source {name!r}: {int(over.sum()):,} of {lengths.size:,} examples ({int(lengths[over].sum()):,} "
+                       f"tokens) are longer than the window of {window:,} tokens and are left out by the loader "
+                       "(not counted in this plan): raise the phase's seq_len or filter them when writing the shards")
     return out
 
 
