@@ -62,8 +62,10 @@ def _phase(data: RecipeDataset, i: int) -> dict:
             tokens[src] = tokens.get(src, 0) + n
             samples[src] = samples.get(src, 0) + after[key] - before[key]
     total = sum(tokens.values())
-    return {"name": p.name, "start_step": lo // data.recipe.global_batch, "end_step": hi // data.recipe.global_batch,
-            "steps": p.steps, "seq_len": p.seq_len, "samples": hi - lo, "ignore_loss_mask": p.ignore_loss_mask,
+    start = data.recipe.start_steps()[i]
+    return {"name": p.name, "start_step": start, "end_step": start + p.steps, "steps": p.steps,
+            "global_batch": data.recipe.phase_global_batch(p), "seq_len": p.seq_len, "samples": hi - lo,
+            "ignore_loss_mask": p.ignore_loss_mask,
             "tokens": tokens, "samples_by_source": samples,
             "share": {s: n / total for s, n in tokens.items()} if total else {},
             "packing_efficiency": total / ((hi - lo) * p.seq_len) if hi > lo else 0.0,
@@ -145,7 +147,7 @@ def _too_long(data: RecipeDataset) -> list[str]:
 
 def _exhausted(data: RecipeDataset) -> list[str]:
     """A warning for each component that runs out of fresh samples before the end of the phase it is in."""
-    out, g = [], data.recipe.global_batch
+    out = []
     for c, key in enumerate(data.names):
         size = len(data.datasets[c])
         if data.blend.counts(len(data))[key] <= size:
@@ -156,7 +158,7 @@ def _exhausted(data: RecipeDataset) -> list[str]:
         if k < hi - 1:
             p = data.recipe.phases[i]
             out.append(f"source {data.source_of_component[key]!r} (seq_len {p.seq_len}) runs out of fresh samples at "
-                       f"step {k // g}, {100 * (k - lo) / (hi - lo):.0f}% into phase {p.name!r}: the rest repeats it")
+                       f"step {data.step_of(k)}, {100 * (k - lo) / (hi - lo):.0f}% into phase {p.name!r}: the rest repeats it")
     return out
 
 
