@@ -6,6 +6,10 @@ of them, so after ``t`` steps the cursor is ``cursor + t * batch_size * world_si
 batches handed to the caller (not batches prefetched by workers), so ``state_dict()`` taken between
 steps resumes at the next unseen sample, with any number of ranks or workers. Each rank drops the
 epoch's tail that cannot fill one more step on every rank (ranks stay in lockstep).
+
+A recipe whose phases set their own ``batch`` is served with each phase's batch (``batch_size=None``): a step
+takes the batch of the phase its first sample lies in, so the cursor still counts samples and a resume at
+any step of any phase needs nothing more.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from tokenmill.loader.runlog import RunLog
 class PackedLoader:
     """Iterate batches of ``dataset`` for ``rank`` of ``world_size``; one ``iter()`` = rest of an epoch."""
 
-    def __init__(self, dataset, *, batch_size: int, collate_fn, rank: int = 0, world_size: int = 1,
+    def __init__(self, dataset, *, batch_size: int | None, collate_fn, rank: int = 0, world_size: int = 1,
                  num_workers: int = 0, pin_memory: bool = False):
-        if batch_size < 1 or not 0 <= rank < world_size:
+        if batch_size is None and not hasattr(dataset, "batch_at"):
+            raise ConfigError("batch_size=None (each phase's own batch) needs a RecipeDataset; give batch_size")
+        if (batch_size is not None and batch_size < 1) or not 0 <= rank < world_size:
             raise ConfigError(f"need batch_size >= 1 and 0 <= rank < world_size; got {batch_size}, {rank}, {world_size}")
         self.dataset, self.batch_size, self.collate_fn = dataset, batch_size, collate_fn
         self.rank, self.world_size, self.num_workers, self.pin_memory = rank, world_size, num_workers, pin_memory
@@ -35,13 +41,16 @@ class PackedLoader:
                     collate_fn=None, log_dir=None, tokenizer=None, num_workers: int = 0, pin_memory: bool = False):
         """A loader drawing exactly what ``tokenmill plan RECIPE`` says (a path or a parsed ``Recipe``).
 
-        ``batch_size`` and ``world_size`` default to the recipe's; other values resume the same global order
+        ``batch_size`` and ``world_size`` default to the recipe's (each phase's own ``batch`` where it sets one);
+        other values resume the same global order
         (phase boundaries stay at the recipe's steps when ``batch_size x world_size`` divides its global
         batch). ``collate_fn`` defaults to ``PackedCollator(pad_id=dataset.pad_id)``; ``log_dir`` writes the
         consumed-token log that ``tokenmill plan RECIPE --check LOG_DIR`` compares with the plan.
         """
         dataset = RecipeDataset(recipe, tokenizer=tokenizer)
-        loader = cls(dataset, batch_size=dataset.recipe.batch if batch_size is None else batch_size, rank=rank,
+        own = any(p.batch is not None for p in dataset.recipe.phases)
+        batch_size = (None if own else dataset.recipe.batch) if batch_size is None else batch_size
+        loader = cls(dataset, batch_size=batch_size, rank=rank,
                      world_size=dataset.recipe.world_size if world_size is None else world_size,
                      num_workers=num_workers, pin_memory=pin_memory,
                      collate_fn=collate_fn or PackedCollator(pad_id=dataset.pad_id))
@@ -55,27 +64,43 @@ class PackedLoader:
 
     def steps_left(self) -> int:
         """Steps (batches per rank) left in the current epoch."""
-        return max(0, (len(self.dataset) - self.cursor) // (self.batch_size * self.world_size))
+        if self.batch_size is not None:
+            return max(0, (len(self.dataset) - self.cursor) // (self.batch_size * self.world_size))
+        return sum(1 for _ in self._steps())
+
+    def _steps(self):
+        """``(first global position, samples per rank)`` of every step left in the epoch, in order."""
+        n, cursor = len(self.dataset), self.cursor
+        while True:
+            size = self.batch_size or self.dataset.batch_at(cursor)
+            if cursor + size * self.world_size > n:
+                return
+            yield cursor, size
+            cursor += size * self.world_size
 
     def __len__(self) -> int:
         return self.steps_left()
 
     def __iter__(self):
         torch = require("torch", "torch", "iterate packed batches")
-        steps = self.steps_left()
-        end = self.cursor + steps * self.batch_size * self.world_size
-        positions = partition(end, rank=self.rank, world_size=self.world_size, start=self.cursor)  # a range
-        loader = torch.utils.data.DataLoader(
-            self.dataset, batch_size=self.batch_size, sampler=positions, collate_fn=self.collate_fn,
-            num_workers=self.num_workers, pin_memory=self.pin_memory, drop_last=True)
-        step = self.batch_size * self.world_size
+        if self.batch_size is None:  # each phase's own batch: one list of positions per step
+            batches = ([first + self.rank + self.world_size * i for i in range(size)] for first, size in self._steps())
+            loader = torch.utils.data.DataLoader(self.dataset, batch_sampler=batches, collate_fn=self.collate_fn,
+                                                 num_workers=self.num_workers, pin_memory=self.pin_memory)
+        else:
+            end = self.cursor + self.steps_left() * self.batch_size * self.world_size
+            positions = partition(end, rank=self.rank, world_size=self.world_size, start=self.cursor)  # a range
+            loader = torch.utils.data.DataLoader(
+                self.dataset, batch_size=self.batch_size, sampler=positions, collate_fn=self.collate_fn,
+                num_workers=self.num_workers, pin_memory=self.pin_memory, drop_last=True)
         if self.run_log is not None:
             self.run_log.start(world_size=self.world_size, batch_size=self.batch_size, cursor=self.cursor)
-        for batch in loader:
+        for batch, (first, size) in zip(loader, self._steps()):
             if self.run_log is not None:
-                self.run_log.step(first=self.cursor + self.rank, stride=self.world_size, count=self.batch_size,
-                                  global_batch=step)
-            self.cursor += step
+                self.run_log.step(first=first + self.rank, stride=self.world_size, count=size,
+                                  global_batch=size * self.world_size,
+                                  step=None if self.batch_size else self.dataset.step_of(first))
+            self.cursor = first + size * self.world_size
             yield batch
         self.set_epoch(self.epoch + 1)
 

@@ -11,7 +11,8 @@ two windows is read in two orders, and every source naming one folder is counted
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
 are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
 source that runs out of fresh samples before its phase ends, SFT data (loss masks) in a phase that trains
-every token, a source no phase draws. Naming one folder twice (a second view with upsampling, say) is no
+every token, a source no phase draws, SFT examples longer than a window (left out by the loader, so not
+counted here). Naming one folder twice (a second view with upsampling, say) is no
 warning by itself: ``same_folder_as`` says it. A recipe that cannot run
 (mismatched tokenizers, a ``max_epochs`` exceeded, a missing directory) raises ``ConfigError``.
 """
@@ -61,8 +62,10 @@ def _phase(data: RecipeDataset, i: int) -> dict:
             tokens[src] = tokens.get(src, 0) + n
             samples[src] = samples.get(src, 0) + after[key] - before[key]
     total = sum(tokens.values())
-    return {"name": p.name, "start_step": lo // data.recipe.global_batch, "end_step": hi // data.recipe.global_batch,
-            "steps": p.steps, "seq_len": p.seq_len, "samples": hi - lo, "ignore_loss_mask": p.ignore_loss_mask,
+    start = data.recipe.start_steps()[i]
+    return {"name": p.name, "start_step": start, "end_step": start + p.steps, "steps": p.steps,
+            "global_batch": data.recipe.phase_global_batch(p), "seq_len": p.seq_len, "samples": hi - lo,
+            "ignore_loss_mask": p.ignore_loss_mask,
             "tokens": tokens, "samples_by_source": samples,
             "share": {s: n / total for s, n in tokens.items()} if total else {},
             "packing_efficiency": total / ((hi - lo) * p.seq_len) if hi > lo else 0.0,
@@ -116,6 +119,7 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
         if s["track"] is None:
             out.append(f"source {name!r} is drawn by no phase")
     out += _exhausted(data)
+    out += _too_long(data)
     for p in data.recipe.phases:
         masked = [n for n, w in p.weights if w > 0 and sources[n]["track"] == "sft"]
         if p.ignore_loss_mask and masked:
@@ -124,9 +128,26 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
     return out
 
 
+def _too_long(data: RecipeDataset) -> list[str]:
+    """A warning for each SFT source (packed whole, ``bfd``) holding examples longer than a window it is served
+    at: the loader leaves them out (an example is never cut), so the plan's tokens do not count them either."""
+    out = []
+    for (name, window), key in data.keys.items():
+        d = data.datasets[data.names.index(key)]
+        if d.mode != "bfd":
+            continue
+        lengths = d.corpus.lengths.astype(np.int64)
+        over = lengths > window
+        if over.any():
+            out.append(f"source {name!r}: {int(over.sum()):,} of {lengths.size:,} examples ({int(lengths[over].sum()):,} "
+                       f"tokens) are longer than the window of {window:,} tokens and are left out by the loader "
+                       "(not counted in this plan): raise the phase's seq_len or filter them when writing the shards")
+    return out
+
+
 def _exhausted(data: RecipeDataset) -> list[str]:
     """A warning for each component that runs out of fresh samples before the end of the phase it is in."""
-    out, g = [], data.recipe.global_batch
+    out = []
     for c, key in enumerate(data.names):
         size = len(data.datasets[c])
         if data.blend.counts(len(data))[key] <= size:
@@ -137,7 +158,7 @@ def _exhausted(data: RecipeDataset) -> list[str]:
         if k < hi - 1:
             p = data.recipe.phases[i]
             out.append(f"source {data.source_of_component[key]!r} (seq_len {p.seq_len}) runs out of fresh samples at "
-                       f"step {k // g}, {100 * (k - lo) / (hi - lo):.0f}% into phase {p.name!r}: the rest repeats it")
+                       f"step {data.step_of(k)}, {100 * (k - lo) / (hi - lo):.0f}% into phase {p.name!r}: the rest repeats it")
     return out
 
 

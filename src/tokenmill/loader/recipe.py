@@ -4,7 +4,7 @@ A recipe decides a whole run before it starts (see ``docs/recipes.md``)::
 
     seq_len: 2048
     total_tokens: 50_000_000
-    batch: 8                     # samples per rank per step (default 8)
+    batch: 8                     # samples per rank per step (default 8; a phase may set its own)
     world_size: 1                # ranks (default 1); global batch = batch x world_size x grad_accum
     sources:
       web: {path: out/pt}
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ class Phase:
     weights: tuple[tuple[str, float], ...]
     seq_len: int
     ignore_loss_mask: bool = False  # this phase trains every token, loss masks included
+    batch: int | None = None  # samples per rank per step in this phase (None: the recipe's batch)
 
     def weight(self, source: str) -> float:
         return dict(self.weights).get(source, 0.0)
@@ -78,9 +79,25 @@ class Recipe:
         """Samples per optimizer step over all ranks."""
         return self.batch * self.world_size * self.grad_accum
 
+    def phase_global_batch(self, phase: Phase) -> int:
+        """Samples per optimizer step of ``phase``: its own ``batch`` (else the recipe's) x ranks x accumulation."""
+        return (phase.batch or self.batch) * self.world_size * self.grad_accum
+
     @property
     def total_steps(self) -> int:
         return sum(p.steps for p in self.phases)
+
+    @property
+    def total_samples(self) -> int:
+        return sum(p.steps * self.phase_global_batch(p) for p in self.phases)
+
+    def start_samples(self) -> list[int]:
+        """The first sample of each phase (phases may differ in batch, so steps do not give it alone)."""
+        out, sample = [], 0
+        for p in self.phases:
+            out.append(sample)
+            sample += p.steps * self.phase_global_batch(p)
+        return out
 
     def source(self, name: str) -> Source:
         return next(s for s in self.sources if s.name == name)
@@ -95,7 +112,7 @@ class Recipe:
 
 TOP_KEYS = {"seq_len", "total_tokens", "batch", "world_size", "grad_accum", "seed", "sources", "phases"}
 SOURCE_KEYS = {"path", "mode", "cap_tokens", "max_epochs", "upsample_long"}
-PHASE_KEYS = {"name", "share", "tokens", "steps", "weights", "seq_len", "ignore_loss_mask"}
+PHASE_KEYS = {"name", "share", "tokens", "steps", "weights", "seq_len", "ignore_loss_mask", "batch"}
 
 # Bounds of every number (docs/recipes.md, "Bounds"): past them a run cannot be served or planned in
 # reasonable time and memory (a plan reads the packing plan of every sample: O(samples)), or a typo is
@@ -138,10 +155,10 @@ def parse_recipe(doc: Any, *, base: Path = Path("."), path: Path | None = None) 
     given = doc.get("sources")
     names = [str(k) for k in given] if isinstance(given, Mapping) else []
     run = _Run(seq_len=seq_len, total=total, total_broken=total is None and doc.get("total_tokens") is not None,
-               global_batch=None if None in (batch, world, accum) else batch * world * accum)
+               global_batch=None if None in (batch, world, accum) else batch * world * accum, batch=batch)
     phases = _phases(doc.get("phases"), names, run, problems)
-    if run.global_batch and phases and sum(p.steps for p in phases) * run.global_batch > MAX_SAMPLES:
-        samples = sum(p.steps for p in phases) * run.global_batch
+    samples = sum(p.steps * (p.batch or batch) * world * accum for p in phases) if run.global_batch else 0
+    if samples > MAX_SAMPLES:
         problems.append(f"phases: the run draws {samples:,} samples, more than {MAX_SAMPLES:,} (steps x global "
                         "batch): shorten the phases or raise seq_len")
     if problems:
@@ -158,6 +175,7 @@ class _Run:
     total: int | None
     total_broken: bool
     global_batch: int | None
+    batch: int | None = None  # the recipe's samples per rank per step
 
 
 def _whole(doc: Mapping, key: str, problems: list[str], *, required: bool = False, default=None, where: str = ""):
@@ -262,13 +280,17 @@ def _phase(i: int, spec, names: list[str], run: _Run, problems: list[str]) -> Ph
     name = spec.get("name", f"phase{i}")
     length = _whole(spec, "seq_len", problems, default=run.seq_len, where=where)
     weights = _weights(spec.get("weights"), names, where, problems)
+    batch = _whole(spec, "batch", problems, where=where)
+    if batch is not None and run.global_batch is not None:  # this phase's global batch sizes its steps
+        run = replace(run, global_batch=run.global_batch // run.batch * batch)
     steps = _steps(spec, where, length, run, problems)
     mask = spec.get("ignore_loss_mask", False)
     if not isinstance(mask, bool):
         problems.append(f"{where}ignore_loss_mask: expected true or false, got {_show(mask)}")
     if weights is None or steps is None or length is None:
         return None
-    return Phase(name=str(name), steps=steps, weights=weights, seq_len=length, ignore_loss_mask=bool(mask))
+    return Phase(name=str(name), steps=steps, weights=weights, seq_len=length, ignore_loss_mask=bool(mask),
+                 batch=batch)
 
 
 def _weights(given, names: list[str], where: str, problems: list[str]) -> tuple[tuple[str, float], ...] | None:

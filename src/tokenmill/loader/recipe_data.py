@@ -70,7 +70,8 @@ def check_tokenizers(recipe: Recipe) -> None:
 
 class RecipeDataset:
     """Map-style dataset of a recipe's whole run (a :class:`Recipe` or the path of its file): samples
-    ``[0, total_steps x global_batch)``; ``tokenizer=`` refuses sources written with another tokenizer."""
+    ``[0, total_samples)`` (each phase's steps x its global batch); ``tokenizer=`` refuses sources written
+    with another tokenizer."""
 
     def __init__(self, recipe, *, tokenizer=None, epoch: int = 0):
         recipe = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)  # a Recipe or its file
@@ -86,16 +87,21 @@ class RecipeDataset:
                  "the source from it" for (name, n), key in self.keys.items() if len(components[key]) == 0]
         if empty:
             raise ConfigError(empty)
-        self.blend = ScheduledBlend(components, self._schedule(), num_samples=recipe.total_steps * recipe.global_batch,
+        self.blend = ScheduledBlend(components, self._schedule(), num_samples=recipe.total_samples,
                                     global_batch_size=recipe.global_batch, seed=recipe.seed, epoch=epoch)
         self._pack_tokens: dict[int, np.ndarray] = {}
 
     def _schedule(self) -> list[dict]:
-        out, step = [], 0
+        """One schedule phase per recipe phase, ending at its last step; a recipe with one batch size keeps the
+        schedule (and so the fingerprint, which loader states and run logs carry) it had before phases could
+        set their own."""
+        out, step, sample = [], 0, 0
+        own = any(p.batch is not None for p in self.recipe.phases)
         for p in self.recipe.phases:
-            step += p.steps
+            step, sample = step + p.steps, sample + p.steps * self.recipe.phase_global_batch(p)
             weights = {self.keys[(n, p.seq_len)]: w for n, w in p.weights if w > 0}
-            out.append({"name": p.name, "until_step": step, "weights": weights, "seq_len": p.seq_len,
+            end = {"until_sample": sample, "batch": p.batch} if own else {"until_step": step}
+            out.append({"name": p.name, **end, "weights": weights, "seq_len": p.seq_len,
                         "ignore_loss_mask": p.ignore_loss_mask})
         return out
 
@@ -126,7 +132,19 @@ class RecipeDataset:
         end, as a loader with a smaller batch counts them, is in the last phase)."""
         if int(step) < 0:
             raise ConfigError(f"step {step}: steps count from 0 (the recipe has {self.recipe.total_steps:,})")
-        return self.phase_of(min(int(step) * self.recipe.global_batch, len(self) - 1))
+        starts = self.recipe.start_steps()
+        i = max(j for j, s in enumerate(starts) if s <= int(step))
+        return self.recipe.phases[i]
+
+    def step_of(self, k: int) -> int:
+        """The optimizer step (of the recipe's per-phase global batches) that serves sample ``k``."""
+        i = self.blend.phase_of(int(k))
+        phase = self.recipe.phases[i]
+        return self.recipe.start_steps()[i] + (int(k) - self.blend.starts[i]) // self.recipe.phase_global_batch(phase)
+
+    def batch_at(self, k: int) -> int:
+        """Samples per rank per step of the phase holding sample ``k`` (the recipe's, or the phase's own)."""
+        return self.phase_of(min(int(k), len(self) - 1)).batch or self.recipe.batch
 
     def source_of(self, k: int) -> str:
         return self.source_of_component[self.names[self.blend.route(int(k))[0]]]

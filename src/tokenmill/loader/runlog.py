@@ -47,13 +47,15 @@ class RunLog:
         self._write({"kind": "start", "fingerprint": self.dataset.fingerprint, "rank": self.rank,
                      "world_size": world_size, "batch_size": batch_size, "cursor": cursor, "time": time.time()})
 
-    def step(self, *, first: int, stride: int, count: int, global_batch: int) -> None:
+    def step(self, *, first: int, stride: int, count: int, global_batch: int, step: int | None = None) -> None:
+        """Log one batch; ``step`` (the global step) defaults to ``first`` over ``global_batch`` (one batch size)."""
         tokens: dict[str, dict[str, int]] = {}
         for k in range(first, first + stride * count, stride):
             source, n = self.dataset.sample_tokens(k)
             per_phase = tokens.setdefault(self.dataset.phase_of(k).name, {})
             per_phase[source] = per_phase.get(source, 0) + n
-        self._write({"kind": "step", "rank": self.rank, "step": (first - self.rank) // global_batch, "first": first,
+        step = (first - self.rank) // global_batch if step is None else int(step)
+        self._write({"kind": "step", "rank": self.rank, "step": step, "first": first,
                      "stride": stride, "count": count, "tokens": tokens})
 
     def validation(self, *, step: int, phase: str, source: str, loss: float) -> None:

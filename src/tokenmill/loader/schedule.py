@@ -1,7 +1,8 @@
 """``ScheduledBlend``: a blend whose weights change over training, in phases (MiniCPM-style decay mixing).
 
 A schedule is a list of phases, each ``{"until_step": S, "weights": {name: w, ...}}`` (the last phase may
-omit ``until_step``: it runs to ``num_samples``). Steps are global optimizer steps; with
+omit ``until_step``: it runs to ``num_samples``; ``until_sample`` instead of ``until_step`` ends a phase at a
+sample, for phases of different batch sizes). Steps are global optimizer steps; with
 ``global_batch_size`` G (``batch_size x world_size x gradient-accumulation``) phase boundaries fall at
 samples ``S x G``, so a resume with another world size but the same global batch keeps them in place.
 
@@ -52,21 +53,30 @@ def parse_phases(phases: list[Mapping[str, Any]], names: list[str], *,
             problems.append(f"phase {i}: weights must be numbers >= 0 with a positive sum (got {dict(w)})")
             continue
         weights.append([round(float(w.get(n, 0)) / total * _SCALE) for n in names])
-        until = ph.get("until_step")
-        last = i == len(phases) - 1
+        until, last = _end_sample(ph, global_batch_size), i == len(phases) - 1
         if until is None:
             if not last:
                 problems.append(f"phase {i}: only the last phase may omit until_step")
             continue
-        if not isinstance(until, int) or isinstance(until, bool) or until * global_batch_size <= prev:
-            problems.append(f"phase {i}: until_step must be a whole number after the previous phase's ({until!r})")
+        if not isinstance(until, int) or isinstance(until, bool) or until <= prev:
+            problems.append(f"phase {i}: until_step must be a whole number after the previous phase's "
+                            f"({ph.get('until_step', ph.get('until_sample'))!r})")
             continue
-        prev = until * global_batch_size
+        prev = until
         if not last:
             starts.append(prev)
     if problems:
         raise ConfigError(problems)
     return starts, weights
+
+
+def _end_sample(phase: Mapping[str, Any], global_batch_size: int):
+    """The sample a phase ends before: ``until_sample`` (phases of different batch sizes), else ``until_step x
+    global_batch_size``; None when neither is given, the value as given when it is not a whole number."""
+    if "until_sample" in phase:
+        return phase["until_sample"]
+    until = phase.get("until_step")
+    return until * global_batch_size if isinstance(until, int) and not isinstance(until, bool) else until
 
 
 class ScheduledBlend:
@@ -85,8 +95,8 @@ class ScheduledBlend:
         self.global_batch_size = int(global_batch_size)
         self.starts, self.weights = parse_phases(self.phases, self.names, global_batch_size=self.global_batch_size)
         self.phase_seq_lens = self._phase_seq_lens()
-        last_until = self.phases[-1].get("until_step")
-        self._len = min(num_samples, last_until * self.global_batch_size) if last_until else int(num_samples)
+        last_until = _end_sample(self.phases[-1], self.global_batch_size)
+        self._len = min(num_samples, last_until) if last_until else int(num_samples)
         self.offsets = self._offsets()
         self.seq_len, self.seed = self.phase_seq_lens[0], int(seed)
         self.set_epoch(epoch)
