@@ -8,6 +8,7 @@ import hashlib
 import zipfile
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from tokenmill.curate import dsir
@@ -54,17 +55,18 @@ def _package_bucket(s: str, buckets: int) -> int:
 
 
 def test_the_cache_gives_the_packages_buckets_and_stays_within_its_size():
-    grams = [w for t in TRICKY for w in words_of(t or "")] + ["a b", "a b", "ok 𝐀𝐁", "x"]
+    grams = list(dict.fromkeys([w for t in TRICKY for w in words_of(t or "")] + ["a b", "ok 𝐀𝐁", "x"]))
     cache = BucketCache(size=8)
     for buckets in (10_000, 7, 10_000):  # a new bucket count forgets the old buckets
-        for batch in (grams[:5], grams, grams[3:20], grams):  # hits, misses and overflows of the cap
-            got = cache.lookup(batch, buckets)
+        for batch in (grams[:5], grams, grams[3:20], grams[:6]):  # hits, misses and overflows of the cap
+            got = cache.lookup(pa.array(batch), buckets)
             assert got.tolist() == [_package_bucket(s, buckets) for s in batch]
             assert got.tolist() == bucket_of(batch, buckets).tolist()
             assert len(cache) <= 8
     cache = BucketCache(size=1000)
-    cache.lookup(grams, 10_000)
-    assert len(cache) == len(set(grams))  # each distinct string held once, hashed once
+    cache.lookup(pa.array(grams), 10_000)
+    cache.lookup(pa.array(grams[::-1]), 10_000)
+    assert len(cache) == len(grams)  # each string held once, hashed once
 
 
 @pytest.mark.realdata

@@ -23,7 +23,7 @@ import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -51,31 +51,41 @@ def bucket_of(strings: Iterable[str], buckets: int) -> np.ndarray:
 
 _DIGEST = operator.methodcaller("digest")
 _BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
-CACHE_SIZE = 1 << 19  # n-grams whose bucket a process remembers (about 70 MB of short strings at most)
+CACHE_SIZE = 1 << 20  # n-grams whose bucket a process remembers (about 20 MB: strings in one Arrow array)
 
 
 class BucketCache:
     """The buckets of the n-grams a process has already hashed, so that a word or word pair is hashed once per
-    process rather than once per batch (the common ones recur in every batch). Bounded: when ``size`` strings
-    are held and more come, it starts over empty, so memory stays flat whatever the corpus size."""
+    process rather than once per batch (the common ones recur in every batch). The strings are kept in one
+    Arrow array and looked up with Arrow's hash lookup (``index_in``): no Python object per string, so the
+    cache neither costs a dict's ~140 bytes per entry nor pins the heap of every batch it saw. Bounded: when
+    ``size`` strings are held and more come, it starts over empty, so memory stays flat at any corpus size."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size, self.buckets, self.known = size, 0, {}
+        self.size, self.buckets = size, 0
+        self.strings, self.known = pa.array([], pa.large_string()), np.zeros(0, np.int64)
 
-    def lookup(self, strings: list[str], buckets: int) -> np.ndarray:
-        """:func:`bucket_of` of ``strings``, hashing only those not already held."""
+    def lookup(self, strings: pa.Array, buckets: int) -> np.ndarray:
+        """:func:`bucket_of` of the distinct ``strings``, hashing only those not already held."""
+        strings = strings.cast(pa.large_string())
         if buckets != self.buckets:  # another bucket count: the held buckets mean nothing for it
-            self.buckets, self.known = buckets, {}
-        found = np.fromiter(map(self.known.get, strings, repeat(-1)), dtype=np.int64, count=len(strings))
-        missing = np.nonzero(found < 0)[0]
+            self._forget(buckets)
+        at = np.asarray(pc.fill_null(pc.index_in(strings, value_set=self.strings), -1), dtype=np.int64)
+        found = np.full(len(strings), -1, dtype=np.int64)
+        found[at >= 0] = self.known[at[at >= 0]]
+        missing = np.nonzero(at < 0)[0]
         if len(missing):
-            new = [strings[i] for i in missing.tolist()]
-            found[missing] = bucket_of(new, buckets)
+            new = strings.take(pa.array(missing))
+            found[missing] = bucket_of(new.to_pylist(), buckets)
             if len(self.known) + len(new) > self.size:
-                self.known = {}
+                self._forget(buckets)
             if len(new) <= self.size:
-                self.known.update(zip(new, found[missing].tolist()))
+                self.strings = pa.concat_arrays([self.strings, new])
+                self.known = np.concatenate([self.known, found[missing]])
         return found
+
+    def _forget(self, buckets: int) -> None:
+        self.buckets, self.strings, self.known = buckets, pa.array([], pa.large_string()), np.zeros(0, np.int64)
 
     def __len__(self) -> int:
         return len(self.known)
@@ -101,7 +111,7 @@ def ngrams(texts: Sequence[str | None] | pa.Array, buckets: int = BUCKETS) -> Ng
         return Ngrams(np.zeros(0, np.int64), doc, lengths)
     enc = pc.dictionary_encode(tokens)
     ids = np.asarray(enc.indices, dtype=np.int64)
-    uni = _CACHE.lookup(enc.dictionary.to_pylist(), buckets)[ids]
+    uni = _CACHE.lookup(enc.dictionary, buckets)[ids]
     pair = doc[:-1] == doc[1:]
     bi, bi_doc = _bigrams(ids[:-1][pair], ids[1:][pair], enc.dictionary, buckets), doc[:-1][pair]
     return Ngrams(np.concatenate([uni, bi]), np.concatenate([doc, bi_doc]), lengths)
@@ -189,7 +199,7 @@ def _bigrams(left: np.ndarray, right: np.ndarray, words: pa.Array, buckets: int)
     joined = pc.binary_join_element_wise(words.take(pa.array(distinct // len(words))),
                                          words.take(pa.array(distinct % len(words))),
                                          pa.scalar(" ", pa.large_string()))
-    return _CACHE.lookup(joined.to_pylist(), buckets)[where]
+    return _CACHE.lookup(joined, buckets)[where]
 
 
 def counts(texts: Sequence[str | None], buckets: int = BUCKETS) -> np.ndarray:
