@@ -42,12 +42,22 @@ def test_a_documents_weight_does_not_depend_on_its_batch():
 def test_weights_read_from_the_bucket_file_in_runs_are_the_weights_of_the_whole(tmp_path, monkeypatch):
     texts = TRICKY * 3 + ["word " * 50, "another text here"]
     ratio = np.random.default_rng(1).normal(size=10_000)
-    with open(tmp_path / "u.buckets", "wb") as fh:
-        per_doc = dsir.featurise(iter([texts[:5], texts[5:]]), 10_000, fh)["per_doc"]
     whole = weights_of(*by_document(ngrams(texts)), ratio)
-    for run in (1, 7, 1 << 20):  # a run of one n-gram still takes a whole document
-        monkeypatch.setattr(dsir, "SCORE_NGRAMS", run)
-        assert dsir.unit_weights(tmp_path / "u.buckets", per_doc, ratio).tolist() == whole.tolist()
+    for chars in (1, 40, 1 << 21):  # batches of one document, of a few, of all: the same features
+        monkeypatch.setattr(dsir, "BATCH_CHARS", chars)
+        with open(tmp_path / "u.buckets", "wb") as fh:
+            features = dsir.featurise(iter([texts[:5], texts[5:]]), 10_000, fh)
+        assert features["counts"].tolist() == np.bincount(ngrams(texts).bucket, minlength=10_000).tolist()
+        for run in (1, 7, 1 << 20):  # a run of one n-gram still takes a whole document
+            monkeypatch.setattr(dsir, "SCORE_NGRAMS", run)
+            got = dsir.unit_weights(tmp_path / "u.buckets", features["per_doc"], ratio)
+            assert got.tolist() == whole.tolist()
+
+
+def test_a_batch_holds_at_most_its_characters_unless_one_document_is_longer(monkeypatch):
+    monkeypatch.setattr(dsir, "BATCH_CHARS", 10)
+    texts = ["abcd", "efgh", "ijkl", "x" * 25, None, "mn"]
+    assert list(dsir._batches(texts)) == [["abcd", "efgh"], ["ijkl"], ["x" * 25], [None, "mn"]]
 
 
 def _package_bucket(s: str, buckets: int) -> int:

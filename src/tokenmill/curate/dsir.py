@@ -48,6 +48,7 @@ from tokenmill.io import expand_inputs, plan_units, read_unit
 
 FIT, SCORE = "dsir_fit", "dsir_score"
 BATCH_TEXTS = 4096  # documents featurised at once (each batch's distinct n-grams are hashed once)
+BATCH_CHARS = 1 << 21  # characters featurised at once (about 90 MB of temporaries)
 SCORE_NGRAMS = 1 << 20  # n-grams summed into weights at once (about 24 MB of temporaries)
 
 
@@ -132,8 +133,18 @@ def _digest(paths: Sequence[str]) -> str:
 
 
 def _batches(texts: list) -> Iterator[list]:
-    for i in range(0, len(texts), BATCH_TEXTS):
-        yield texts[i:i + BATCH_TEXTS]
+    """``texts`` in runs of at most :data:`BATCH_TEXTS` documents and :data:`BATCH_CHARS` characters (one
+    longer document alone): the split's temporaries are some 40 bytes per character, so a batch's memory is
+    bounded whatever the documents' length or the unit's size."""
+    start, chars = 0, 0
+    for i, text in enumerate(texts):
+        size = len(text) if isinstance(text, str) else 0
+        if i > start and (i - start == BATCH_TEXTS or chars + size > BATCH_CHARS):
+            yield texts[start:i]
+            start, chars = i, 0
+        chars += size
+    if start < len(texts):
+        yield texts[start:]
 
 
 def _counts_of(batches: Iterator[list], buckets: int) -> np.ndarray:
@@ -154,7 +165,7 @@ def featurise(batches: Iterable[list], buckets: int, out: BinaryIO) -> dict[str,
     and its n-gram and word counts and the unit's bucket counts (the raw model's share) returned. Memory is one
     batch's, whatever the unit's size."""
     per_doc, words, total = [], [], np.zeros(buckets, dtype=np.int64)
-    for batch in batches:
+    for batch in (part for texts in batches for part in _batches(texts)):
         g = ngrams(batch, buckets)
         grouped, n = by_document(g)
         out.write(grouped.astype(bucket_dtype(buckets)).tobytes())
