@@ -1,6 +1,7 @@
 """``tokenmill select`` (the dsir step) side by side with the ``data-selection`` package (DSIR's authors' code).
 
     PYTHONPATH=src python benchmarks/dsir.py [--shared ../shared/data] [--mb 20 100] [--skip-speed] [--skip-quality]
+                                            [--baseline OTHER_CHECKOUT/src] [--skip-package]
 
 Speed and memory: real web text (``curation/cc_text``, ``pretrain``'s C4 demo and Dolma CC heads) resampled
 with replacement to each size (``tokenmill.bench.corpus.resample``), WikiText-2 (Wikipedia) as the target,
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import random
 import subprocess
 import sys
@@ -93,10 +95,12 @@ def child(code: str, manifest: str = "") -> tuple[float, float, float]:
     return cpu, time.perf_counter() - started, rss
 
 
-def run_tokenmill(raw: Path, ref: Path, out: Path, n: int) -> str:
+def run_tokenmill(raw: Path, ref: Path, out: Path, n: int, src: str = "") -> str:
+    """The child's code; ``src`` puts another checkout's ``src`` first (a before/after in the same run)."""
     args = ["select", "--target", str(ref), "--from", str(raw), "--n", str(n), "--out", str(out), "--workers", "1",
             "--no-progress", "--overwrite"]
-    return f"from tokenmill.cli import main; assert main({args!r}) == 0"
+    first = f"import sys; sys.path.insert(0, {src!r})\n" if src else ""
+    return first + f"from tokenmill.cli import main; assert main({args!r}) == 0"
 
 
 def run_package(raw: Path, ref: Path, out: Path, n: int) -> str:
@@ -107,19 +111,23 @@ def run_package(raw: Path, ref: Path, out: Path, n: int) -> str:
             f"cache_dir={str(out / 'resample')!r})\n")
 
 
-def speed(shared: Path, sizes: list[float], work: Path) -> None:
+def speed(shared: Path, sizes: list[float], work: Path, baseline: str = "", package: bool = True) -> None:
     web, ref = web_texts(shared), write_jsonl(work / "ref.jsonl", wikitext(shared))
-    print("| corpus | documents | tokenmill CPU s | data-selection CPU s | CPU ratio | tokenmill peak RSS MB "
-          "| data-selection peak RSS MB |\n|---|---|---|---|---|---|---|")
+    before = "| tokenmill before CPU s | tokenmill before peak RSS MB " if baseline else "| "
+    print(f"| corpus | documents {before}| tokenmill CPU s | data-selection CPU s | CPU ratio | tokenmill peak RSS MB "
+          "| data-selection peak RSS MB |\n|---|---|" + "---|---|" * bool(baseline) + "---|---|---|---|---|")
     for mb in [None, *sizes]:
         texts = web if mb is None else resample(web, mb=mb, seed=0)
         raw = write_jsonl(work / "raw.jsonl", texts)
         n = len(texts) // 10
         size = raw.stat().st_size / 1e6
-        ours = child(run_tokenmill(raw, ref, work / "ours", n), str(work / "ours" / "manifest.json"))
-        theirs = child(run_package(raw, ref, work / f"theirs-{mb}", n))
+        manifest = str(work / "ours" / "manifest.json")
+        old = child(run_tokenmill(raw, ref, work / "ours", n, baseline), manifest) if baseline else None
+        ours = child(run_tokenmill(raw, ref, work / "ours", n), manifest)
+        theirs = child(run_package(raw, ref, work / f"theirs-{mb}", n)) if package else (math.nan, 0.0, math.nan)
         label = f"real, {size:.1f} MB" if mb is None else f"resampled, {size:.0f} MB"
-        print(f"| {label} | {len(texts):,} | {ours[0]:.1f} | {theirs[0]:.1f} | {theirs[0] / ours[0]:.1f}x "
+        was = f"| {old[0]:.1f} | {old[2]:.0f} " if old else ""
+        print(f"| {label} | {len(texts):,} {was}| {ours[0]:.1f} | {theirs[0]:.1f} | {theirs[0] / ours[0]:.1f}x "
               f"| {ours[2]:.0f} | {theirs[2]:.0f} |", flush=True)
 
 
@@ -176,13 +184,15 @@ def main() -> None:
     ap.add_argument("--mb", type=float, nargs="*", default=[20.0, 100.0])
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--baseline", default="", help="another checkout's src, run beside this one (before/after)")
+    ap.add_argument("--skip-package", action="store_true", help="tokenmill alone (sizes the package takes too long on)")
     args = ap.parse_args()
     shared = Path(args.shared)
     with tempfile.TemporaryDirectory(prefix="dsir-bench-") as tmp:
         if not args.skip_quality:
             selection_quality(shared, Path(tmp))
         if not args.skip_speed:
-            speed(shared, args.mb, Path(tmp))
+            speed(shared, args.mb, Path(tmp), args.baseline, not args.skip_package)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@ document by document, on every script; CJK, emoji and the rest of the astral pla
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from tokenmill.curate.dsir_features import by_document, ngrams, tokenize, weights_of, words_of
+from tokenmill.curate import dsir
+from tokenmill.curate.dsir_features import BucketCache, bucket_of, by_document, ngrams, tokenize, weights_of, words_of
 
 TRICKY = ["Café déjà vu: 120⁰C at 3.88$ — naïve Ⓐ x²+y₂ ½", "ΟΔΟΣ ΑΣ Β σΣ", "İstanbul ǅ ß ﬁ K", "Ꭰ Ᏼ ꭰ",
           "\ufeffbom\u00a0nbsp\u2009thin x\u0085y a\x1cb\x1fc", "ZWJ\u200djoin ZWNJ\u200cx", "emoji 🙂🙂ok 𝐀𝐁",
@@ -34,6 +37,46 @@ def test_a_documents_weight_does_not_depend_on_its_batch():
     alone = [weights_of(*by_document(ngrams([t])), ratio)[0] for t in TRICKY]
     together = weights_of(*by_document(ngrams(TRICKY)), ratio)
     assert together.tolist() == alone
+
+
+def test_weights_read_from_the_bucket_file_in_runs_are_the_weights_of_the_whole(tmp_path, monkeypatch):
+    texts = TRICKY * 3 + ["word " * 50, "another text here"]
+    ratio = np.random.default_rng(1).normal(size=10_000)
+    whole = weights_of(*by_document(ngrams(texts)), ratio)
+    for chars in (1, 40, 1 << 21):  # batches of one document, of a few, of all: the same features
+        monkeypatch.setattr(dsir, "BATCH_CHARS", chars)
+        with open(tmp_path / "u.buckets", "wb") as fh:
+            features = dsir.featurise(iter([texts[:5], texts[5:]]), 10_000, fh)
+        assert features["counts"].tolist() == np.bincount(ngrams(texts).bucket, minlength=10_000).tolist()
+        for run in (1, 7, 1 << 20):  # a run of one n-gram still takes a whole document
+            monkeypatch.setattr(dsir, "SCORE_NGRAMS", run)
+            got = dsir.unit_weights(tmp_path / "u.buckets", features["per_doc"], ratio)
+            assert got.tolist() == whole.tolist()
+
+
+def test_a_batch_holds_at_most_its_characters_unless_one_document_is_longer(monkeypatch):
+    monkeypatch.setattr(dsir, "BATCH_CHARS", 10)
+    texts = ["abcd", "efgh", "ijkl", "x" * 25, None, "mn"]
+    assert list(dsir._batches(texts)) == [["abcd", "efgh"], ["ijkl"], ["x" * 25], [None, "mn"]]
+
+
+def _package_bucket(s: str, buckets: int) -> int:
+    return int(hashlib.sha256(s.encode("utf-8")).hexdigest(), 16) % buckets
+
+
+def test_the_cache_gives_the_packages_buckets_and_stays_within_its_size():
+    grams = list(dict.fromkeys([w for t in TRICKY for w in words_of(t or "")] + ["a b", "ok 𝐀𝐁", "x"]))
+    cache = BucketCache(size=8)
+    for buckets in (10_000, 7, 10_000):  # a new bucket count forgets the old buckets
+        for batch in (grams[:5], grams, grams[3:20], grams[:6]):  # hits, misses and overflows of the cap
+            got = cache.lookup(pa.array(batch), buckets)
+            assert got.tolist() == [_package_bucket(s, buckets) for s in batch]
+            assert got.tolist() == bucket_of(batch, buckets).tolist()
+            assert len(cache) <= 8
+    cache = BucketCache(size=1000)
+    cache.lookup(pa.array(grams), 10_000)
+    cache.lookup(pa.array(grams[::-1]), 10_000)
+    assert len(cache) == len(grams)  # each string held once, hashed once
 
 
 @pytest.mark.realdata

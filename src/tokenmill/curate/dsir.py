@@ -18,11 +18,12 @@ before it:
    writes its ledger part (``dsir.log_weight``, ``dsir.words``, ``kept``, reason ``dsir_v1:not_drawn`` or
    ``dsir_v1:too_short``).
 
-Memory: a unit's n-grams (about 24 bytes per word of the unit while it is featurised), and in the draw's
-planner two float64s per document of the corpus (16 MB per million documents). Disk: about 4 bytes per
-word for the fit stage's buckets, dropped once the scores are written. The weights and the draw depend
-only on the documents and the seed, so any worker count, unit size or engine gives the same documents; a
-resume in any stage gives the same bytes.
+Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters) while featurising (the
+buckets go to disk a batch at a time) and :data:`SCORE_NGRAMS` n-grams while scoring, whatever the unit's
+size; a per-process cache of hashed n-grams (bounded); in the draw's planner two float64s per document of the
+corpus (16 MB per million documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
+the scores are written. The weights and the draw depend only on the documents and the seed, so any worker
+count, unit size or engine gives the same documents; a resume in any stage gives the same bytes.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -46,6 +48,8 @@ from tokenmill.io import expand_inputs, plan_units, read_unit
 
 FIT, SCORE = "dsir_fit", "dsir_score"
 BATCH_TEXTS = 4096  # documents featurised at once (each batch's distinct n-grams are hashed once)
+BATCH_CHARS = 1 << 21  # characters featurised at once (about 90 MB of temporaries)
+SCORE_NGRAMS = 1 << 20  # n-grams summed into weights at once (about 24 MB of temporaries)
 
 
 @dataclass(frozen=True)
@@ -129,36 +133,58 @@ def _digest(paths: Sequence[str]) -> str:
 
 
 def _batches(texts: list) -> Iterator[list]:
-    for i in range(0, len(texts), BATCH_TEXTS):
-        yield texts[i:i + BATCH_TEXTS]
+    """``texts`` in runs of at most :data:`BATCH_TEXTS` documents and :data:`BATCH_CHARS` characters (one
+    longer document alone): the split's temporaries are some 40 bytes per character, so a batch's memory is
+    bounded whatever the documents' length or the unit's size."""
+    start, chars = 0, 0
+    for i, text in enumerate(texts):
+        size = len(text) if isinstance(text, str) else 0
+        if i > start and (i - start == BATCH_TEXTS or chars + size > BATCH_CHARS):
+            yield texts[start:i]
+            start, chars = i, 0
+        chars += size
+    if start < len(texts):
+        yield texts[start:]
 
 
 def _counts_of(batches: Iterator[list], buckets: int) -> np.ndarray:
+    """The bucket counts of ``batches``, featurised a bounded batch (:func:`_batches`) at a time."""
     total = np.zeros(buckets, dtype=np.int64)
     for batch in batches:
-        total += counts(batch, buckets)
+        for part in _batches(batch):
+            total += counts(part, buckets)
     return total
 
 
 # --- stage 1: every document's n-gram buckets and the raw model's counts, per unit ---------------------------
 
 
-def featurise(texts: list, buckets: int) -> dict[str, np.ndarray]:
+def featurise(batches: Iterable[list], buckets: int, out: BinaryIO) -> dict[str, np.ndarray]:
     """A unit's features, kept for the score stage so that the text is featurised once: every document's
-    buckets in order (``uint16`` up to 65,536 buckets), its n-gram and word counts, and the unit's bucket
-    counts (the raw model's share)."""
-    parts, per_doc, words = [], [], []
-    for batch in _batches(texts):
+    buckets in order written to ``out`` a batch at a time (``uint16`` up to 65,536 buckets, else ``uint32``),
+    and its n-gram and word counts and the unit's bucket counts (the raw model's share) returned. Memory is one
+    batch's, whatever the unit's size."""
+    per_doc, words, total = [], [], np.zeros(buckets, dtype=np.int64)
+    for batch in (part for texts in batches for part in _batches(texts)):
         g = ngrams(batch, buckets)
         grouped, n = by_document(g)
-        parts.append(grouped)
+        out.write(grouped.astype(bucket_dtype(buckets)).tobytes())
+        total += np.bincount(grouped, minlength=buckets)
         per_doc.append(n)
         words.append(g.words)
-    bucket = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return {"bucket": bucket.astype(np.uint16 if buckets <= 1 << 16 else np.uint32),
-            "per_doc": np.concatenate(per_doc) if per_doc else np.zeros(0, np.int64),
-            "words": np.concatenate(words) if words else np.zeros(0, np.int64),
-            "counts": np.bincount(bucket, minlength=buckets).astype(np.int64)}
+    return {"per_doc": np.concatenate(per_doc) if per_doc else np.zeros(0, np.int64),
+            "words": np.concatenate(words) if words else np.zeros(0, np.int64), "counts": total}
+
+
+def bucket_dtype(buckets: int) -> type:
+    return np.uint16 if buckets <= 1 << 16 else np.uint32
+
+
+def unit_texts(path: Path) -> Iterator[list]:
+    """A documents part's ``text`` column, :data:`BATCH_TEXTS` documents at a time (never the whole unit)."""
+    with pq.ParquetFile(path) as part:
+        for batch in part.iter_batches(batch_size=BATCH_TEXTS, columns=["text"]):
+            yield batch.column(0).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -167,12 +193,13 @@ class FitTask:
     out: str
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        texts = pq.read_table(Path(self.out) / unit.payload.docs, columns=["text"]).column("text").to_pylist()
-        rel = f"_work/{FIT}/{unit.name}.npz"
+        rel = f"_work/{FIT}/{unit.name}"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-        with open(staging / rel, "wb") as fh:
-            np.savez(fh, **featurise(texts, self.step.buckets))
-        return UnitResult(outputs=[rel], data={"features": rel})
+        with open(staging / f"{rel}.buckets", "wb") as fh:
+            features = featurise(unit_texts(Path(self.out) / unit.payload.docs), self.step.buckets, fh)
+        with open(staging / f"{rel}.npz", "wb") as fh:
+            np.savez(fh, **features)
+        return UnitResult(outputs=[f"{rel}.npz", f"{rel}.buckets"], data={"features": f"{rel}.npz"})
 
 
 def _plan_fit(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
@@ -217,13 +244,29 @@ class ScoreTask:
         part = unit.payload
         names = pq.read_schema(Path(self.out) / part.docs).names
         table = pq.read_table(Path(self.out) / part.docs, columns=[c for c in ("id", "source", "loc") if c in names])
-        with np.load(Path(self.out) / self.features[unit.index]) as f:
-            weight, words = weights_of(f["bucket"], f["per_doc"], self.ratio), f["words"]
+        features = Path(self.out) / self.features[unit.index]
+        with np.load(features) as f:
+            per_doc, words = f["per_doc"], f["words"]
+        weight = unit_weights(features.with_suffix(".buckets"), per_doc, self.ratio)
         rel = f"_work/{SCORE}/{unit.name}.npz"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         with open(staging / rel, "wb") as fh:
             np.savez(fh, weight=weight, words=words, key=weight + gumbel(doc_keys(table), self.step.seed))
         return UnitResult(outputs=[rel], data={"scores": rel})
+
+
+def unit_weights(path: Path, per_doc: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """Each document's log importance weight from the fit stage's bucket file, read a run of whole documents
+    of about :data:`SCORE_NGRAMS` n-grams at a time (a document's sum is the same in any run)."""
+    buckets = np.memmap(path, dtype=bucket_dtype(len(ratio)), mode="r") if path.stat().st_size else np.zeros(0)
+    ends = np.cumsum(per_doc)
+    weight, doc, start = np.zeros(len(per_doc)), 0, 0
+    while doc < len(per_doc):
+        stop = max(int(np.searchsorted(ends, start + SCORE_NGRAMS, side="right")), doc + 1)
+        end = int(ends[stop - 1])
+        weight[doc:stop] = weights_of(buckets[start:end], per_doc[doc:stop], ratio)
+        doc, start = stop, end
+    return weight
 
 
 def _plan_score(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,9 +43,55 @@ def words_of(text: str) -> list[str]:
 
 
 def bucket_of(strings: Iterable[str], buckets: int) -> np.ndarray:
-    """``int(sha256(s).hexdigest(), 16) % buckets`` of each string (the package's ``hash_buckets``)."""
-    return np.fromiter((int.from_bytes(hashlib.sha256(s.encode("utf-8")).digest(), "big") % buckets
-                        for s in strings), dtype=np.int64)
+    """``int(sha256(s).hexdigest(), 16) % buckets`` of each string (the package's ``hash_buckets``), as a chain
+    of ``map`` over C functions: no Python frame per string (the hash itself is then most of the cost)."""
+    digests = map(_DIGEST, map(hashlib.sha256, map(str.encode, strings)))
+    return np.fromiter(map(buckets.__rmod__, map(_BIG_ENDIAN, digests)), dtype=np.int64)
+
+
+_DIGEST = operator.methodcaller("digest")
+_BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
+CACHE_SIZE = 1 << 20  # n-grams whose bucket a process remembers (about 20 MB: strings in one Arrow array)
+
+
+class BucketCache:
+    """The buckets of the n-grams a process has already hashed, so that a word or word pair is hashed once per
+    process rather than once per batch (the common ones recur in every batch). The strings are kept in one
+    Arrow array and looked up with Arrow's hash lookup (``index_in``): no Python object per string, so the
+    cache neither costs a dict's ~140 bytes per entry nor pins the heap of every batch it saw. Bounded: when
+    ``size`` strings are held and more come, it starts over empty, so memory stays flat at any corpus size."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size, self.buckets = size, 0
+        self.strings, self.known = pa.array([], pa.large_string()), np.zeros(0, np.int64)
+
+    def lookup(self, strings: pa.Array, buckets: int) -> np.ndarray:
+        """:func:`bucket_of` of the distinct ``strings``, hashing only those not already held."""
+        strings = strings.cast(pa.large_string())
+        if buckets != self.buckets:  # another bucket count: the held buckets mean nothing for it
+            self._forget(buckets)
+        at = np.asarray(pc.fill_null(pc.index_in(strings, value_set=self.strings), -1), dtype=np.int64)
+        found = np.full(len(strings), -1, dtype=np.int64)
+        found[at >= 0] = self.known[at[at >= 0]]
+        missing = np.nonzero(at < 0)[0]
+        if len(missing):
+            new = strings.take(pa.array(missing))
+            found[missing] = bucket_of(new.to_pylist(), buckets)
+            if len(self.known) + len(new) > self.size:
+                self._forget(buckets)
+            if len(new) <= self.size:
+                self.strings = pa.concat_arrays([self.strings, new])
+                self.known = np.concatenate([self.known, found[missing]])
+        return found
+
+    def _forget(self, buckets: int) -> None:
+        self.buckets, self.strings, self.known = buckets, pa.array([], pa.large_string()), np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+
+_CACHE = BucketCache()
 
 
 @dataclass(frozen=True)
@@ -64,7 +111,7 @@ def ngrams(texts: Sequence[str | None] | pa.Array, buckets: int = BUCKETS) -> Ng
         return Ngrams(np.zeros(0, np.int64), doc, lengths)
     enc = pc.dictionary_encode(tokens)
     ids = np.asarray(enc.indices, dtype=np.int64)
-    uni = bucket_of(enc.dictionary.to_pylist(), buckets)[ids]
+    uni = _CACHE.lookup(enc.dictionary, buckets)[ids]
     pair = doc[:-1] == doc[1:]
     bi, bi_doc = _bigrams(ids[:-1][pair], ids[1:][pair], enc.dictionary, buckets), doc[:-1][pair]
     return Ngrams(np.concatenate([uni, bi]), np.concatenate([doc, bi_doc]), lengths)
@@ -152,7 +199,7 @@ def _bigrams(left: np.ndarray, right: np.ndarray, words: pa.Array, buckets: int)
     joined = pc.binary_join_element_wise(words.take(pa.array(distinct // len(words))),
                                          words.take(pa.array(distinct % len(words))),
                                          pa.scalar(" ", pa.large_string()))
-    return bucket_of(joined.to_pylist(), buckets)[where]
+    return _CACHE.lookup(joined, buckets)[where]
 
 
 def counts(texts: Sequence[str | None], buckets: int = BUCKETS) -> np.ndarray:
