@@ -148,6 +148,16 @@ def test_the_check_can_fail(samples):
         assert max(abs(a - b) for a, b in zip(leaky, reference)) > 1e-3
 
 
+@torch.no_grad()
+def test_block_diag_mask_is_right_on_eager(samples):
+    """``block_diag_mask=True``, the older spelling, gives the form every backend reads right: on eager a bool
+    mask is added to the scores and examples see each other."""
+    model = tiny_model("llama", "eager")
+    batch = PackedCollator(pad_id=PAD, pad_to=WIDTH, varlen_kwargs=True, block_diag_mask=True)(samples)
+    inputs = {k: batch[k] for k in ("input_ids", "position_ids", "attention_mask")}
+    assert_close(per_example_packed(model(**inputs, use_cache=False).logits, batch), per_example_alone(model, samples))
+
+
 def test_mask_forms():
     s = {"input_ids": np.arange(2, 7), "loss_mask": np.ones(5, np.bool_), "seq_lens": np.array([2, 3])}
     bool_mask = PackedCollator(pad_id=0, pad_to=6, mask="bool")([s])["attention_mask"]
@@ -155,8 +165,8 @@ def test_mask_forms():
     assert bool_mask.dtype == torch.bool and additive.dtype == torch.float32
     assert torch.equal(additive == 0, bool_mask)
     assert bool(bool_mask[0, 0, 3, 2]) and not bool(bool_mask[0, 0, 2, 1]) and not bool(bool_mask[0, 0, 5, 4])
-    assert torch.equal(PackedCollator(pad_id=0, pad_to=6, block_diag_mask=True)([s])["attention_mask"], bool_mask)
+    assert torch.equal(PackedCollator(pad_id=0, pad_to=6, block_diag_mask=True)([s])["attention_mask"], additive)
     with pytest.raises(ConfigError, match="mask must be one of"):
         PackedCollator(pad_id=0, mask="causal")
-    with pytest.raises(ConfigError, match="block_diag_mask=True is mask='bool'"):
+    with pytest.raises(ConfigError, match="block_diag_mask=True is mask='additive'"):
         PackedCollator(pad_id=0, block_diag_mask=True, mask="additive")

@@ -11,8 +11,8 @@ to it the same way. Optional:
 ``cu_seq_lens_q/k`` (int32, over the flattened ``B*L`` tokens, padding tails as their own segments) and
 ``max_length_q/k`` for FlashAttention varlen kernels (the names transformers reads), and a block-diagonal
 causal ``attention_mask`` for backends without varlen: ``mask="bool"`` (``[B, 1, L, L]``, True = may attend:
-SDPA; ``block_diag_mask=True`` is the same), ``"additive"`` (float32, 0 or the dtype's minimum: eager, which
-adds a bool mask to its scores and so leaks) or ``"flex"`` (a flex-attention ``BlockMask``); see
+SDPA only), ``"additive"`` (float32, 0 or the dtype's minimum: eager and SDPA; eager adds a bool mask to its
+scores and so leaks; ``block_diag_mask=True`` is this form) or ``"flex"`` (a flex-attention ``BlockMask``); see
 :mod:`tokenmill.loader.masks`.
 
 Padding mode (``padding=True``), for comparison: every document of every sample gets its own row,
@@ -35,10 +35,11 @@ class PackedCollator:
 
     def __init__(self, *, pad_id: int, block_diag_mask: bool = False, padding: bool = False,
                  pad_to: int | None = None, varlen_kwargs: bool = False, mask: str | None = None):
-        if block_diag_mask and mask not in (None, "bool"):
-            raise ConfigError(f"block_diag_mask=True is mask='bool'; it cannot be combined with mask={mask!r}")
+        if block_diag_mask and mask is not None:
+            raise ConfigError(f"block_diag_mask=True is mask='additive'; it cannot be combined with mask={mask!r}")
         self.pad_id, self.padding = int(pad_id), padding
-        self.mask = masks.check_form(mask) or ("bool" if block_diag_mask else None)
+        # the additive form: right on every attention backend (a bool mask lets eager's examples see each other)
+        self.mask = masks.check_form(mask) or ("additive" if block_diag_mask else None)
         self.pad_to, self.varlen_kwargs = pad_to, varlen_kwargs
         self.tokens = 0  # real tokens collated so far (this process)
         self.slots = 0  # token slots collated so far, padding included
