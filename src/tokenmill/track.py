@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from tokenmill.engine import Stage, StageContext, StagePlan, UnitResult
 from tokenmill.engine.outputs import Shards, outputs
-from tokenmill.job.early import TASK_MODULES, start_fork_server
+from tokenmill.engine.warm import TASK_MODULES, encoder_hint
+from tokenmill.job.early import start_fork_server
 from tokenmill.job.inputs import estimate_units
 from tokenmill.report.manifest import write_manifest
 from tokenmill.selection import per_source
 from tokenmill.split import RANK_STAGE, VAL_DIR, RankTask, find_cut, split_counts
-from tokenmill.tokenize import prebuild
 
 if TYPE_CHECKING:
     from tokenmill.job.run import Results, Run
@@ -42,9 +42,8 @@ def token_warm(track: str) -> Callable[..., Callable[[list], None] | None]:
                           unit_bytes=options.unit_bytes, tokenizer=tokenizer)
 
         def start(files: list) -> None:
-            with prebuild.hint(tokenizer):  # both tracks' workers encode with the fast encoder the server builds
-                prepare(estimate_units(files, unit_bytes=options.unit_bytes),
-                        preload=prebuild.with_server(TASK_MODULES[track]))
+            with encoder_hint(tokenizer):  # both tracks' workers encode with the fast encoder the server builds
+                prepare(estimate_units(files, unit_bytes=options.unit_bytes), preload=TASK_MODULES[track])
 
         return start
 

@@ -43,30 +43,30 @@ def _named(payload: str) -> list:
 
 def test_preload_modules_are_the_tasks_then_tokenmills_step_modules_then_the_warmer():
     modules = warm.preload_modules([Language(), GopherQuality(), FailsToWarm(), Language()])
-    assert modules[:len(warm.TASK_MODULES)] == warm.TASK_MODULES
-    assert modules[len(warm.TASK_MODULES):] == ("tokenmill.curate.filters.language", "tokenmill.curate.filters.heuristics.gopher",
-                                                warm.SERVER_MODULE)
+    tasks = warm.TASK_MODULES["curate"]
+    assert modules[:len(tasks)] == tasks
+    assert modules[len(tasks):] == ("tokenmill.curate.filters.language", "tokenmill.curate.filters.heuristics.gopher")
 
 
 def test_hint_names_tokenmills_steps_that_warm_and_restores_the_environment(monkeypatch):
-    monkeypatch.setenv(warm.VARIABLE, "before")
-    with warm.hint([GopherQuality(), Language(candidates=["en", "de"]), FailsToWarm()]):
-        assert _named(os.environ[warm.VARIABLE]) == [Language(candidates=["en", "de"])]
-    assert os.environ[warm.VARIABLE] == "before"
-    monkeypatch.delenv(warm.VARIABLE)
-    with warm.hint([GopherQuality(), FailsToWarm()]):  # nothing to warm: nothing named
-        assert warm.VARIABLE not in os.environ
-    assert warm.VARIABLE not in os.environ
+    monkeypatch.setenv(warm.STEPS_VARIABLE, "before")
+    with warm.steps_hint([GopherQuality(), Language(candidates=["en", "de"]), FailsToWarm()]):
+        assert _named(os.environ[warm.STEPS_VARIABLE]) == [Language(candidates=["en", "de"])]
+    assert os.environ[warm.STEPS_VARIABLE] == "before"
+    monkeypatch.delenv(warm.STEPS_VARIABLE)
+    with warm.steps_hint([GopherQuality(), FailsToWarm()]):  # nothing to warm: nothing named
+        assert warm.STEPS_VARIABLE not in os.environ
+    assert warm.STEPS_VARIABLE not in os.environ
 
 
 def test_a_warmed_identifier_is_the_one_setup_uses(monkeypatch):
     monkeypatch.setattr(language, "_LOADED", {})
-    monkeypatch.delenv(warm.VARIABLE, raising=False)
-    with warm.hint([Language(candidates=["en", "fr"])]):
-        payload = os.environ[warm.VARIABLE]
-    monkeypatch.setenv(warm.VARIABLE, payload)
-    assert warm.warm_from_environment() == ["language"]
-    assert warm.VARIABLE not in os.environ  # not passed on to the processes the server forks
+    monkeypatch.delenv(warm.STEPS_VARIABLE, raising=False)
+    with warm.steps_hint([Language(candidates=["en", "fr"])]):
+        payload = os.environ[warm.STEPS_VARIABLE]
+    monkeypatch.setenv(warm.STEPS_VARIABLE, payload)
+    assert warm.warm_steps() == ["language"]
+    assert warm.STEPS_VARIABLE not in os.environ  # not passed on to the processes the server forks
     (loaded,) = language._LOADED.values()
 
     def no_second_load(*args):
@@ -80,15 +80,15 @@ def test_a_warmed_identifier_is_the_one_setup_uses(monkeypatch):
 
 @pytest.mark.parametrize("payload", ["%%% not base64", base64.b64encode(b"not a pickle").decode(), ""])
 def test_a_bad_hint_warms_nothing_and_never_raises(monkeypatch, payload):
-    monkeypatch.setenv(warm.VARIABLE, payload)
-    assert warm.warm_from_environment() == []
+    monkeypatch.setenv(warm.STEPS_VARIABLE, payload)
+    assert warm.warm_steps() == []
 
 
 def test_a_step_that_fails_to_warm_leaves_the_others_warmed(monkeypatch):
     monkeypatch.setattr(language, "_LOADED", {})
     steps = [FailsToWarm(), Language(candidates=["en", "de"])]
-    monkeypatch.setenv(warm.VARIABLE, base64.b64encode(pickle.dumps(steps)).decode())
-    assert warm.warm_from_environment() == ["language"]
+    monkeypatch.setenv(warm.STEPS_VARIABLE, base64.b64encode(pickle.dumps(steps)).decode())
+    assert warm.warm_steps() == ["language"]
     assert list(language._LOADED) == [(None, ("en", "de"))]
 
 
@@ -113,8 +113,8 @@ class Probe:
         pass
 
     def score(self, batch):
-        server = sys.modules.get("tokenmill.engine._warm_server")
-        warmed = "language" in getattr(server, "WARMED", [])  # inherited from the fork server, or not
+        server = sys.modules.get("tokenmill.engine._server")
+        warmed = "language" in getattr(server, "DONE", {}).get("warmed", [])  # inherited from the fork server, or not
         return Scored({"seen": np.ones(batch.num_rows)}, counts=Counter({"batches": 1, "warm_batches": int(warmed)}))
 
     def decide(self, scores):
@@ -131,7 +131,7 @@ class FailsToWarm:
 
 @contextlib.contextmanager
 def broken_hint(steps):
-    os.environ[warm.VARIABLE] = base64.b64encode(pickle.dumps([FailsToWarm()])).decode()
+    os.environ[warm.STEPS_VARIABLE] = base64.b64encode(pickle.dumps([FailsToWarm()])).decode()
     yield
 
 
@@ -141,7 +141,7 @@ if __name__ == "__main__":
         from multiprocessing import forkserver
         forkserver.ensure_running()
     elif mode == "broken":
-        warm.hint = broken_hint
+        warm.steps_hint = broken_hint
     m = run_curate([sys.argv[1]], out=sys.argv[2], steps=[{"name": "language", "languages": ["en"]}, Probe()],
                    workers=2, unit_bytes=2048, progress=False, report=False)
     print(json.dumps(m["counts"]))

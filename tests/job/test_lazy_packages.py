@@ -17,7 +17,7 @@ def test_the_early_path_imports_no_driver_executor_tokenizer_or_arrow():
         import sys
         from tokenmill.cli import build_parser
         build_parser("sft").parse_args(["sft", "in.jsonl"])
-        import tokenmill.engine.workers, tokenmill.job.early, tokenmill.job.options, tokenmill.tokenize.prebuild
+        import tokenmill.engine.warm, tokenmill.engine.workers, tokenmill.job.early, tokenmill.job.options
         heavy = ("tokenmill.job.driver", "tokenmill.job.inputs", "tokenmill.engine.local",
                  "tokenmill.engine.workflow", "tokenmill.tokenize.tokenizer", "pyarrow", "numpy")
         print(",".join(m for m in heavy if m in sys.modules))

@@ -1,4 +1,4 @@
-"""The fast encoder built once by the fork server, found by every process it forks."""
+"""The fast encoder built once by the fork server (engine/warm.py), found by every process it forks."""
 
 from __future__ import annotations
 
@@ -13,30 +13,31 @@ from pathlib import Path
 
 import pytest
 
-from tokenmill.tokenize import backends, prebuild
+from tokenmill.engine import warm
+from tokenmill.tokenize import backends
 from tokenmill.tokenize.sources import resolve
 from tokenmill.tokenize.tokenizer import load_tokenizer
 
 
 def test_hint_names_local_specs_only_and_restores_the_environment(tmp_path, monkeypatch):
-    monkeypatch.delenv(prebuild.VARIABLE, raising=False)
-    with prebuild.hint("default"):
-        assert os.environ[prebuild.VARIABLE] == "default"
-    assert prebuild.VARIABLE not in os.environ
-    monkeypatch.setenv(prebuild.VARIABLE, "before")
-    with prebuild.hint(tmp_path):
-        assert os.environ[prebuild.VARIABLE] == str(tmp_path)
-    assert os.environ[prebuild.VARIABLE] == "before"
+    monkeypatch.delenv(warm.ENCODER_VARIABLE, raising=False)
+    with warm.encoder_hint("default"):
+        assert os.environ[warm.ENCODER_VARIABLE] == "default"
+    assert warm.ENCODER_VARIABLE not in os.environ
+    monkeypatch.setenv(warm.ENCODER_VARIABLE, "before")
+    with warm.encoder_hint(tmp_path):
+        assert os.environ[warm.ENCODER_VARIABLE] == str(tmp_path)
+    assert os.environ[warm.ENCODER_VARIABLE] == "before"
     for spec in ("org/some-hub-model", tmp_path / "missing", object()):
-        with prebuild.hint(spec):
-            assert os.environ[prebuild.VARIABLE] == "before"
+        with warm.encoder_hint(spec):
+            assert os.environ[warm.ENCODER_VARIABLE] == "before"
 
 
 def test_a_prebuilt_encoder_is_the_one_a_shipped_tokenizer_encodes_with(monkeypatch):
     monkeypatch.setattr(backends, "PREBUILT", {})
-    monkeypatch.setenv(prebuild.VARIABLE, "default")
-    prebuild.build_from_environment()
-    assert prebuild.VARIABLE not in os.environ  # not passed on to the processes the server forks
+    monkeypatch.setenv(warm.ENCODER_VARIABLE, "default")
+    assert warm.build_encoder()
+    assert warm.ENCODER_VARIABLE not in os.environ  # not passed on to the processes the server forks
     key = backends.source_key(resolve("default"))
     assert list(backends.PREBUILT) == [key]
     shipped = pickle.loads(pickle.dumps(load_tokenizer("default")))  # as a worker receives it: no encoders
@@ -72,8 +73,8 @@ def test_a_shipped_tokenizer_reads_the_cached_token_lengths_and_encodes_as_a_fre
 def test_a_bad_named_tokenizer_is_left_to_the_run(monkeypatch, tmp_path):
     monkeypatch.setattr(backends, "PREBUILT", {})
     (tmp_path / "tokenizer.json").write_text("{not json")
-    monkeypatch.setenv(prebuild.VARIABLE, str(tmp_path))
-    prebuild.build_from_environment()  # never raises
+    monkeypatch.setenv(warm.ENCODER_VARIABLE, str(tmp_path))
+    assert not warm.build_encoder()  # never raises
     assert backends.PREBUILT == {}
 
 
@@ -132,3 +133,18 @@ def test_token_byte_lengths_are_cached_by_the_source_and_a_wrong_size_table_is_m
     cached.write_bytes(cached.read_bytes()[:-8])  # one token short: not this encoder's table
     assert backends.token_byte_lengths(source, fast).tolist() == want
     assert len(cached.read_bytes()) == 8 * fast.vocab_size  # written again
+
+
+def test_the_server_imports_the_modules_named_before_it_started_and_passes_none_on(monkeypatch):
+    """Every caller's modules reach the one server module (engine/_server.py), in order, once; a module that
+    fails to import is left to the workers; the list is not passed on to the processes the server forks."""
+    monkeypatch.delenv(warm.MODULES_VARIABLE, raising=False)
+    warm.preload_in_forkserver(["json", "tokenmill_no_such_module"])
+    warm.preload_in_forkserver(["json", "csv"])
+    assert os.environ[warm.MODULES_VARIABLE] == "json,tokenmill_no_such_module,csv"
+    assert warm.import_modules() == ["json", "csv"]
+    assert warm.MODULES_VARIABLE not in os.environ
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        assert forkserver._forkserver._preload_modules[0] == warm.SERVER_MODULE  # the server's first import

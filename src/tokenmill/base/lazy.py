@@ -2,9 +2,10 @@
 import all of its siblings.
 
 The command line reads ``tokenmill.job.options``, ``tokenmill.job.early``, ``tokenmill.engine.workers`` and
-``tokenmill.tokenize.prebuild`` before anything else, to start a run's fork server while the driver imports the
-track (``job/early.py``); with eager package ``__init__`` modules those four pulled in the job driver, the
-executors and the tokenizer adapter first (about 0.1 s on 2 cores, all of it before the fork server could start).
+``tokenmill.engine.warm`` before anything else, to start a run's fork server while the driver imports the
+track (``job/early.py``), and the fork server imports ``tokenmill.tokenize.backends`` alone to build the
+encoder; with eager package ``__init__`` modules those pulled in the job driver, the executors and the
+tokenizer adapter first (about 0.1 s on 2 cores, all of it before the fork server could start).
 """
 
 from __future__ import annotations

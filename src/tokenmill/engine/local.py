@@ -17,8 +17,7 @@ of the task (a tokenizer rebuilds its encoders). The pool can be started before 
 (:meth:`LocalExecutor.prepare`, called by the tracks before they route inputs and load the tokenizer),
 from a thread, so that it starts while the driver works. The fork server imports the ``preload`` modules
 once, as it starts, and every worker it forks has them (:func:`preload_in_forkserver`); a preload module
-may build more there (the pretraining track's fast encoder: tokenmill/tokenize/prebuild.py; curation's
-language identifier: tokenmill/engine/warm.py). The task
+may build more there (the tracks' fast encoder, curation's language identifier: tokenmill/engine/warm.py). The task
 travels once per worker through a file in the stage's state directory, not once per unit. One unit, or
 one worker, never starts a pool: it runs in this process.
 """
@@ -44,10 +43,10 @@ from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.store import publish_unit
-from tokenmill.engine.workers import (  # guards the fork server
+from tokenmill.engine.warm import preload_in_forkserver  # guards the fork server
+from tokenmill.engine.workers import (
     default_workers,
     die_with_parent,
-    preload_in_forkserver,
     watch_main_process,
     worker_died,
     worker_environment,
@@ -140,7 +139,7 @@ class LocalExecutor(Held):
 
         Starting a worker waits until the fork server has forked it, and a fork server that starts now first
         imports its preload modules (seconds on a loaded machine): the driver routes meanwhile. The server
-        itself starts here, in this thread, with this process's environment (tokenmill.tokenize.prebuild).
+        itself starts here, in this thread, with this process's environment (tokenmill/engine/warm.py).
         """
         # forkserver: workers start from a clean process, never from a parent whose tokenizer thread pools
         # are already running (a fork of those can deadlock).

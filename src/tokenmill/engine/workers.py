@@ -1,9 +1,9 @@
 """Worker processes that never outlive their run, and a clear message when one dies.
 
 * **No orphans.** A ``kill -9`` of the run at any moment, pool start-up included, leaves no process
-  behind. On Linux the kernel does it, as a chain: the fork server asks (``PR_SET_PDEATHSIG``, set by its
-  first preload module) to be killed when the main process dies, and every process the fork server forks
-  makes the same request about the fork server as its very first act (an at-fork hook, before it reads
+  behind. On Linux the kernel does it, as a chain: the fork server asks (``PR_SET_PDEATHSIG``, first thing
+  as it starts: ``engine/warm.py``) to be killed when the main process dies, and every process the fork
+  server forks makes the same request about the fork server as its very first act (an at-fork hook, before it reads
   its task): the engine's workers, the short-lived tokenizer loader, any other pool's. Each request is
   followed by a look at the parent: one that died before the request was made would never signal, so the
   process exits at once. Elsewhere (no ``prctl``) a thread watches the parent and exits within half a
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import multiprocessing
 import os
 import pickle
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +124,6 @@ def start_worker(install: Callable[[Any], None], payload: bytes, main_pid: int) 
     install(pickle.loads(payload))
 
 
-GUARD_MODULE = "tokenmill.engine._forkserver"
-READY_MODULE = "tokenmill.engine._forkserver_ready"  # the fork server's last preload: freezes what it holds
 MAIN_PID_VARIABLE = "TOKENMILL_MAIN_PID"  # read by the fork server, which inherits this process's environment
 _SERVER_ONLY: set[str] = set()
 
@@ -146,46 +143,6 @@ def worker_environment() -> dict[str, str]:
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def preload_in_forkserver(modules: Sequence[str]) -> None:
-    """Have the fork server import ``modules`` once as it starts, after its own guard module, so that every
-    process it forks (each pool worker, the tokenizer loader) starts with them imported instead of importing
-    them again (pyarrow, numpy and the track's task module: about a CPU-second per worker on 2 cores).
-
-    Only the first start of the fork server reads the list: a server already running keeps what it has (its
-    workers then import the modules themselves, in their initializer). The server never encodes, so it
-    starts no tokenizer thread pools that a fork could not carry.
-    """
-    from multiprocessing import forkserver
-
-    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != READY_MODULE]
-    forkserver.set_forkserver_preload([*current, *(m for m in modules if m not in current), READY_MODULE])
-
-
-def guard_forkserver() -> None:
-    """Make the fork server (started later, by whichever pool comes first) die with this process."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return
-    from multiprocessing import forkserver
-
-    if _inside(forkserver.main):  # the fork server itself (or a worker it forked) is no run's main process
-        return
-    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
-    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != GUARD_MODULE]
-    forkserver.set_forkserver_preload([GUARD_MODULE, *current])  # first: before anything imports tokenmill
-
-
-def _inside(function: Any) -> bool:
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code is function.__code__:
-            return True
-        frame = frame.f_back
-    return False
-
-
-guard_forkserver()  # at import: the tokenizer loader's pool may start the fork server before the engine's
 
 
 def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> TokenmillError:

@@ -1,7 +1,7 @@
 """A track run's fork server started as the command begins, when the run will use a pool of workers.
 
 Before its first unit, a run on several workers waits for the fork server (``engine/local.py``) to boot: a
-fresh interpreter, the track's modules and the fast encoder's build (``tokenize/prebuild.py``), together
+fresh interpreter, the track's modules and the fast encoder's build (``engine/warm.py``), together
 about a second and a half on 2 cores, none of which needs the driver. The driver used to start it only once
 it had read its pipeline options, imported the track and listed the inputs (0.7 s of a 44 MB run on 2
 cores), while the second core idled. :func:`start_fork_server` starts it as soon as the command line is
@@ -25,11 +25,6 @@ from typing import Any
 
 from tokenmill.base.inputs import HF_DATASET_MARKERS, InputFile, estimate_units, split_name
 
-# the modules each track's workers need (its task's module first), imported once by the fork server (or by
-# each worker as it starts) while the driver routes (see LocalExecutor.prepare); each track's workers' fast
-# encoder is built once, by the fork server (tokenmill/tokenize/prebuild.py)
-TASK_MODULES = {"pretrain": ("tokenmill.pretrain.run", "tokenmill.tokenize._prebuild_server"),
-                "sft": ("tokenmill.sft.run",)}
 ENOUGH = 2  # files listed before the guess stops: two files are two units at least
 
 
@@ -38,8 +33,8 @@ def start_fork_server(track: str, inputs: Sequence[str], *, workers: int | None,
     """Start the fork server of a ``track`` run on ``inputs`` now, if the run will start a pool (a guess);
     whether it was started. The server preloads the track's modules and builds ``tokenizer``'s fast encoder."""
     # here, not at the top: every command line imports this module (cli.py), and only a pool run needs these
-    from tokenmill.engine.workers import default_workers, preload_in_forkserver
-    from tokenmill.tokenize import prebuild
+    from tokenmill.engine.warm import TASK_MODULES, encoder_hint, preload_in_forkserver
+    from tokenmill.engine.workers import default_workers
 
     if "forkserver" not in multiprocessing.get_all_start_methods() or (workers or default_workers()) < 2:
         return False
@@ -48,8 +43,8 @@ def start_fork_server(track: str, inputs: Sequence[str], *, workers: int | None,
         return False
     from multiprocessing import forkserver
 
-    with prebuild.hint(tokenizer):
-        preload_in_forkserver(prebuild.with_server(TASK_MODULES[track]))
+    with encoder_hint(tokenizer):
+        preload_in_forkserver(TASK_MODULES[track])
         forkserver.ensure_running()  # returns once the server is spawned: its imports and build go on there
     return True
 

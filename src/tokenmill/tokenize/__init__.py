@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenmill.base.lazy import lazy_exports
 
-# imported on first use (base/lazy.py): the command line imports `tokenmill.tokenize.prebuild` alone, first
+# imported on first use (base/lazy.py): the fork server imports `tokenmill.tokenize.backends` alone (engine/warm.py)
 _EXPORTS = {"Tokenizer": "tokenmill.tokenize.tokenizer", "load_tokenizer": "tokenmill.tokenize.tokenizer"}
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -27,7 +27,7 @@ def reference_for(source: Source):
     return kinds[source.kind](source)
 
 
-# fast encoders built ahead in this process (the fork server: tokenmill.tokenize.prebuild), by source_key
+# fast encoders built ahead in this process (the fork server: tokenmill/engine/warm.py), by source_key
 PREBUILT: dict[str, object] = {}
 
 
