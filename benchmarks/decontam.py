@@ -16,8 +16,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from tokenmill.cli.quality import read_texts  # noqa: E402
 from tokenmill.curate.decontam.step import Decontaminate  # noqa: E402
-from tokenmill.curate.quality.cli import read_texts  # noqa: E402
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from tokenmill.cli.quality import read_texts  # noqa: E402
 from tokenmill.curate.quality.classifier import DEFAULTS, evaluate, load_model, predict_hq, train_quality  # noqa: E402
-from tokenmill.curate.quality.cli import read_texts  # noqa: E402
 
 FASTTEXT_DEFAULTS = {"wordNgrams": 1, "dim": 100, "epoch": 5, "lr": 0.1, "minCount": 1, "loss": "softmax",
                      "bucket": 2_000_000}

@@ -148,3 +148,11 @@ def test_the_server_imports_the_modules_named_before_it_started_and_passes_none_
         from multiprocessing import forkserver
 
         assert forkserver._forkserver._preload_modules[0] == warm.SERVER_MODULE  # the server's first import
+
+
+def test_the_server_module_does_nothing_outside_a_fork_server(monkeypatch):
+    """A process that imports every module of the engine (not a fork server) neither imports the modules named
+    to a server nor freezes or guards itself."""
+    monkeypatch.setenv(warm.MODULES_VARIABLE, "tokenmill_no_such_module")
+    assert warm.serve() == {}
+    assert os.environ[warm.MODULES_VARIABLE] == "tokenmill_no_such_module"  # left for the server

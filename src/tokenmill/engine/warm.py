@@ -72,7 +72,7 @@ def guard_forkserver() -> None:
         return
     from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
 
-    if _inside(forkserver.main):  # the fork server itself (or a worker it forked) is no run's main process
+    if in_fork_server():  # the fork server itself is no run's main process
         return
     os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
     current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != SERVER_MODULE]
@@ -151,7 +151,11 @@ def _set(name: str, value: str) -> Iterator[None]:
 # ---- in the fork server ----------------------------------------------------------------------------------
 
 def serve() -> dict[str, Any]:
-    """In the fork server, as it starts: guard, import, build, warm, freeze; what was done (for the tests)."""
+    """In the fork server, as it starts: guard, import, build, warm, freeze; what was done (for the tests).
+    Anywhere else (a process that imports every module of the package) nothing: the driver's messages in the
+    environment are the server's alone."""
+    if not in_fork_server():
+        return {}
     guard_server()
     done = {"modules": import_modules(), "encoder": build_encoder(), "warmed": warm_steps()}
     gc.freeze()
@@ -218,6 +222,15 @@ def warm_steps() -> list[str]:
         except Exception:  # noqa: BLE001 -- this step's workers load (and report) it in setup()
             pass
     return warmed
+
+
+def in_fork_server() -> bool:
+    """Whether this process is a fork server starting (its preload modules are imported from its ``main``)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
+
+    return _inside(forkserver.main)
 
 
 def _ours(step: Any) -> bool:

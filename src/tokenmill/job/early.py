@@ -32,7 +32,7 @@ def start_fork_server(track: str, inputs: Sequence[str], *, workers: int | None,
                       tokenizer: Any) -> bool:
     """Start the fork server of a ``track`` run on ``inputs`` now, if the run will start a pool (a guess);
     whether it was started. The server preloads the track's modules and builds ``tokenizer``'s fast encoder."""
-    # here, not at the top: every command line imports this module (cli.py), and only a pool run needs these
+    # here, not at the top: every command line imports this module (cli/__init__.py), and only a pool run needs these
     from tokenmill.engine.warm import TASK_MODULES, encoder_hint, preload_in_forkserver
     from tokenmill.engine.workers import default_workers
 

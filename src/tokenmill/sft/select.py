@@ -54,7 +54,6 @@ from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import render_plan, take_records
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.select_cli import add_parser  # noqa: F401  (the parser lives apart: see select_cli)
 from tokenmill.sft.taskmix import LABELS, RULE, THRESHOLD, TaskLabels, check_mix, label_prompts, mix_shortfall, parse_mix, quotas
 from tokenmill.track import staged_files
 

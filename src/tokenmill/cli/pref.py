@@ -1,5 +1,5 @@
 """The ``tokenmill pref`` parser, apart from :mod:`tokenmill.pref.run`, so that building the CLI's parser imports
-neither numpy nor pyarrow (as :mod:`tokenmill.sft.select_cli`)."""
+neither numpy nor pyarrow (as :mod:`tokenmill.cli.sft_select`)."""
 
 from __future__ import annotations
 

@@ -67,8 +67,8 @@ def _print_balance(scores: dict, chunk: int) -> None:
 def cmd_quality(args: argparse.Namespace) -> int:
     """A run of the ``quality train`` job (:mod:`tokenmill.curate.quality.train`) through the one driver: --out a
     directory (local or ``s3://``), guarded, locked and resumed as every job's is."""
+    from tokenmill.cli.select import job_options
     from tokenmill.curate.quality.train import Labels, quality_job
-    from tokenmill.curate.select.cli import job_options
     from tokenmill.job.run import run as run_job
     from tokenmill.selection import render_plan
 

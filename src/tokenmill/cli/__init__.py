@@ -1,4 +1,8 @@
-"""The ``tokenmill`` command: one entry point, subcommands thin over the library."""
+"""The ``tokenmill`` command: one entry point, subcommands thin over the library.
+
+The commands with options of their own are modules of this package (``cli/<command>.py``: its parser and
+its run), imported only when the command line names them.
+"""
 
 from __future__ import annotations
 
@@ -163,34 +167,34 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in sub.choices:
         return parser
 
-    from tokenmill.curate.decontam import cli as decontam_cli
-    from tokenmill.curate.quality import cli as quality_cli
+    from tokenmill.cli import decontaminate as decontam_cli
+    from tokenmill.cli import quality as quality_cli
 
     quality_cli.add_parser(sub)
     decontam_cli.add_parser(sub)
 
-    from tokenmill.synth import cli as synth_cli
+    from tokenmill.cli import synth as synth_cli
 
     synth_cli.add_parser(sub)
 
-    from tokenmill.sft import select_cli
+    from tokenmill.cli import sft_select as select_cli
 
     select_cli.add_parser(sub)
-    from tokenmill.pref import cli as pref_cli
+    from tokenmill.cli import pref as pref_cli
 
     pref_cli.add_parser(sub)
-    from tokenmill.curate.select import cli as dsir_cli
+    from tokenmill.cli import select as dsir_cli
 
     dsir_cli.add_parser(sub)
-    from tokenmill.loader import plan_cli
+    from tokenmill.cli import plan as plan_cli
 
     plan_cli.add_parser(sub)
 
-    from tokenmill.report import card_cli
+    from tokenmill.cli import card as card_cli
 
     card_cli.add_parser(sub)
     add_job_flags(sub.choices["card"], "card", "dry_run")
-    from tokenmill.lm import cli as lm_cli
+    from tokenmill.cli import lm as lm_cli
 
     lm_cli.add_parser(sub)
     return parser
@@ -459,31 +463,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from tokenmill.curate.quality.cli import cmd_quality as run
+    from tokenmill.cli.quality import cmd_quality as run
 
     return run(args)
 
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
-    from tokenmill.curate.decontam.cli import cmd_decontaminate as run
+    from tokenmill.cli.decontaminate import cmd_decontaminate as run
 
     return run(args)
 
 
 def cmd_card(args: argparse.Namespace) -> int:
-    from tokenmill.report.card_cli import cmd_card as run
+    from tokenmill.cli.card import cmd_card as run
 
     return run(args)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from tokenmill.synth.cli import cmd_synth as run
+    from tokenmill.cli.synth import cmd_synth as run
 
     return run(args)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from tokenmill.loader.plan_cli import cmd_plan as run
+    from tokenmill.cli.plan import cmd_plan as run
 
     return run(args)
 
@@ -502,7 +506,7 @@ def cmd_pref(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from tokenmill.curate.select.cli import cmd_select as run
+    from tokenmill.cli.select import cmd_select as run
 
     return run(args)
 
@@ -536,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]
     if argv[:1] == ["decontaminate"]:
-        from tokenmill.curate.decontam.cli import end_eval_list
+        from tokenmill.cli.decontaminate import end_eval_list
 
         argv = end_eval_list(argv)
     try:
@@ -621,6 +625,3 @@ def _silence_stdout() -> None:
     except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
         pass
 
-
-if __name__ == "__main__":
-    sys.exit(main())
