@@ -48,21 +48,20 @@ def iter_grams(w: Words, sizes: list[int]) -> Iterator[tuple[int, Grams]]:
     five integers per candidate position, and a long repetitive document keeps most positions candidates for
     every n (a 10 MB page held 0.6 GB of them for the nine sizes of Gopher's rules)."""
     total = len(w.ids)
-    row_start = np.cumsum(w.counts) - w.counts
+    # words from each position to the end of its document: an n-gram starts at a position with room >= n
+    room = np.repeat(np.cumsum(w.counts), w.counts) - np.arange(total)
     ids = w.ids.astype(np.uint64) + np.uint64(1)
     cand = np.arange(total)
     h = ids.copy()
     for n in range(1, max(sizes, default=0) + 1):
         if n == 1 and 1 not in sizes:
             continue  # every position stays a candidate for n = 2
+        ok = room[cand] >= n
+        cand, h = cand[ok], h[ok]
         if n > 1:
-            valid = cand + n - 1 < total
-            cand, h = cand[valid], h[valid]
             with np.errstate(over="ignore"):
                 h = h * _P + ids[cand + n - 1]
         row = w.parents[cand]
-        ok = (cand - row_start[row]) + n <= w.counts[row]
-        cand, h, row = cand[ok], h[ok], row[ok]
         with np.errstate(over="ignore"):
             key = h ^ (row.astype(np.uint64) * _ROW)
         grams = _group(n, cand, row, key)
