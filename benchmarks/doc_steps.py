@@ -42,7 +42,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -167,6 +166,7 @@ def run_datatrove(which: str, path: str, n: int) -> dict:
         GopherRepetitionFilter,
         URLFilter,
     )
+
     from funnel_scale import py3langid_filter
 
     data = load_input(which, path)[:n]
