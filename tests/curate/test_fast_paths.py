@@ -226,3 +226,38 @@ def test_top_ngram_chars_equal_sorting_every_group(seed):
         np.testing.assert_array_equal(ngrams.top_chars(w, grams[n]), ref.top_chars(w, grams[n]))
     for n in (5, 6, 10):
         np.testing.assert_array_equal(ngrams._span_chars(w, grams[n].start, n), ref.span_chars(w, grams[n].start, n))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_duplicate_ngram_scan_in_slices_equals_one_pass(seed, monkeypatch):
+    """The greedy scan converts its candidate positions to Python ints a slice at a time; the counted
+    characters do not depend on where the slices end (a counted n-gram may straddle two of them)."""
+    from tokenmill.curate.filters.heuristics import ngrams
+    from tokenmill.curate.filters.heuristics.text import split_words, text_column
+
+    rng = random.Random(seed)
+    small = ["a", "b", "the", "cat", "sat", "on", "mat"]
+    texts = [" ".join(rng.choice(small) for _ in range(rng.randint(0, 400))) for _ in range(60)]
+    texts += [t or "" for t in random_batch(seed, 60).column("text").to_pylist()]
+    w = split_words(text_column(pa.record_batch({"text": pa.array(texts, pa.large_string())})))
+    grams = ngrams.repeated_grams(w, [5, 6, 7, 10])
+    whole = {n: ngrams.duplicate_chars(w, grams[n]) for n in grams}
+    assert any(v.any() for v in whole.values())
+    for size in (1, 7, 64):
+        monkeypatch.setattr(ngrams, "SCAN_SLICE", size)
+        for n in grams:
+            np.testing.assert_array_equal(ngrams.duplicate_chars(w, grams[n]), whole[n])
+
+
+def test_iter_grams_yields_what_repeated_grams_holds():
+    from tokenmill.curate.filters.heuristics import ngrams
+    from tokenmill.curate.filters.heuristics.text import split_words, text_column
+
+    w = split_words(text_column(random_batch(5, 200)))
+    held = ngrams.repeated_grams(w, [2, 4, 7])
+    seen = []
+    for n, g in ngrams.iter_grams(w, [2, 4, 7]):
+        seen.append(n)
+        for field in ("start", "row", "group", "first", "size"):
+            np.testing.assert_array_equal(getattr(g, field), getattr(held[n], field))
+    assert seen == [2, 4, 7]

@@ -176,11 +176,16 @@ class GopherRepetition:
             "dup_line_char_frac": ratio(line_dup_chars, chars),
         }
         w = words(text)
-        grams = ngrams.repeated_grams(w, [n for n, _ in self.top_n_grams + self.dup_n_grams])
-        for n, _ in self.top_n_grams:
-            scores[f"top_{n}_gram_char_frac"] = ratio(ngrams.top_chars(w, grams[n]), chars)
-        for n, _ in self.dup_n_grams:
-            scores[f"dup_{n}_gram_char_frac"] = ratio(ngrams.duplicate_chars(w, grams[n]), chars)
+        top, dup = dict(self.top_n_grams), dict(self.dup_n_grams)
+        found = {}
+        for n, grams in ngrams.iter_grams(w, sorted(top.keys() | dup.keys())):  # one size's n-grams alive at a time
+            if n in top:
+                found[f"top_{n}_gram_char_frac"] = ratio(ngrams.top_chars(w, grams), chars)
+            if n in dup:
+                found[f"dup_{n}_gram_char_frac"] = ratio(ngrams.duplicate_chars(w, grams), chars)
+            del grams
+        scores |= {f"top_{n}_gram_char_frac": found[f"top_{n}_gram_char_frac"] for n, _ in self.top_n_grams}
+        scores |= {f"dup_{n}_gram_char_frac": found[f"dup_{n}_gram_char_frac"] for n, _ in self.dup_n_grams}
         return Scored(scores)
 
     def checks(self, scores: Mapping[str, np.ndarray]) -> list[tuple[str, np.ndarray | None]]:

@@ -10,6 +10,7 @@ over the positions whose shorter n-gram repeats.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from tokenmill.curate.filters.heuristics.text import Words
 
 _P = np.uint64(0x100000001B3)
+SCAN_SLICE = 1 << 14  # candidate positions converted to Python ints at once by the greedy scan
 _ROW = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -32,35 +34,43 @@ class Grams:
     size: np.ndarray  # per group: occurrences
 
 
-def repeated_grams(w: Words, sizes: list[int]):
-    """``{n: Grams}`` for each n in ``sizes``, computed for increasing n from the positions whose (n-1)-gram
+def repeated_grams(w: Words, sizes: list[int]) -> dict[int, Grams]:
+    """``{n: Grams}`` for each n in ``sizes`` (all held at once: :func:`iter_grams` holds one at a time)."""
+    return dict(iter_grams(w, sizes))
+
+
+def iter_grams(w: Words, sizes: list[int]) -> Iterator[tuple[int, Grams]]:
+    """``(n, Grams)`` for each n in ``sizes``, in increasing n, computed from the positions whose (n-1)-gram
     repeats (an n-gram can repeat only where its first n-1 words do): the first sort is over every word of the
-    batch, later ones over the few positions that still repeat."""
-    out: dict[int, Grams] = {}
+    batch, later ones over the few positions that still repeat.
+
+    One ``Grams`` is alive at a time when the caller drops each before asking for the next: a ``Grams`` holds
+    five integers per candidate position, and a long repetitive document keeps most positions candidates for
+    every n (a 10 MB page held 0.6 GB of them for the nine sizes of Gopher's rules)."""
     total = len(w.ids)
-    row_start = np.cumsum(w.counts) - w.counts
+    # words from each position to the end of its document: an n-gram starts at a position with room >= n
+    room = np.repeat(np.cumsum(w.counts), w.counts) - np.arange(total)
     ids = w.ids.astype(np.uint64) + np.uint64(1)
     cand = np.arange(total)
     h = ids.copy()
     for n in range(1, max(sizes, default=0) + 1):
         if n == 1 and 1 not in sizes:
             continue  # every position stays a candidate for n = 2
+        ok = room[cand] >= n
+        cand, h = cand[ok], h[ok]
         if n > 1:
-            valid = cand + n - 1 < total
-            cand, h = cand[valid], h[valid]
             with np.errstate(over="ignore"):
                 h = h * _P + ids[cand + n - 1]
         row = w.parents[cand]
-        ok = (cand - row_start[row]) + n <= w.counts[row]
-        cand, h, row = cand[ok], h[ok], row[ok]
         with np.errstate(over="ignore"):
             key = h ^ (row.astype(np.uint64) * _ROW)
         grams = _group(n, cand, row, key)
-        if n in sizes:
-            out[n] = grams
         keep = grams.size[grams.group] > 1
+        del row, key
+        if n in sizes:
+            yield n, grams
+        del grams
         cand, h = cand[keep], h[keep]
-    return out
 
 
 def _group(n: int, start: np.ndarray, row: np.ndarray, key: np.ndarray) -> Grams:
@@ -128,19 +138,22 @@ def duplicate_chars(w: Words, g: Grams) -> np.ndarray:
     if len(cand) == 0:
         return out
     first_pos = g.start[g.first]
-    chars = _span_chars(w, g.start[cand], n)
     chosen: list[int] = []
     seen: set[int] = set()
     allowed = -1
-    for q, grp, c, row in zip(g.start[cand].tolist(), g.group[cand].tolist(), chars.tolist(), g.row[cand].tolist()):
-        if q < allowed:
-            continue
-        if grp in seen or not _skipped(chosen, int(first_pos[grp]), n):
-            out[row] += c
-            chosen.append(q)
-            allowed = q + n
-        else:
-            seen.add(grp)
+    for at in range(0, len(cand), SCAN_SLICE):  # Python ints for one slice at a time: memory bounded by the slice
+        part = cand[at: at + SCAN_SLICE]
+        starts = g.start[part]
+        chars = _span_chars(w, starts, n)
+        for q, grp, c, row in zip(starts.tolist(), g.group[part].tolist(), chars.tolist(), g.row[part].tolist()):
+            if q < allowed:
+                continue
+            if grp in seen or not _skipped(chosen, int(first_pos[grp]), n):
+                out[row] += c
+                chosen.append(q)
+                allowed = q + n
+            else:
+                seen.add(grp)
     return out
 
 
