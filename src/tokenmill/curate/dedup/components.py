@@ -142,7 +142,6 @@ def connected_components(edge_files: Sequence[tuple[Path, Path]], key_of: Callab
         if not any(g["moved"] for g in got):
             break
         meter.rounds += 1
-        rnd = _shortcut(at, rnd, meter)
     for p in range(at.parts):
         at.labels(rnd, p).replace(work / f"labels-{p:05d}.npy")
     _seen(meter, fan_out(partial(_members, at), range(at.parts)))
@@ -239,76 +238,14 @@ def _receive(at: _Layout, rnd: int, q: int) -> dict:
     held: dict[str, int] = {}
     for msg in _chunks_of(at.files("msgs", q), MSG, at.rows):
         _most(held, "messages", len(msg))
-        _lower(labels, msg[_first_per((msg["id"], msg["key"]), msg["dst"])])
+        msg = msg[_first_per((msg["id"], msg["key"]), msg["dst"])]
+        at_ = np.searchsorted(labels["node"], msg["dst"])
+        cur = labels[at_]
+        better = (msg["key"] < cur["key"]) | ((msg["key"] == cur["key"]) & (msg["id"] < cur["id"]))
+        at_ = at_[better]
+        labels["key"][at_], labels["id"][at_], labels["changed"][at_] = msg["key"][better], msg["id"][better], True
     np.save(at.labels(rnd + 1, q), labels)
     return _report(held, moved=bool(labels["changed"].any()))
-
-
-def _shortcut(at: _Layout, rnd: int, meter: Meter) -> int:
-    """Pointer jumping: every node takes its label's own label where that is better (``L(v) = L(L(v))``).
-
-    Propagation alone moves a label one edge per round, so a chain of ``n`` documents took ``n`` rounds, each
-    reading every partition's labels; with a jump after each round the distance a label has covered doubles
-    (a chain of ``n`` takes about ``2 log2 n`` rounds). A label only ever becomes another node of the same
-    component that is better, so the fixed point, and every file written, is the same as without it.
-    Returns the round of the labels it wrote."""
-    _seen(meter, fan_out(partial(_ask, at, rnd), range(at.parts)))
-    _seen(meter, fan_out(partial(_answer, at, rnd), range(at.parts)))
-    _seen(meter, fan_out(partial(_jump, at, rnd), range(at.parts)))
-    _remove(at.work, "asks-*.bin", "replies-*.bin", f"labels-r{rnd:04d}-*.npy")
-    return rnd + 1
-
-
-def _ask(at: _Layout, rnd: int, p: int) -> dict:
-    """For every node of ``p`` labelled by another node, ask that node's partition for its label."""
-    _fresh(at, "asks", p)
-    labels = np.load(at.labels(rnd, p), mmap_mode="r")
-    held: dict[str, int] = {}
-    for lo in range(0, len(labels), at.rows):
-        chunk = np.array(labels[lo:lo + at.rows])
-        chunk = chunk[chunk["id"] != chunk["node"]]
-        asks = np.empty(len(chunk), dtype=EDGE)
-        asks["src"], asks["dst"] = chunk["id"], chunk["node"]  # src: the node asked, dst: the asker
-        _most(held, "asks", len(asks))
-        _spill(asks, node_partition(asks["src"], at.parts), at.parts, at.work, f"asks-{p:05d}")
-    return _report(held)
-
-
-def _answer(at: _Layout, rnd: int, q: int) -> dict:
-    """Partition ``q``'s answers: the label of each node asked about, sent to the asker where it is not
-    the node itself (the asker holds that label already)."""
-    _fresh(at, "replies", q)
-    labels = np.load(at.labels(rnd, q))
-    held = {"nodes": len(labels)}
-    for asks in _chunks_of(at.files("asks", q), EDGE, at.rows):
-        _most(held, "asks", len(asks))
-        lab = labels[np.searchsorted(labels["node"], asks["src"])]
-        moved = lab["id"] != asks["src"]
-        msg = np.empty(int(moved.sum()), dtype=MSG)
-        msg["dst"], msg["key"], msg["id"] = asks["dst"][moved], lab["key"][moved], lab["id"][moved]
-        _spill(msg, node_partition(msg["dst"], at.parts), at.parts, at.work, f"replies-{q:05d}")
-    return _report(held)
-
-
-def _jump(at: _Layout, rnd: int, p: int) -> dict:
-    """Partition ``p``'s labels of round ``rnd + 1``: each the better of its own and its answer; a node
-    whose label went down is marked changed (besides those the round's messages moved)."""
-    labels = np.load(at.labels(rnd, p))
-    held: dict[str, int] = {}
-    for msg in _chunks_of(at.files("replies", p), MSG, at.rows):
-        _most(held, "messages", len(msg))
-        _lower(labels, msg[_first_per((msg["id"], msg["key"]), msg["dst"])])
-    np.save(at.labels(rnd + 1, p), labels)
-    return _report(held)
-
-
-def _lower(labels: np.ndarray, msg: np.ndarray) -> None:
-    """Lower each message's target's label to the message's ``(key, id)`` where that is smaller, in place."""
-    at_ = np.searchsorted(labels["node"], msg["dst"])
-    cur = labels[at_]
-    better = (msg["key"] < cur["key"]) | ((msg["key"] == cur["key"]) & (msg["id"] < cur["id"]))
-    at_ = at_[better]
-    labels["key"][at_], labels["id"][at_], labels["changed"][at_] = msg["key"][better], msg["id"][better], True
 
 
 def _members(at: _Layout, p: int) -> dict:
