@@ -30,8 +30,8 @@ import orjson
 import pyarrow as pa
 
 from common import REPO, machine, update_section
-from tokenmill.curate.license import License
-from tokenmill.curate.machine_text import MachineText
+from tokenmill.curate.consent.license import License
+from tokenmill.curate.consent.machine_text import MachineText
 from tokenmill.io.htmlmeta import licence_links
 from tokenmill.io.warc import html_to_text
 
@@ -98,7 +98,7 @@ def machine_scores(shared: Path) -> dict:
         rows[f"phrases + over-used words, threshold {threshold}"] = _pr(heuristic["score"], labels, threshold)
     rows["phrases alone (any)"] = _pr(heuristic["phrases"], labels, 1)
     try:
-        from tokenmill.curate.quality import train_quality
+        from tokenmill.curate.quality.classifier import train_quality
     except ImportError:
         return {"model_test": sum(labels), "human_test": len(labels) - sum(labels), "rows": rows}
     with tempfile.TemporaryDirectory() as tmp:

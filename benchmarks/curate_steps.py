@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tokenmill.curate.language import Language
-from tokenmill.curate.pii import Pii
-from tokenmill.curate.url import UrlFilter
+from tokenmill.curate.filters.language import Language
+from tokenmill.curate.filters.pii import Pii
+from tokenmill.curate.filters.url import UrlFilter
 
 LOOKALIKES = ["version 1.2.3.4 released", "python 3.11.4 and v1.2.3.4 and 1.2.3.4.5", "on 2021-03-04 or 03/04/2021",
               "12.03.2021 and 2021.03.12", "costs $1,234.56 or 1.234,56 EUR or 1,234,567", "ISBN 0306406152",

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, update_section  # noqa: E402
 from quality import reference_sets  # noqa: E402
-from tokenmill.curate.quality import train_quality  # noqa: E402
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.quality.classifier import train_quality  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 
 HEADING = "Curation: the dclm preset funnel"
 

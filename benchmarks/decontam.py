@@ -16,8 +16,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tokenmill.curate.decontam import Decontaminate  # noqa: E402
-from tokenmill.curate.quality_cli import read_texts  # noqa: E402
+from tokenmill.curate.decontam.step import Decontaminate  # noqa: E402
+from tokenmill.curate.quality.cli import read_texts  # noqa: E402
 
 
 def main() -> None:

@@ -143,7 +143,7 @@ def quality_model(shared: Path, work: Path) -> str:
 
 
 def selection_quality(shared: Path, work: Path, rates: tuple[float, ...] = (0.02, 0.1)) -> None:
-    from tokenmill.curate.quality import Quality
+    from tokenmill.curate.quality.classifier import Quality
 
     web, wiki = web_texts(shared), wiki_documents(shared)
     ref = write_jsonl(work / "ref.jsonl", wikitext(shared))
@@ -167,7 +167,7 @@ def selection_quality(shared: Path, work: Path, rates: tuple[float, ...] = (0.02
 
 
 def dsir_draw(raw: Path, ref: Path, n: int, min_words: int, work: Path) -> list[str]:
-    from tokenmill.curate.run import run_curate
+    from tokenmill.curate.workflows.curate import run_curate
 
     step = {"name": "dsir", "target": str(ref), "n": n, "min_words": min_words}
     run_curate([str(raw)], out=work / "pool-out", steps=[step], overwrite=True, progress=False, report=False)

@@ -30,7 +30,7 @@ STEPS = ["url_v1", "language_v1", "gopher_repetition_v1", "gopher_quality_v1", "
 CHILD = """
 import json, shutil, sys, time
 time.perf_counter = time.process_time  # the cascade's step clock: CPU seconds of this process
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 t0 = time.process_time()
 m = run_curate([sys.argv[1]], out=sys.argv[2], preset="refinedweb", workers=1, report=False, progress=False)
 total = time.process_time() - t0

@@ -296,7 +296,7 @@ def main(argv: list[str]) -> int:
 def train_model(shared: Path, work: Path) -> str:
     sys.path.insert(0, str(REPO / "src"))
     from quality import reference_sets
-    from tokenmill.curate.quality import train_quality
+    from tokenmill.curate.quality.classifier import train_quality
 
     pos, neg = reference_sets(shared, work / "q")
     return train_quality(pos, neg, out=work / "quality.bin").model

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tokenmill.curate.language import Language
+from tokenmill.curate.filters.language import Language
 
 LANGS = {"eng": "en", "deu": "de", "fra": "fr", "spa": "es", "ita": "it", "por_PT": "pt", "nld": "nl", "rus": "ru",
          "pol": "pl", "ces": "cs", "swe": "sv", "dan": "da", "nob": "nb", "fin": "fi", "hun": "hu", "tur": "tr",

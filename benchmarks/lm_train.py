@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO, compile_sources, machine, run_per_process, update_section  # noqa: E402
-from tokenmill.curate.perplexity import perplexities  # noqa: E402
+from tokenmill.curate.select.perplexity import perplexities  # noqa: E402
 from tokenmill.lm.model import NgramModel  # noqa: E402
 from tokenmill.lm.normalize import sentences  # noqa: E402
 

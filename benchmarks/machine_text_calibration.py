@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from common import REPO, machine, update_section
-from tokenmill.curate import machine_text as mt
+from tokenmill.curate.consent import machine_text as mt
 
 HEADING = "machine_text on human long-form text"
 SWEEP = (0.5, 0.4, 0.3, 0.25)

@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tokenmill.curate.quality import DEFAULTS, evaluate, load_model, predict_hq, train_quality  # noqa: E402
-from tokenmill.curate.quality_cli import read_texts  # noqa: E402
+from tokenmill.curate.quality.classifier import DEFAULTS, evaluate, load_model, predict_hq, train_quality  # noqa: E402
+from tokenmill.curate.quality.cli import read_texts  # noqa: E402
 
 FASTTEXT_DEFAULTS = {"wordNgrams": 1, "dim": 100, "epoch": 5, "lr": 0.1, "minCount": 1, "loss": "softmax",
                      "bucket": 2_000_000}
@@ -74,11 +74,11 @@ def cross_validate(params: dict, texts, labels, work: Path, folds: int = 5) -> d
         neg = [texts[i] for i in train if not labels[i]]
         model = work / f"cv{k}.bin"
         train_quality(pos, neg, out=model, params=params, holdout=1 << 30)
-        from tokenmill.curate import quality as q
+        from tokenmill.curate.quality import classifier as q
 
         q._MODELS.pop(str(model), None)
         scores[test] = predict_hq(load_model(str(model)), [texts[i] for i in test])
-    from tokenmill.curate.quality import auc
+    from tokenmill.curate.quality.classifier import auc
 
     return {"accuracy": round(float(((scores >= 0.5) == labels).mean()), 4), "auc": round(auc(scores, labels), 4)}
 

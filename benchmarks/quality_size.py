@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine, update_section  # noqa: E402
 from quality import labelled, reference_sets  # noqa: E402
-from tokenmill.curate.quality import evaluate, load_model, train_quality  # noqa: E402
+from tokenmill.curate.quality.classifier import evaluate, load_model, train_quality  # noqa: E402
 
 HEADING = "Quality model size"
 

@@ -209,7 +209,7 @@ class _CommitBatch:
 
 def ray_data_curate(inp: Path, out: Path, address: str, base: Path) -> dict:
     """Curate with the Ray Data executor in this process (2 workers): seconds and same bytes as local."""
-    from tokenmill.curate.run import run_curate
+    from tokenmill.curate.workflows.curate import run_curate
 
     started = time.monotonic()
     with RayDataExecutor(workers=2, address=address) as ex:

@@ -25,7 +25,7 @@ HEADING = "Work units: one file split for every worker"
 
 def quality_model(shared: Path, work: Path) -> str:
     sys.path.insert(0, str(REPO / "src"))
-    from tokenmill.curate.quality import train_quality
+    from tokenmill.curate.quality.classifier import train_quality
 
     pos, neg = reference_sets(shared, work)
     return train_quality(pos, neg, out=work / "quality.bin").model

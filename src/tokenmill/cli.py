@@ -163,7 +163,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in sub.choices:
         return parser
 
-    from tokenmill.curate import decontam_cli, quality_cli
+    from tokenmill.curate.decontam import cli as decontam_cli
+    from tokenmill.curate.quality import cli as quality_cli
 
     quality_cli.add_parser(sub)
     decontam_cli.add_parser(sub)
@@ -178,7 +179,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from tokenmill.pref import cli as pref_cli
 
     pref_cli.add_parser(sub)
-    from tokenmill.curate import select_cli as dsir_cli
+    from tokenmill.curate.select import cli as dsir_cli
 
     dsir_cli.add_parser(sub)
     from tokenmill.loader import plan_cli
@@ -293,8 +294,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_curate(args: argparse.Namespace) -> int:
-    from tokenmill.curate.funnel import render_funnel
-    from tokenmill.curate.run import run_curate
+    from tokenmill.curate.report.funnel import render_funnel
+    from tokenmill.curate.workflows.curate import run_curate
     from tokenmill.engine.store import shown
 
     cfg = _settings(args)
@@ -320,7 +321,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
 
 
 def cmd_funnel(args: argparse.Namespace) -> int:
-    from tokenmill.curate.funnel import parse_sets, recompute, render_funnel
+    from tokenmill.curate.report.funnel import parse_sets, recompute, render_funnel
 
     funnel = recompute(args.directory, parse_sets(args.sets))
     print(json.dumps(funnel, indent=2) if args.json else render_funnel(funnel))
@@ -328,7 +329,7 @@ def cmd_funnel(args: argparse.Namespace) -> int:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from tokenmill.curate.presets import refuse_in_pretrain, step_specs
+    from tokenmill.curate.workflows.presets import refuse_in_pretrain, step_specs
     from tokenmill.pretrain import run_pretrain
     from tokenmill.steps.build import build_steps
     from tokenmill.track import print_summary
@@ -348,7 +349,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         return _print_plan(manifest)
     print_summary(manifest, cfg["out"])
     if manifest.get("funnel"):
-        from tokenmill.curate.funnel import render_funnel
+        from tokenmill.curate.report.funnel import render_funnel
 
         print(render_funnel(manifest["funnel"]))
     return 0
@@ -459,13 +460,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_quality(args: argparse.Namespace) -> int:
-    from tokenmill.curate.quality_cli import cmd_quality as run
+    from tokenmill.curate.quality.cli import cmd_quality as run
 
     return run(args)
 
 
 def cmd_decontaminate(args: argparse.Namespace) -> int:
-    from tokenmill.curate.decontam_cli import cmd_decontaminate as run
+    from tokenmill.curate.decontam.cli import cmd_decontaminate as run
 
     return run(args)
 
@@ -502,7 +503,7 @@ def cmd_pref(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from tokenmill.curate.select_cli import cmd_select as run
+    from tokenmill.curate.select.cli import cmd_select as run
 
     return run(args)
 
@@ -536,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:2] == ["sft", "select"]:  # `tokenmill sft select ...`: a command of its own beside `tokenmill sft INPUT...`
         argv = ["sft-select", *argv[2:]]
     if argv[:1] == ["decontaminate"]:
-        from tokenmill.curate.decontam_cli import end_eval_list
+        from tokenmill.curate.decontam.cli import end_eval_list
 
         argv = end_eval_list(argv)
     try:

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tokenmill.curate.heuristics import text as T
-from tokenmill.curate.heuristics.refinedweb import COUNTER, SUBSTRINGS, RefinedWeb
-from tokenmill.curate.heuristics.text import Pieces, join_lines, ratio, split, text_column
-from tokenmill.curate.langid_batch import BatchIdentifier, exp_nonpositive
+from tokenmill.curate.filters.heuristics import text as T
+from tokenmill.curate.filters.heuristics.refinedweb import COUNTER, SUBSTRINGS, RefinedWeb
+from tokenmill.curate.filters.heuristics.text import Pieces, join_lines, ratio, split, text_column
+from tokenmill.curate.filters.langid_batch import BatchIdentifier, exp_nonpositive
 from tokenmill.steps.contract import Scored
 
 
@@ -77,7 +77,7 @@ def line_rules(step: RefinedWeb, lines: Pieces) -> tuple[pa.Array, np.ndarray, C
 
 
 def quality_normalise(texts: pa.Array) -> pa.Array:
-    """``tokenmill.curate.quality.normalise`` collapsing every ``\\s+`` run, single spaces included."""
+    """``tokenmill.curate.quality.classifier.normalise`` collapsing every ``\\s+`` run, single spaces included."""
     arr = pc.utf8_lower(pc.fill_null(texts, ""))
     arr = pc.replace_substring_regex(arr, r"([.,!?;:()\[\]{}\"“”«»])", r" \1 ")
     return pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))

@@ -12,8 +12,8 @@ import pytest
 from curatekit import ENGLISH, write_corpus
 
 import statekit
-from tokenmill.curate.pii import Pii
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.filters.pii import Pii
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.records import DOCUMENT
 from tokenmill.report.ledger import read_columns
 from tokenmill.steps.build import build_step
@@ -56,9 +56,9 @@ def test_survivors_only_leaves_removed_documents_unscored():
 
 
 def test_steps_and_cascade_pickle():
-    from tokenmill.curate.language import Language
-    from tokenmill.curate.license import License
-    from tokenmill.curate.url import UrlFilter
+    from tokenmill.curate.consent.license import License
+    from tokenmill.curate.filters.language import Language
+    from tokenmill.curate.filters.url import UrlFilter
 
     steps = (UrlFilter(block_domains=["a.com"]), Language(), License(), Pii())
     for s in steps:

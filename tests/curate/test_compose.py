@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from curatekit import write_corpus
 
-from tokenmill.curate.funnel import recompute
-from tokenmill.curate.run import run_curate
-from tokenmill.curate.tasks import DOCS_SCHEMA
+from tokenmill.curate.report.funnel import recompute
+from tokenmill.curate.workflows.curate import run_curate
+from tokenmill.curate.workflows.tasks import DOCS_SCHEMA
 from tokenmill.engine.stage import Stage, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
 

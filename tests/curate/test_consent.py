@@ -13,7 +13,7 @@ import pytest
 from consentkit import ARTICLE, DATA, ROBOTS_DIR, URLS, jsonl, page, write_robots_warc, write_warc
 
 from tokenmill.cli import main
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 
 pytest.importorskip("protego")
 pytest.importorskip("fastwarc")
@@ -52,7 +52,7 @@ def test_robots_agrees_with_protego_on_every_snapshot_file(tmp_path):
     """The oracle: protego asked directly, agent by agent, for a path of every host."""
     from protego import Protego
 
-    from tokenmill.curate.robots import AI_AGENTS
+    from tokenmill.curate.consent.robots import AI_AGENTS
 
     hosts = sorted(p.stem for p in ROBOTS_DIR.glob("*.txt") if p.stem != "ccli.com")
     paths = ["/", "/search", "/static/a.js", "/api/docs/", "/cgi-bin/x", "/ebooks/1"]
@@ -107,7 +107,7 @@ def test_robots_policies_and_bad_parameters(tmp_path, capsys):
 
 
 def test_robots_step_pickles_without_its_parsed_snapshot():
-    from tokenmill.curate.robots import Robots
+    from tokenmill.curate.consent.robots import Robots
 
     step = Robots(snapshot=str(ROBOTS_DIR))
     step.setup()
@@ -210,7 +210,7 @@ def test_machine_text_threshold_and_record_only(tmp_path):
 
 def test_machine_text_with_a_classifier_from_quality_train(tmp_path):
     pytest.importorskip("fasttext")
-    from tokenmill.curate.quality import train_quality
+    from tokenmill.curate.quality.classifier import train_quality
 
     machine = [f"Certainly! Here is a comprehensive overview of topic {i}. It is crucial to note the nuanced, "
                "multifaceted landscape." for i in range(40)]
@@ -232,7 +232,7 @@ def test_license_detection_on_the_labelled_pages(folder, misses):
     import orjson
     import pyarrow as pa
 
-    from tokenmill.curate.license import License
+    from tokenmill.curate.consent.license import License
     from tokenmill.io.htmlmeta import licence_links
     from tokenmill.io.warc import html_to_text
 

@@ -13,8 +13,8 @@ import pytest
 from consentkit import ARTICLE, ROBOTS_DIR, URLS, http, jsonl, page, record, write_robots_warc, write_warc
 
 from tokenmill.cli import main
-from tokenmill.curate.robots_snapshot import load_snapshot
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.consent.robots_snapshot import load_snapshot
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import InputError
 
 pytest.importorskip("protego")
@@ -142,7 +142,7 @@ def test_a_file_that_is_not_a_robots_warc_is_a_clear_error(tmp_path, capsys, bod
 
 def test_only_the_first_500_kib_of_a_robots_txt_is_read(tmp_path):
     """RFC 9309 §2.5: a rule after the first 500 KiB is not read (a 30 MB file would cost minutes and GBs)."""
-    from tokenmill.curate.robots_snapshot import MAX_ROBOTS_BYTES, decode_robots
+    from tokenmill.curate.consent.robots_snapshot import MAX_ROBOTS_BYTES, decode_robots
 
     padding = b"# " + b"x" * 98 + b"\n"
     body = b"User-agent: GPTBot\nDisallow: /early/\n" + padding * (MAX_ROBOTS_BYTES // len(padding)) + \

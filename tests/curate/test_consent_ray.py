@@ -13,7 +13,7 @@ pytest.importorskip("fastwarc")
 
 from consentkit import ROBOTS_DIR, URLS, page, write_robots_warc, write_warc  # noqa: E402
 
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 
 

@@ -13,7 +13,7 @@ pytest.importorskip("ray", reason="ray is not installed (pip install 'tokenmill[
 
 from raykit import STEPS, DieOnce, write_web_corpus  # noqa: E402
 
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 
 COMPARED = ("counts", "identity", "funnel", "documents", "stage_ledgers", "stage_packs", "decision_ledger",
@@ -92,7 +92,7 @@ def test_the_dclm_preset_on_ray_gives_the_local_bytes(ray_cluster, tmp_path):
 
     from raykit import STOP, WORDS
 
-    from tokenmill.curate.quality import train_quality
+    from tokenmill.curate.quality.classifier import train_quality
 
     rng = random.Random(0)
     good = [" ".join(rng.choice(STOP + list(WORDS)) for _ in range(60)) + "." for _ in range(200)]

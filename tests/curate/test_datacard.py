@@ -12,7 +12,7 @@ from consentkit import ARTICLE, ROBOTS_DIR, URLS, jsonl
 from curatekit import OTHER
 
 from tokenmill.cli import main
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.report.datacard import size_category, write_datacard
 
 pytest.importorskip("protego")

@@ -18,10 +18,10 @@ import pytest
 pytest.importorskip("fasttext")
 
 from tokenmill.cli import main  # noqa: E402
-from tokenmill.curate.funnel import recompute  # noqa: E402
-from tokenmill.curate.presets import PRESETS, preset_specs  # noqa: E402
-from tokenmill.curate.quality import train_quality  # noqa: E402
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.quality.classifier import train_quality  # noqa: E402
+from tokenmill.curate.report.funnel import recompute  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
+from tokenmill.curate.workflows.presets import PRESETS, preset_specs  # noqa: E402
 from tokenmill.errors import ConfigError  # noqa: E402
 from tokenmill.report.ledger import file_schema  # noqa: E402
 
@@ -142,7 +142,7 @@ def test_funnel_recomputed_from_the_ledger_matches_the_run(dclm_run):
 
 KILLER = r'''
 import json, os, signal, sys
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.engine.local import commit_unit
 
 KILL = sys.argv[4]
@@ -290,7 +290,7 @@ def test_a_finished_run_leaves_one_state_file_per_stage_and_no_intermediate(dclm
 
 DIES_AS_IT_ENDS = r'''
 import os, shutil, signal, sys
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.engine import workflow
 
 KEY, POINT = sys.argv[4], sys.argv[5]

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.curate import ngrams
-from tokenmill.curate.decontam import Decontaminate, build_index
+from tokenmill.curate.decontam.step import Decontaminate, build_index
 from tokenmill.steps.registry import step_class
 
 WORDS = ("river mountain village engine garden planet signal harbor winter copper lantern meadow "

@@ -12,7 +12,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from tokenmill.curate.decontam import Decontaminate
+from tokenmill.curate.decontam.step import Decontaminate
 
 FILLER = ("The council met on Tuesday to discuss the budget for the coming year and members argued at length "
           "about the cost of repairing the old bridge over the river while residents waited outside").split()

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.curate import details, html
+from tokenmill.curate.report import details, html
 from tokenmill.report.datacard import card_data
 
 ROWS = 400

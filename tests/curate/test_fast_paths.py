@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tokenmill.curate.heuristics.refinedweb import RefinedWeb
+from tokenmill.curate.filters.heuristics.refinedweb import RefinedWeb
 
 PIECES = [
     "the", "of", "and", "to", "be", "that", "with", "have", "word", "Lorem", "ipsum", "dolor", "sit", "amet.",
@@ -78,7 +78,7 @@ QUALITY_PIECES = [".", ",", "!", "?", ";", ":", "(", ")", "[", "]", "{", "}", '"
 
 @pytest.mark.parametrize("seed", range(8))
 def test_quality_normalise_gives_the_strings_of_collapsing_every_whitespace_run(seed):
-    from tokenmill.curate.quality import normalise
+    from tokenmill.curate.quality.classifier import normalise
 
     rng = random.Random(seed)
     alphabet = QUALITY_PIECES + SPACES + PIECES[:20]
@@ -102,7 +102,7 @@ def langid_model():
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("chunk_bytes", [1, 3000, 4 << 20])
 def test_language_batches_give_the_reference_labels_and_probability_bits(seed, chunk_bytes, langid_model):
-    from tokenmill.curate.langid_batch import BatchIdentifier
+    from tokenmill.curate.filters.langid_batch import BatchIdentifier
 
     texts = [t or "" for t in random_batch(seed, 120).column("text").to_pylist()] + ["", "a", "ab", "abcdef", ""]
     labels, probs = BatchIdentifier(langid_model, chunk_bytes=chunk_bytes).classify(texts)
@@ -116,7 +116,7 @@ WORDS_EXTRA = ["a-b-c-d 1-2-3 x--y e.g.U.S. well—known a:b<c=d/e 3+4*5^6 a,b,c
 
 @pytest.mark.parametrize("seed", range(6))
 def test_words_shared_between_equal_chunks_equal_the_words_of_every_chunk(seed):
-    from tokenmill.curate.heuristics.text import split_words, text_column
+    from tokenmill.curate.filters.heuristics.text import split_words, text_column
 
     b = random_batch(seed, 200)
     texts = b.column("text").to_pylist() + WORDS_EXTRA
@@ -136,7 +136,7 @@ def test_words_shared_between_equal_chunks_equal_the_words_of_every_chunk(seed):
 def test_words_of_batch_after_batch_equal_the_words_of_every_chunk_whatever_the_lexicon_holds(max_chunks, monkeypatch):
     """The lexicon keeps the chunks of earlier batches (and empties itself when full): batches that share
     chunks, repeat earlier ones or hold none of them give the reference words, ids and first occurrences."""
-    from tokenmill.curate.heuristics import text as T
+    from tokenmill.curate.filters.heuristics import text as T
 
     monkeypatch.setattr(T, "LEXICON", T.Lexicon(max_chunks=max_chunks))
     batches = [random_batch(seed, 120).column("text").to_pylist() for seed in (20, 21, 20)]
@@ -160,7 +160,7 @@ def test_words_split_from_several_threads_at_once_equal_the_reference(monkeypatc
     the GIL), with a lexicon small enough to empty itself often, still give the reference words."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tokenmill.curate.heuristics import text as T
+    from tokenmill.curate.filters.heuristics import text as T
 
     monkeypatch.setattr(T, "LEXICON", T.Lexicon(max_chunks=2000))
     texts = [T.text_column(pa.record_batch({"text": pa.array(random_batch(seed, 80).column("text").to_pylist(),
@@ -178,7 +178,7 @@ def test_words_split_from_several_threads_at_once_equal_the_reference(monkeypatc
 
 
 def test_words_of_no_text():
-    from tokenmill.curate.heuristics.text import split_words
+    from tokenmill.curate.filters.heuristics.text import split_words
 
     for texts in ([], [""], [" ", "\n"]):
         w = split_words(pa.array(texts, pa.large_string()))
@@ -190,7 +190,7 @@ def test_words_of_no_text():
 def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypatch):
     import importlib
 
-    from tokenmill.curate.heuristics import text
+    from tokenmill.curate.filters.heuristics import text
     from tokenmill.steps.registry import step_class
 
     step = step_class(name)()
@@ -205,7 +205,7 @@ def test_word_based_steps_score_as_with_the_reference_words(name, seed, monkeypa
 
 
 def test_character_sets_equal_the_per_code_point_scan():
-    from tokenmill.curate.heuristics import text
+    from tokenmill.curate.filters.heuristics import text
 
     for cats in [("Sc", "So"), ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Cc"), ("Zs",)]:
         assert text._chars(*cats) == ref.chars(*cats)
@@ -213,8 +213,8 @@ def test_character_sets_equal_the_per_code_point_scan():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_top_ngram_chars_equal_sorting_every_group(seed):
-    from tokenmill.curate.heuristics import ngrams
-    from tokenmill.curate.heuristics.text import split_words, text_column
+    from tokenmill.curate.filters.heuristics import ngrams
+    from tokenmill.curate.filters.heuristics.text import split_words, text_column
 
     rng = random.Random(seed)
     small = ["a", "b", "the", "cat", "sat", "on", "mat", "ü", "日本"]  # few words: many repeated n-grams

@@ -8,8 +8,8 @@ import pytest
 from curatekit import write_corpus
 
 from tokenmill.cli import main
-from tokenmill.curate.funnel import parse_sets, recompute
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.report.funnel import parse_sets, recompute
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import ConfigError
 from tokenmill.steps.build import missing_steps
 

@@ -7,9 +7,9 @@ import pytest
 from test_dclm import FORMAL, SPAM, _texts, write_inputs
 
 from tokenmill.cli import main
-from tokenmill.curate.funnel import recompute
-from tokenmill.curate.quality import train_quality
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.quality.classifier import train_quality
+from tokenmill.curate.report.funnel import recompute
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.steps.build import recorded_options
 
 

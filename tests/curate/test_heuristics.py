@@ -110,7 +110,7 @@ def test_c4_rewrites_lines_then_decides_on_what_is_left():
 
 
 def test_word_counts_without_assembly_match_the_words():
-    from tokenmill.curate.heuristics.text import count_words, split_words, text_column
+    from tokenmill.curate.filters.heuristics.text import count_words, split_words, text_column
 
     text = text_column(batch(TEXTS + ["don't stop-gap U.S. (e.g. this)... #tag 3.5%"]))
     words = split_words(text)

@@ -20,7 +20,7 @@ def _oracle():
 
 
 def _agree(texts):
-    from tokenmill.curate.langid_batch import BatchIdentifier
+    from tokenmill.curate.filters.langid_batch import BatchIdentifier
 
     ident = _oracle()
     want = [ident.classify(t) for t in texts]
@@ -34,7 +34,7 @@ def test_batch_labels_equal_py3langid():
 
 
 def test_batch_labels_equal_py3langid_on_a_restricted_model():
-    from tokenmill.curate.langid_batch import BatchIdentifier
+    from tokenmill.curate.filters.langid_batch import BatchIdentifier
 
     ident = _oracle()
     ident.set_languages(["en", "de", "fr", "no", "nn", "da"])
@@ -54,7 +54,7 @@ def test_batch_labels_equal_py3langid_on_real_web_documents(shared_data):
 def test_exp_is_within_one_float32_step_of_the_c_library():
     import math
 
-    from tokenmill.curate.langid_batch import exp_nonpositive
+    from tokenmill.curate.filters.langid_batch import exp_nonpositive
 
     x = np.concatenate([np.linspace(-120, 0, 400_001, dtype=np.float32), np.float32([0.0, -0.0, -1e-30, -87.3, -103.9])])
     got = exp_nonpositive(x)
@@ -67,7 +67,7 @@ def test_exp_is_within_one_float32_step_of_the_c_library():
 def test_log1p_of_counts_is_the_c_library_log1p():
     import math
 
-    from tokenmill.curate.langid_batch import log1p_counts
+    from tokenmill.curate.filters.langid_batch import log1p_counts
 
     counts = np.array([0, 1, 2, 3, 4095, 4096, 70_000, 1], dtype=np.int64)
     assert log1p_counts(counts).tolist() == [np.float32(math.log1p(c)) for c in counts.tolist()]
@@ -76,7 +76,7 @@ def test_log1p_of_counts_is_the_c_library_log1p():
 _DIGEST = """
 import hashlib, json, sys
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
-from tokenmill.curate.langid_batch import BatchIdentifier
+from tokenmill.curate.filters.langid_batch import BatchIdentifier
 texts = json.loads(sys.stdin.read())
 labels, probs = BatchIdentifier(LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)).classify(texts)
 print(hashlib.sha256(json.dumps(labels).encode() + probs.tobytes()).hexdigest())

@@ -13,9 +13,9 @@ pytest.importorskip("py3langid")
 
 from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier  # noqa: E402
 
-from tokenmill.curate import langid_cache  # noqa: E402
-from tokenmill.curate.langid_batch import BatchIdentifier  # noqa: E402
-from tokenmill.curate.language import _load  # noqa: E402
+from tokenmill.curate.filters import langid_cache  # noqa: E402
+from tokenmill.curate.filters.langid_batch import BatchIdentifier  # noqa: E402
+from tokenmill.curate.filters.language import _load  # noqa: E402
 
 TEXTS = ["The committee examined the evidence.", "Der Ausschuss prüfte die Beweise.", "", "a",
          "Le comité a examiné les preuves.", "委员会审查了证据。", "Комитет изучил доказательства."] * 3

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tokenmill.curate.license import License
-from tokenmill.curate.license_names import normalise_license
+from tokenmill.curate.consent.license import License
+from tokenmill.curate.consent.license_names import normalise_license
 
 SPELLINGS = {
     "Apache License, Version 2.0": "apache-2.0", "Apache License Version 2.0": "apache-2.0", "Apache 2": "apache-2.0",
@@ -49,7 +49,7 @@ def test_curate_keeps_documents_whose_field_spells_an_allowed_licence_out(tmp_pa
 
     import pyarrow.parquet as pq
 
-    from tokenmill.curate.run import run_curate
+    from tokenmill.curate.workflows.curate import run_curate
 
     rows = [{"text": f"Document {i} of the set.", "license": s} for i, s in enumerate(
         ["Apache License, Version 2.0", "CC0 1.0 Universal", "https://creativecommons.org/licenses/by/4.0/deed.en",

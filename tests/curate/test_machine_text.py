@@ -10,7 +10,7 @@ import random
 
 import pyarrow as pa
 
-from tokenmill.curate.machine_text import REFERENCE, MachineText
+from tokenmill.curate.consent.machine_text import REFERENCE, MachineText
 
 PAGE_EVIDENCE = "word:delve; word:intricate; word:meticulous; word:showcasing; word:tapestry"
 PLAIN = ("the of and to a in that was he she it with as his her had for not but at on be is you my said "

@@ -13,15 +13,15 @@ import pyarrow as pa
 import pytest
 
 from tokenmill.cli import main
-from tokenmill.curate.build import build_step
-from tokenmill.curate.funnel import recompute
-from tokenmill.curate.perplexity import BINS, Perplexity, bin_edge, percentile_bins, perplexities
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.report.funnel import recompute
+from tokenmill.curate.select.perplexity import BINS, Perplexity, bin_edge, percentile_bins, perplexities
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import JobOptions
 from tokenmill.lm.model import NgramModel
 from tokenmill.lm.train import LmSettings, train
 from tokenmill.report.ledger import read_stage_parts, stage_parts
+from tokenmill.steps.build import build_step
 
 WORDS = "the river runs through the old town and the bridge crosses it near the market square".split()
 

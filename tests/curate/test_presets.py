@@ -8,8 +8,8 @@ import pytest
 from curatekit import write_corpus
 
 from tokenmill.cli import main
-from tokenmill.curate.presets import PRESETS, preset_specs
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
+from tokenmill.curate.workflows.presets import PRESETS, preset_specs
 from tokenmill.errors import ConfigError
 from tokenmill.steps.build import build_steps, missing_steps
 

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 from curatekit import write_corpus
 
 from tokenmill.cli import main
-from tokenmill.curate.funnel import recompute
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.report.funnel import recompute
+from tokenmill.curate.workflows.curate import run_curate
 
 
 def test_pretrain_steps_write_a_ledger_and_match_curate(tmp_path, capsys):

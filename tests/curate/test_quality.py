@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("fasttext")
 
 from tokenmill.cli import main  # noqa: E402
-from tokenmill.curate.quality import Quality, auc, normalise, train_quality  # noqa: E402
-from tokenmill.curate.quality_top import BINS, cut_from_histogram  # noqa: E402
+from tokenmill.curate.quality.classifier import Quality, auc, normalise, train_quality  # noqa: E402
+from tokenmill.curate.quality.top import BINS, cut_from_histogram  # noqa: E402
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, Unit, UnitResult, run_workflow  # noqa: E402
 from tokenmill.steps.contract import is_corpus_step
 from tokenmill.steps.registry import step_class  # noqa: E402

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tokenmill.cli import main
-from tokenmill.curate.quality import train_quality
+from tokenmill.curate.quality.classifier import train_quality
 
 ENVELOPE = {"tokenmill", "track", "inputs", "config", "counts", "identity", "run", "rejects_file", "skipped_inputs"}
 GOOD = "the anatomy of the heart muscle blood vessel tissue cell organ".split()

@@ -41,7 +41,7 @@ def _required_params(name: str, tmp_path) -> dict:
         return {"target": str(tmp_path / "ref.jsonl"), "n": 10}
     if name == "quality":
         pytest.importorskip("fasttext")
-        from tokenmill.curate.quality import train_quality
+        from tokenmill.curate.quality.classifier import train_quality
 
         model = tmp_path / "q.bin"
         train_quality(["good clean prose about history"] * 20, ["buy cheap now click"] * 20, out=model, quantize=False)

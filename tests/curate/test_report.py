@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from curatekit import write_corpus
 
-from tokenmill.curate import html as curate_html
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.report import html as curate_html
+from tokenmill.curate.workflows.curate import run_curate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

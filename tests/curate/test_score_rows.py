@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from curatekit import ENGLISH, OTHER
 
-from tokenmill.curate import tasks
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows import tasks
+from tokenmill.curate.workflows.curate import run_curate
 
 
 def _corpus(path, n: int, seed: int = 0):

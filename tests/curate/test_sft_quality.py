@@ -7,7 +7,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from tokenmill.curate.sft_quality import SftQuality, dup_ngram_fraction
+from tokenmill.curate.quality.sft import SftQuality, dup_ngram_fraction
 from tokenmill.steps.registry import step_class
 
 GOOD = ("The capital of France is Paris. It has been the country's capital for centuries and is its largest "

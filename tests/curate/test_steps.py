@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.curate.language import Language, normalise_codes
-from tokenmill.curate.license import License, normalise_license
-from tokenmill.curate.pii import Pii
-from tokenmill.curate.run import run_curate
-from tokenmill.curate.url import UrlFilter
+from tokenmill.curate.consent.license import License, normalise_license
+from tokenmill.curate.filters.language import Language, normalise_codes
+from tokenmill.curate.filters.pii import Pii
+from tokenmill.curate.filters.url import UrlFilter
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import ConfigError
 from tokenmill.steps.build import build_steps
 from tokenmill.steps.cascade import as_numpy
@@ -155,7 +155,7 @@ def test_pii_counts_per_type_and_only_rewrites():
 def test_pii_precision_on_labelled_examples(shared_data):
     import re
 
-    from tokenmill.curate.pii import EMAIL, IPV4, PHONE  # noqa: F401  (the patterns under test)
+    from tokenmill.curate.filters.pii import EMAIL, IPV4, PHONE  # noqa: F401  (the patterns under test)
 
     kinds = {"email": "<EMAIL>", "ip_address": "<IP_ADDRESS>", "phone_number": "<PHONE_NUMBER>"}
     tp = fp = fn = 0

@@ -249,18 +249,6 @@ def test_a_package_that_registers_a_built_in_name_is_refused(tmp_path, monkeypat
                                               "tokenmill.steps entry points, which is a built-in step's name"):
             build_steps([{"name": "clash_words"}], source="pipeline.yaml")
         (step,) = build_steps([{"name": "length", "min_chars": 2}], source="pipeline.yaml")
-        assert type(step).__module__ == "tokenmill.curate.heuristics.length"
+        assert type(step).__module__ == "tokenmill.curate.filters.heuristics.length"
     finally:
         installed_steps.cache_clear()
-
-
-def test_the_registrys_old_address_registers_into_the_one_registry(monkeypatch):
-    """A step module written against ``tokenmill.curate.registry`` still registers with one line."""
-    from tokenmill.curate import registry as old
-
-    monkeypatch.setitem(old.STEP_CLASSES, "tiny_length", "tokenmill.curate.heuristics.length:Length")
-    (step,) = build_steps([{"name": "tiny_length", "min_chars": 3}], source="pipeline.yaml")
-    assert step.min_chars == 3
-    old.register("tiny_length", "tokenmill.curate.heuristics.length:Length")  # the same target again: no change
-    with pytest.raises(ValueError, match="already registered"):
-        old.register("tiny_length", "tokenmill.curate.url:UrlFilter")

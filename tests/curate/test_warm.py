@@ -22,9 +22,10 @@ pytest.importorskip("py3langid")
 
 from curatekit import ENGLISH, OTHER  # noqa: E402
 
-from tokenmill.curate import language, warm  # noqa: E402
-from tokenmill.curate.heuristics.gopher import GopherQuality  # noqa: E402
-from tokenmill.curate.language import Language  # noqa: E402
+from tokenmill.curate.filters import language  # noqa: E402
+from tokenmill.curate.filters.heuristics.gopher import GopherQuality  # noqa: E402
+from tokenmill.curate.filters.language import Language  # noqa: E402
+from tokenmill.engine import warm  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def _named(payload: str) -> list:
 def test_preload_modules_are_the_tasks_then_tokenmills_step_modules_then_the_warmer():
     modules = warm.preload_modules([Language(), GopherQuality(), FailsToWarm(), Language()])
     assert modules[:len(warm.TASK_MODULES)] == warm.TASK_MODULES
-    assert modules[len(warm.TASK_MODULES):] == ("tokenmill.curate.language", "tokenmill.curate.heuristics.gopher",
+    assert modules[len(warm.TASK_MODULES):] == ("tokenmill.curate.filters.language", "tokenmill.curate.filters.heuristics.gopher",
                                                 warm.SERVER_MODULE)
 
 
@@ -98,8 +99,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenmill.curate import warm
-from tokenmill.curate.run import run_curate
+from tokenmill.engine import warm
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.steps.contract import Scored
 
 
@@ -112,7 +113,7 @@ class Probe:
         pass
 
     def score(self, batch):
-        server = sys.modules.get("tokenmill.curate._warm_server")
+        server = sys.modules.get("tokenmill.engine._warm_server")
         warmed = "language" in getattr(server, "WARMED", [])  # inherited from the fork server, or not
         return Scored({"seen": np.ones(batch.num_rows)}, counts=Counter({"batches": 1, "warm_batches": int(warmed)}))
 

@@ -166,7 +166,7 @@ def test_quality_train_limit_reads_the_first_records_of_every_input(tmp_path, ca
 # a real `tokenmill quality train` killed with SIGKILL once the model is saved, as its digest is taken for the card
 KILLED_TRAIN = """
 import hashlib, os, signal, sys, types
-import tokenmill.curate.quality as quality
+import tokenmill.curate.quality.classifier as quality
 def killed(data):
     os.kill(os.getpid(), signal.SIGKILL)
 quality.hashlib = types.SimpleNamespace(sha256=killed, blake2b=hashlib.blake2b)

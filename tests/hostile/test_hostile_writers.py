@@ -294,7 +294,7 @@ def test_a_second_quality_train_onto_a_busy_model_is_refused_naming_the_first(tm
     pos, neg = hk.docs(tmp_path / "pos.jsonl", 20), hk.docs(tmp_path / "neg.jsonl", 20, start=100)
     model = tmp_path / "model"
     argv = ["quality", "train", "--positive", pos, "--negative", neg, "--out", model, "--overwrite", "--workers", "1"]
-    first = _paused("tokenmill.curate.quality_job:train_quality", *argv)
+    first = _paused("tokenmill.curate.quality.train:train_quality", *argv)
     try:
         second = hk.cli(*argv)
     finally:

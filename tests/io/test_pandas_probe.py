@@ -40,8 +40,8 @@ def test_the_main_process_is_left_alone():
 def _curate_worker(queue) -> None:
     import pyarrow as pa
 
-    from tokenmill.curate.presets import step_specs
-    from tokenmill.curate.tasks import ReadTask
+    from tokenmill.curate.workflows.presets import step_specs
+    from tokenmill.curate.workflows.tasks import ReadTask
     from tokenmill.steps.build import build_steps
     from tokenmill.steps.cascade import Cascade
 

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "curate"))
 from curatekit import write_corpus  # noqa: E402
 from raykit import write_web_corpus  # noqa: E402
 
-from tokenmill.curate.funnel import recompute  # noqa: E402
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.report.funnel import recompute  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 from tokenmill.pretrain import run_pretrain  # noqa: E402
 from tokenmill.report.ledger import ledger_problems, read_ledger  # noqa: E402
 
@@ -87,7 +87,7 @@ def _outputs(out: Path) -> dict[str, bytes]:
 
 
 def test_a_ledger_stage_killed_between_packs_resumes_to_the_same_bytes(tmp_path, monkeypatch):
-    from tokenmill.curate import join
+    from tokenmill.curate.workflows import join
     from tokenmill.errors import StageError
 
     monkeypatch.setattr(join, "PACK_UNITS", 2)  # several packs out of a small input
@@ -133,7 +133,7 @@ def test_a_run_killed_after_the_ledger_stage_ended_drops_the_loose_parts_on_resu
 
 def test_pretrain_with_a_preset_writes_the_same_kind_of_ledger(tmp_path):
     out = tmp_path / "shards"
-    from tokenmill.curate.presets import step_specs
+    from tokenmill.curate.workflows.presets import step_specs
     from tokenmill.steps.build import build_steps
 
     steps = build_steps(step_specs("gopher", None), source="test")

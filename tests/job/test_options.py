@@ -11,7 +11,7 @@ import pytest
 
 from tokenmill.cli import build_parser, main
 from tokenmill.config import TOP, check
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.job.options import JobOptions
 from tokenmill.pretrain import run_pretrain
 from tokenmill.sft.run import run_sft

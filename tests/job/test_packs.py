@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.curate.join import pack_units
+from tokenmill.curate.workflows.join import pack_units
 from tokenmill.report.ledger import (
     file_schema,
     open_part,

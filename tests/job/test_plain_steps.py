@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tokenmill.curate.funnel import parse_sets, recompute
+from tokenmill.curate.report.funnel import parse_sets, recompute
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
 from tokenmill.report.ledger import ledger_problems, read_ledger

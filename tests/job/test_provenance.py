@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.pretrain import run_pretrain
 from tokenmill.shards import open_shards
 

@@ -16,8 +16,8 @@ import pytest
 hashed = pytest.importorskip("data_selection.hashed_ngram_dsir",
                              reason="data-selection is not installed (pip install data-selection)")
 
-from tokenmill.curate.dsir_features import ngrams  # noqa: E402
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.select.features import ngrams  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 
 ODD = ["Café déjà vu: 120⁰C at 3.88$ — naïve Ⓐ x²+y₂ ½", "中文 文本 和 日本語のテキスト。 emoji 🙂🙂 ok",
        "tab\tsep\u00a0nbsp\u2009thin ZWJ\u200djoin İstanbul ǅ ß ﬁ", "", "one", "Hindi हिन्दी ज़ ि", "a_b __init__ -- ... !!"]

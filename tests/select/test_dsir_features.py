@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tokenmill.curate import dsir
-from tokenmill.curate.dsir_features import BucketCache, bucket_of, by_document, ngrams, tokenize, weights_of, words_of
+from tokenmill.curate.select import dsir
+from tokenmill.curate.select.features import BucketCache, bucket_of, by_document, ngrams, tokenize, weights_of, words_of
 
 TRICKY = ["Café déjà vu: 120⁰C at 3.88$ — naïve Ⓐ x²+y₂ ½", "ΟΔΟΣ ΑΣ Β σΣ", "İstanbul ǅ ß ﬁ K", "Ꭰ Ᏼ ꭰ",
           "\ufeffbom\u00a0nbsp\u2009thin x\u0085y a\x1cb\x1fc", "ZWJ\u200djoin ZWNJ\u200cx", "emoji 🙂🙂ok 𝐀𝐁",

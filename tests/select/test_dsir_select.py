@@ -17,10 +17,10 @@ import pytest
 from selectkit import WIKI, tree, write_pool
 
 from tokenmill.cli import main
-from tokenmill.curate.build import build_step
-from tokenmill.curate.dsir import Dsir
-from tokenmill.curate.run import run_curate
+from tokenmill.curate.select.dsir import Dsir
+from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import ConfigError
+from tokenmill.steps.build import build_step
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

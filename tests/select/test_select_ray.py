@@ -8,7 +8,7 @@ pytest.importorskip("ray", reason="ray is not installed (pip install 'tokenmill[
 
 from selectkit import tree, write_pool  # noqa: E402
 
-from tokenmill.curate.run import run_curate  # noqa: E402
+from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
 
 

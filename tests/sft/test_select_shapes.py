@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.cli import main
-from tokenmill.curate.sft_quality import SftQuality
+from tokenmill.curate.quality.sft import SftQuality
 
 NAMES = ["Natalia", "Weng", "Betty", "Julie", "James", "Mark", "Albert", "Ken", "Alexis", "Tina"]
 THINGS = ["clips", "apples", "stamps", "marbles", "pencils", "books", "shells", "tickets", "coins", "cards"]

@@ -13,7 +13,7 @@ import pytest
 import trackkit as tk
 
 from tokenmill.cli import main
-from tokenmill.curate.funnel import parse_sets, recompute
+from tokenmill.curate.report.funnel import parse_sets, recompute
 from tokenmill.errors import ConfigError
 from tokenmill.report.ledger import ledger_problems, read_ledger
 from tokenmill.sft.corpus import build_sft_steps

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 import trackkit as tk
 
-from tokenmill.curate.heuristics.length import Length
+from tokenmill.curate.filters.heuristics.length import Length
 from tokenmill.errors import ConfigError
 from tokenmill.pretrain import run_pretrain
 from tokenmill.shards import open_shards

@@ -18,7 +18,7 @@ of the task (a tokenizer rebuilds its encoders). The pool can be started before 
 from a thread, so that it starts while the driver works. The fork server imports the ``preload`` modules
 once, as it starts, and every worker it forks has them (:func:`preload_in_forkserver`); a preload module
 may build more there (the pretraining track's fast encoder: tokenmill/tokenize/prebuild.py; curation's
-language identifier: tokenmill/curate/warm.py). The task
+language identifier: tokenmill/engine/warm.py). The task
 travels once per worker through a file in the stage's state directory, not once per unit. One unit, or
 one worker, never starts a pool: it runs in this process.
 """

@@ -24,7 +24,7 @@ import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
-from tokenmill.curate.track import STAGE, funnel_section
+from tokenmill.curate.workflows.track import STAGE, funnel_section
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit

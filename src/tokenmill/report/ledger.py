@@ -16,11 +16,11 @@ Invariants (tested on every preset and on Ray): rows = input records, ``record``
 documents written, every row not kept has a reason. It is built once at the end of the run from the
 stages' own parts (``steps/<stage>/ledger/<unit>.parquet``, the engine's per-stage files, which
 ``tokenmill funnel --set`` replays) and from the units' rejects, so a resumed run writes the same bytes:
-by a curate run's last stage, in its workers (:mod:`tokenmill.curate.join`), by :func:`write_ledger` in
+by a curate run's last stage, in its workers (:mod:`tokenmill.curate.workflows.join`), by :func:`write_ledger` in
 the driver for ``pretrain --preset`` (one stage).
 Cost: one pass over the parts' columns, one unit at a time (memory bounded by a unit, not the corpus).
 
-**Packed stage parts.** Once a curate run's ledger stage has ended (:mod:`tokenmill.curate.join`), each
+**Packed stage parts.** Once a curate run's ledger stage has ended (:mod:`tokenmill.curate.workflows.join`), each
 stage's parts are no longer one file per unit: they are members of ``steps/<stage>/ledger-<pack>.zip``
 (stored, not compressed: each member is the unit's part byte for byte, named ``<unit>.parquet``; ``unzip``
 gives the loose files back), one archive per pack of consecutive units. The manifest keeps naming the parts

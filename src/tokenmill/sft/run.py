@@ -29,7 +29,7 @@ import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
-from tokenmill.curate.track import funnel_section
+from tokenmill.curate.workflows.track import funnel_section
 from tokenmill.engine.stage import Stage, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, ParityError, TemplateError
 from tokenmill.io import read_unit

@@ -41,8 +41,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.curate import ngrams
-from tokenmill.curate.quality import load_model, predict_hq
-from tokenmill.curate.sft_quality import SftQuality
+from tokenmill.curate.quality.classifier import load_model, predict_hq
+from tokenmill.curate.quality.sft import SftQuality
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError, UsageError

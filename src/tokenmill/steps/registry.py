@@ -29,28 +29,28 @@ GROUP = "tokenmill.steps"
 
 # name -> "module:Class" (a string: the module is imported when the step is used)
 STEP_CLASSES: dict[str, str] = {
-    "length": "tokenmill.curate.heuristics.length:Length",
-    "gopher_quality": "tokenmill.curate.heuristics.gopher:GopherQuality",
-    "gopher_repetition": "tokenmill.curate.heuristics.gopher:GopherRepetition",
-    "c4": "tokenmill.curate.heuristics.c4:C4",
-    "fineweb": "tokenmill.curate.heuristics.fineweb:FineWeb",
-    "refinedweb": "tokenmill.curate.heuristics.refinedweb:RefinedWeb",
-    "language": "tokenmill.curate.language:Language",
-    "url": "tokenmill.curate.url:UrlFilter",
-    "license": "tokenmill.curate.license:License",
-    "robots": "tokenmill.curate.robots:Robots",
-    "tdm_optout": "tokenmill.curate.tdm:TdmOptout",
-    "tdm": "tokenmill.curate.tdm:TdmOptout",  # the step's own name (its ledger columns are tdm.<stat>)
-    "machine_text": "tokenmill.curate.machine_text:MachineText",
-    "pii": "tokenmill.curate.pii:Pii",
+    "length": "tokenmill.curate.filters.heuristics.length:Length",
+    "gopher_quality": "tokenmill.curate.filters.heuristics.gopher:GopherQuality",
+    "gopher_repetition": "tokenmill.curate.filters.heuristics.gopher:GopherRepetition",
+    "c4": "tokenmill.curate.filters.heuristics.c4:C4",
+    "fineweb": "tokenmill.curate.filters.heuristics.fineweb:FineWeb",
+    "refinedweb": "tokenmill.curate.filters.heuristics.refinedweb:RefinedWeb",
+    "language": "tokenmill.curate.filters.language:Language",
+    "url": "tokenmill.curate.filters.url:UrlFilter",
+    "license": "tokenmill.curate.consent.license:License",
+    "robots": "tokenmill.curate.consent.robots:Robots",
+    "tdm_optout": "tokenmill.curate.consent.tdm:TdmOptout",
+    "tdm": "tokenmill.curate.consent.tdm:TdmOptout",  # the step's own name (its ledger columns are tdm.<stat>)
+    "machine_text": "tokenmill.curate.consent.machine_text:MachineText",
+    "pii": "tokenmill.curate.filters.pii:Pii",
     "exact_dedup": "tokenmill.curate.dedup.exact:ExactDedup",
     "line_dedup": "tokenmill.curate.dedup.lines:LineDedup",
     "minhash_dedup": "tokenmill.curate.dedup.minhash:MinHashDedup",
-    "quality": "tokenmill.curate.quality:Quality",
-    "decontaminate": "tokenmill.curate.decontam:Decontaminate",
-    "sft_quality": "tokenmill.curate.sft_quality:SftQuality",
-    "dsir": "tokenmill.curate.dsir:Dsir",  # importance resampling toward a reference set
-    "perplexity": "tokenmill.curate.perplexity:Perplexity",  # CCNet's filter over an n-gram model
+    "quality": "tokenmill.curate.quality.classifier:Quality",
+    "decontaminate": "tokenmill.curate.decontam.step:Decontaminate",
+    "sft_quality": "tokenmill.curate.quality.sft:SftQuality",
+    "dsir": "tokenmill.curate.select.dsir:Dsir",  # importance resampling toward a reference set
+    "perplexity": "tokenmill.curate.select.perplexity:Perplexity",  # CCNet's filter over an n-gram model
 }
 
 

@@ -1,6 +1,0 @@
-"""Imported only by the multiprocessing fork server, as its last preload module (see
-:mod:`tokenmill.curate.warm`): warms the steps the driver named in the environment."""
-
-from tokenmill.curate.warm import warm_from_environment
-
-WARMED = warm_from_environment()  # what the workers this server forks inherit loaded (read by the tests)

@@ -1,0 +1,1 @@
+"""Consent: robots.txt snapshots, TDM reservations, licences stated in pages, machine-written text."""

@@ -1,0 +1,1 @@
+"""Decontamination: n-gram overlap with evaluation sets, as a step and as `tokenmill decontaminate`."""

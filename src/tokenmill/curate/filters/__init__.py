@@ -1,0 +1,1 @@
+"""Per-document filters: language ID, URL rules, PII, and the Gopher/C4/FineWeb/RefinedWeb heuristics."""

@@ -1,0 +1,1 @@
+"""Quality: the fastText classifier step, its training job, the top-k selection, SFT quality scores."""

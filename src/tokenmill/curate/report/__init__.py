@@ -1,0 +1,1 @@
+"""What a curate run reports: the funnel, per-step details, the HTML report."""

@@ -1,0 +1,1 @@
+"""Selection toward a target: DSIR importance resampling and n-gram perplexity."""
