@@ -20,7 +20,10 @@ Actors, not Ray Data: a unit is already a bounded, self-describing slice (a byte
 range, a hash partition) whose task writes files and returns one small result, so there is nothing to
 stream between operators; actors give the once-per-worker setup and Ray's restarts and retries.
 
-The output directory must be visible to every node (a shared filesystem). Without ``address`` a local
+The output directory must be visible to every node (a shared filesystem); for an ``s3://`` output, the work
+directory the run writes before it publishes (``TOKENMILL_CACHE``) must be. The actors run with the
+driver's object storage settings (:data:`STORAGE_ENV`: credentials, endpoint, region), so an ``s3://``
+input is read by every node from where the driver reads it. Without ``address`` a local
 cluster is started (and shut down by :meth:`close`); with one, the driver joins that cluster.
 """
 
@@ -127,8 +130,10 @@ class RayExecutor(Held):
     def _pool(self, ray: Any, n: int) -> list[Any]:
         """``n`` actors, the missing ones started now (asynchronously: Ray queues their first calls)."""
         if len(self._actors) < n:
+            env = storage_env()
             actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=self.retries,
-                                                   max_task_retries=self.retries)
+                                                   max_task_retries=self.retries,
+                                                   runtime_env={"env_vars": env} if env else None)
             while len(self._actors) < n:
                 self._actors.append(actor.remote(self._preload))
         return self._actors[:n]
@@ -183,6 +188,18 @@ class RayExecutor(Held):
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started = True
         return ray
+
+
+# the object storage settings of the driver's environment that botocore (s3fs) reads: the actors get the
+# driver's, so every node reads and writes the bucket the driver names, at the endpoint it names
+STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
+               "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")
+
+
+def storage_env() -> dict[str, str]:
+    """The driver's :data:`STORAGE_ENV` settings that are set. A node's own settings (an instance role, its
+    ``~/.aws``) serve where the driver has none: a variable the driver lacks is not sent."""
+    return {name: os.environ[name] for name in STORAGE_ENV if os.environ.get(name)}
 
 
 VERBOSE_ENV = "TOKENMILL_RAY_VERBOSE"
