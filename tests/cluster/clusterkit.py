@@ -21,13 +21,17 @@ from pathlib import Path
 
 import psutil
 
+import tokenmill
+
 REPO = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
-# loopback only, so no token: a real cluster keeps Ray's token authentication (docs/scale.md)
-ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO / "src"),
+# the nodes import the tokenmill this test imports; loopback only, so no token (a real cluster keeps Ray's
+# token authentication: docs/scale.md)
+ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path(tokenmill.__file__).parents[1]),
        # a node that stops answering is declared dead in about 2 s, not Ray's default 30 s
        "RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
-       "RAY_health_check_failure_threshold": "3"}
+       "RAY_health_check_failure_threshold": "3",
+       "RAY_worker_niceness": "0"}  # on a shared machine, actors at the priority of the local engine's workers
 STARTED = re.compile(r"ray start --address='([^']+)'")
 
 

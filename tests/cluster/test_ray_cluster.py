@@ -1,7 +1,8 @@
 """The multi-node tier: a Ray cluster of two nodes, a head and a worker each started with ``ray start`` (their
 own temp dirs and resources, on this machine), runs ``tokenmill curate --preset dclm`` then ``tokenmill
 pretrain`` from and to an S3 server (moto's, started here; s3fs talks HTTP to it) and leaves in the bucket
-the bytes the local engine writes to a directory.
+the bytes the local engine writes to a directory. A worker node whose raylet is killed while one of its
+units runs is survived: its unit is retried on the nodes left, to the same bytes.
 
 Skips, saying why, where ``ray start`` cannot bring up the nodes."""
 
@@ -12,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -137,3 +139,27 @@ def test_two_nodes_curate_then_pretrain_from_and_to_s3_give_the_local_bytes(worl
     assert any(k.startswith("shard-") for k in shards) and outputs(shards, f"s3://{bucket}/curated/documents") == local["shards"]
     assert [n.name for n in cluster.nodes if n.ran_units()] == ["node_a", "node_b"]  # both nodes ran units
 
+
+def test_a_worker_node_killed_mid_run_is_survived_with_the_same_bytes(world):
+    """A third node joins, takes units, and its raylet is killed (SIGKILL) while one of its units runs: the
+    run goes on on the nodes left and the bucket holds the local bytes."""
+    env, fs, bucket, cluster, inputs, local = world
+    doomed = cluster.start("node_c")
+    ray = ["--engine", "ray", "--ray-address", cluster.address]
+    args = curate(f"s3://{bucket}/in/web.jsonl", f"s3://{bucket}/killed", inputs["model"], *ray)
+    run = subprocess.Popen([sys.executable, "-m", "tokenmill.cli", *args], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=REPO)
+    killed = False
+    try:
+        while run.poll() is None and not killed:
+            if doomed.running_units():
+                doomed.raylet().kill()
+                killed = True
+            time.sleep(0.02)
+        _, err = run.communicate(timeout=240)  # before: the lost actor, restarted by Ray, waited for a CPU forever
+    finally:
+        run.kill()
+    assert killed, "the run ended before a unit ran on the third node"
+    assert run.returncode == 0, err[-3000:]
+    assert len(cluster.alive()) == 2
+    assert outputs(bucket_files(fs, f"{bucket}/killed"), f"s3://{bucket}/in/web.jsonl") == local["curated"]
