@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +25,8 @@ import psutil
 import tokenmill
 
 REPO = Path(__file__).resolve().parents[2]
-RAY = str(Path(sys.executable).with_name("ray"))
+# the `ray` command of this Python's environment (beside its interpreter), else the one on PATH
+RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 # the nodes import the tokenmill this test imports; loopback only, so no token (a real cluster keeps Ray's
 # token authentication: docs/scale.md)
 ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(Path(tokenmill.__file__).parents[1]),
@@ -99,7 +101,10 @@ class Cluster:
         return self.wait(self.launch(name, head=head), timeout=timeout)
 
     def launch(self, name: str, *, head: bool = False) -> Node:
-        """Starts ``ray start`` for the node and returns at once (:meth:`wait` waits for it)."""
+        """Starts ``ray start`` for the node and returns at once (:meth:`wait` waits for it); RuntimeError
+        where there is no ``ray`` command."""
+        if RAY is None:
+            raise RuntimeError("no `ray` command beside this Python or on PATH")
         temp = self.root / f"{name}-tmp"
         log = self.root / f"{name}.log"
         where = ["--head", "--port", str(free_port()), "--include-dashboard", "false"] if head else ["--address", self.address]
