@@ -93,6 +93,11 @@ class ServerError(TokenmillError):
     pass
 
 
+class ClusterError(TokenmillError):
+    """The Ray cluster lost the workers a run needs (a unit's worker died too often, or no worker can start):
+    the committed units stay, and the same command run again resumes from them (engine/ray.py)."""
+
+
 class StageError(TokenmillError):
     """A unit's output lacks a field the next stage reads, or holds the wrong type (engine/outputs.py)."""
 

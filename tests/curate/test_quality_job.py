@@ -63,10 +63,3 @@ def test_a_file_in_both_sets_and_a_flag_it_does_not_take_are_refused(tmp_path, c
     assert "is in --positive and in --negative" in capsys.readouterr().err and not (tmp_path / "o").exists()
     assert main(["quality", "train", "--positive", p, "--negative", p, "--out", str(tmp_path / "o"), "--force"]) == 2
     assert "no input is routed away" in capsys.readouterr().err
-
-
-def test_an_object_storage_out_is_refused_before_anything_is_read(tmp_path, capsys):
-    p, n = _write(tmp_path / "pos.jsonl", _texts(GOOD, 5, 6)), _write(tmp_path / "neg.jsonl", _texts(SPAM, 5, 7))
-    assert main(["quality", "train", "--positive", p, "--negative", n, "--out", "s3://bucket/quality"]) == 1
-    err = capsys.readouterr().err
-    assert "`tokenmill quality train` writes to a directory" in err and "Traceback" not in err

@@ -36,12 +36,16 @@ def part_values(i: int) -> list[int]:
 class Emit:
     sleep: float = 0.0
     die_once: str = ""  # a flag file: the first attempt at unit 3 creates it and kills its own process
+    die_until: str = ""  # a flag file: every attempt at unit 3 kills its own process until the file exists
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         time.sleep(self.sleep)
         if self.die_once and unit.index == 3 and not os.path.exists(self.die_once):
             (staging / "half-written").write_text("x")
             Path(self.die_once).touch()
+            os._exit(1)
+        if self.die_until and unit.index == 3 and not os.path.exists(self.die_until):
+            (staging / "half-written").write_text("x")
             os._exit(1)
         path = staging / "_work" / "emit" / f"{unit.name}.json"
         path.parent.mkdir(parents=True)
@@ -85,9 +89,10 @@ class Apply:
         return UnitResult(stats=stats, outputs=[f"final-{unit.index}.txt"])
 
 
-def stages(sleep: float, die_once: str = "") -> list[Stage]:
+def stages(sleep: float, die_once: str = "", die_until: str = "") -> list[Stage]:
     def plan_emit(ctx):
-        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Emit(sleep, die_once), {"parts": PARTS})
+        return StagePlan([Unit(i, f"part-{i:04d}") for i in range(PARTS)], Emit(sleep, die_once, die_until),
+                         {"parts": PARTS})
 
     def plan_group(ctx):
         sources = tuple(r.outputs[0] for r in ctx.results["emit"])

@@ -14,6 +14,7 @@ import killkit  # noqa: E402
 
 from tokenmill.engine import LocalExecutor, run_workflow  # noqa: E402
 from tokenmill.engine.ray import RayExecutor  # noqa: E402
+from tokenmill.errors import ClusterError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TRACK = HERE.parent / "track"
@@ -40,6 +41,22 @@ def test_three_stage_workflow_same_bytes_and_a_killed_worker_is_retried(cluster,
     assert tree(tmp_path / "ray") == tree(tmp_path / "local")
     assert [len(res[s]) for s in ("emit", "group", "apply")] == [killkit.PARTS, killkit.PARTITIONS, killkit.PARTS]
     assert not (tmp_path / "ray" / "_state" / "emit_v1" / "tmp").exists()  # staging gone once the stage ended
+
+
+def test_a_unit_lost_more_than_retries_times_fails_clearly_and_the_same_run_resumes(cluster, tmp_path):
+    """Unit 3's worker dies on every attempt: with retries=1 the run ends with ClusterError after 2 deaths,
+    the other units' commits stay, and the same run once the cause is gone ends with the local bytes."""
+    run_workflow(killkit.stages(0.0), out=tmp_path / "local", fingerprint="f", executor=LocalExecutor(workers=1))
+    healed = tmp_path / "healed"
+    with pytest.raises(ClusterError, match=r"died 2 times.*committed units stay: run the same command again"):
+        run_workflow(killkit.stages(0.0, die_until=str(healed)), out=tmp_path / "ray", fingerprint="f",
+                     executor=RayExecutor(workers=2, retries=1))
+    done = {p.stem for p in (tmp_path / "ray" / "_state" / "emit_v1" / "done").glob("*.json")}
+    assert "part-0003" not in done and len(done) >= 1
+    healed.touch()
+    run_workflow(killkit.stages(0.0, die_until=str(healed)), out=tmp_path / "ray", fingerprint="f",
+                 executor=RayExecutor(workers=2))
+    assert tree(tmp_path / "ray") == tree(tmp_path / "local")
 
 
 @pytest.mark.parametrize("track", ["pretrain", "sft"])

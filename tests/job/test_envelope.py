@@ -82,14 +82,3 @@ def test_an_sft_data_card_says_what_was_trained(tmp_path):
     assert 0 < card["supervised_share"] < 1 and card["stop_token_trained_share"] == 1.0
     text = (out / "datacard.md").read_text()
     assert "## SFT examples" in text and "30 examples kept of 31 input records" in text
-
-
-@pytest.mark.parametrize("command", ["curate", "decontaminate", "sft select"])
-def test_a_job_whose_stages_read_each_other_refuses_an_s3_out_before_anything(command, tmp_path, capsys):
-    """Their later stages read the earlier stages' files, which an object-storage output does not keep locally:
-    refused by the driver, naming the command, before the store is asked anything or a file is written."""
-    args = [*COMMANDS[command](tmp_path), "--out", "s3://no-such-bucket/run", "--workers", "1", "--no-progress"]
-    assert main(args) == 1
-    err = capsys.readouterr().err
-    assert f"`tokenmill {command}` writes to a directory" in err and "s3://no-such-bucket/run" in err
-    assert not any(p.name.startswith("s3") for p in tmp_path.rglob("*"))

@@ -224,5 +224,5 @@ def test_cli_storage_options_reach_the_server_and_a_missing_bucket_is_named(endp
     assert "the bucket 'no-such-bucket' does not exist" in capsys.readouterr().err
     assert main([*args, "--out", str(tmp_path / "local")]) == 2  # storage options without a URL: a usage error
     assert "apply to an object-storage --out" in capsys.readouterr().err
-    assert main(["curate", str(src), "--out", "s3://b/c", "--preset", "none"]) == 1
-    assert "writes to a directory" in capsys.readouterr().err
+    assert main(["curate", str(src), "--out", "s3://no-such-bucket/c", "--preset", "none"]) == 1
+    assert "the bucket 'no-such-bucket' does not exist" in capsys.readouterr().err  # every job: named, not refused

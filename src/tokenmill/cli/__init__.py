@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from tokenmill import __version__
@@ -117,7 +116,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     _add_job_options(p, CurateOptions, other="SFT track",
-                     out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html)")
+                     out_help="output directory (documents/, ledger/, manifest.json, rejects.jsonl, report.html), "
+                     "or s3://bucket/prefix")
 
     p = sub.add_parser("funnel", help="recompute a run's funnel from its ledger, optionally with other thresholds")
     p.add_argument("directory", metavar="DIR")
@@ -300,6 +300,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_curate(args: argparse.Namespace) -> int:
     from tokenmill.curate.report.funnel import render_funnel
     from tokenmill.curate.workflows.curate import run_curate
+    from tokenmill.engine.store import shown
 
     cfg = _settings(args)
     manifest = run_curate(
@@ -309,7 +310,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return _print_plan(manifest)
-    out = Path(cfg["out"])
+    out = shown(cfg["out"])
     c = manifest["counts"]
     print(f"curate: {c['kept']:,} kept of {c['input']:,} records in {len(manifest['documents'])} file(s) -> {out / 'documents'}")
     print(render_funnel(manifest["funnel"]))

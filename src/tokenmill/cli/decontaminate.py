@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
 
@@ -29,7 +30,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--eval", dest="evals", action="extend", nargs="+", default=[], metavar="FILE",
                    help="eval files or directories (JSONL, JSON, CSV, Parquet): a file is one benchmark, a directory "
                         "one benchmark of all its files; repeatable")
-    p.add_argument("--out", help="output directory (documents/, ledger/, decontamination.json, report.html)")
+    p.add_argument("--out", help="output directory (documents/, ledger/, decontamination.json, report.html), "
+                   "or s3://bucket/prefix")
     p.add_argument("--fields", nargs="+", metavar="FIELD",
                    help="the eval columns holding the text (default: detected per file: GSM8K, MATH, MMLU, HumanEval, MBPP)")
     p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
@@ -156,7 +158,7 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
 
         print(render_plan(manifest))
         return 0
-    out = Path(args.out)
+    out = shown(args.out)
     print(render(reports[-1]))
     print(manifest["identity"])
     if manifest.get("rejects_file"):

@@ -15,7 +15,8 @@ def add_parser(sub: Any) -> None:
                                       "tokenmill's binary form)")
     t.add_argument("--text", nargs="+", required=True, metavar="REF",
                    help="reference documents (files, directories or globs, read as `tokenmill pretrain` reads them)")
-    t.add_argument("--out", required=True, help="output directory: model.arpa, model.tmlm, manifest.json")
+    t.add_argument("--out", required=True, help="output directory (or s3://bucket/prefix): model.arpa, model.tmlm, "
+                   "manifest.json")
     t.add_argument("--order", type=int, default=5, help="n-gram order (default 5)")
     t.add_argument("--language", help="the reference's language code (recorded; the perplexity step checks it)")
     t.add_argument("--prune", type=int, nargs="+", metavar="N",

@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
 
@@ -24,7 +25,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", nargs="+", default=[], metavar="REF", help="the reference documents (files, directories)")
     p.add_argument("--from", dest="inputs", nargs="+", default=[], metavar="RAW",
                    help="the raw documents to draw from (files, directories, globs)")
-    p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, report.html)")
+    p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, report.html), or "
+                   "s3://bucket/prefix")
     p.add_argument("--n", type=int, help="documents to draw")
     p.add_argument("--fraction", type=float, help="share of the pool (documents of at least --min-words words) to draw")
     p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
@@ -87,7 +89,7 @@ def cmd_select(args: argparse.Namespace) -> int:
 
         print(render_plan(manifest))
         return 0
-    out = Path(args.out)
+    out = shown(args.out)
     print(summary(manifest, out))
     print(manifest["identity"])
     print(f"documents: {out / 'documents'}\nledger: {out / 'ledger'}\nmanifest: {out / 'manifest.json'}")

@@ -12,7 +12,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("sft-select", help="(also `tokenmill sft select`) keep the best N SFT examples, at most K "
                                           "per cluster of near-identical prompts")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="SFT files, directories or globs")
-    p.add_argument("--out", required=True, help="output directory: selected.jsonl, selection.parquet, manifest.json")
+    p.add_argument("--out", required=True, help="output directory (or s3://bucket/prefix): selected.jsonl, "
+                   "selection.parquet, manifest.json")
     p.add_argument("--n", type=int, required=True, help="examples to keep")
     p.add_argument("--per-cluster", type=int, default=1, help="most examples kept per prompt cluster (default 1)")
     p.add_argument("--score", default="length", choices=["length", "quality"],

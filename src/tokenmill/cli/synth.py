@@ -6,13 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError, UsageError
 from tokenmill.job.options import parse_size
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory, or s3://bucket/prefix")
     p.add_argument("--server", required=True, help="base URL of an OpenAI-compatible server, e.g. http://localhost:8000")
     p.add_argument("--model", required=True, help="model name as the server lists it (GET /v1/models)")
     p.add_argument("--prompt-file", help="a prompt template file replacing the built-in one")
@@ -82,5 +83,5 @@ def cmd_synth(args: argparse.Namespace) -> int:
         manifest = distill(args.inputs, out=args.out, client=client, samples=args.samples,
                            prompt_file=args.prompt_file, unit_bytes=unit_bytes, overwrite=args.overwrite,
                            progress=progress)
-    print_synth_summary(manifest, Path(args.out))
+    print_synth_summary(manifest, shown(args.out))
     return 0

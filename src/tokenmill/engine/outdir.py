@@ -166,6 +166,18 @@ def recording(out: Path) -> Iterator[None]:
             pass  # the record stays open: the next run claims what this one wrote, as after a kill
 
 
+def written_now(out: Path) -> set[str]:
+    """The files outside ``_state/`` that runs recorded as written in ``out``, this one's so far included (its
+    record is open: the files that appeared or changed since it opened it), and the units' outputs: what a
+    run into object storage publishes at its end."""
+    record = read_record(out) or {"files": []}
+    opened = record.get("open") or {}
+    before = opened.get("before") if isinstance(opened.get("before"), dict) else {}
+    now, _ = snapshot(out, skip=())
+    ours = set(record["files"])
+    return {rel for rel, stat in now.items() if rel in ours or before.get(rel) != list(stat)} | (unit_outputs(out) & set(now))
+
+
 def _settled(out: Path) -> dict:
     """The record, with what a killed run (its record still open) wrote claimed: the files of tokenmill's
     reserved names that appeared or changed since it opened the record; an empty one where there is none."""

@@ -47,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenmill.engine.outdir import OWN_DIRS, OWN_FILES, OWN_PATTERN
+from tokenmill.engine.outdir import JOB_FILE, OWN_DIRS, OWN_FILES, OWN_PATTERN, RUN_FILE
 from tokenmill.errors import ConfigError, MissingExtraError, StorageError
 
 STATE = "_state"
 LOCK_KEY = f"{STATE}/lock.json"
 MANIFEST = "manifest.json"
+PUBLISHED = f"{STATE}/published.json"  # the files a run published at its end: what --overwrite deletes
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _FILESYSTEMS: dict[tuple[str, str], Any] = {}  # one filesystem object per (url, options) in each process
 
@@ -62,6 +63,19 @@ def is_remote(out: Any) -> bool:
     if isinstance(out, RemoteOutput):
         return True
     return isinstance(out, str) and bool(_URL.match(out)) and not out.startswith(("file://", "local://"))
+
+
+class Url(str):
+    """An object-storage URL that joins names as a path does (``Path("s3://b/p")`` folds the ``//``), for the
+    lines a command prints about where its outputs are."""
+
+    def __truediv__(self, name: str) -> Url:
+        return Url(f"{self.rstrip('/')}/{name}")
+
+
+def shown(out: Any) -> Path | Url:
+    """``--out`` as a command names it in its summary: the directory, or the URL of an object-storage output."""
+    return Url(getattr(out, "url", out)) if is_remote(out) else Path(out)
 
 
 @dataclass(frozen=True)
@@ -233,15 +247,66 @@ def publish_outputs(store: Store, work: Path, committed: set[str]) -> None:
         (work / rel).unlink()
 
 
+def publish_run(store: Store, work: Path, files: Iterable[str]) -> None:
+    """Upload a run made whole in the work directory (a job whose later stages read the earlier ones' files).
+
+    First its workflow and stage fingerprints (what guards a later run into the prefix, and what tells
+    ``--overwrite`` the prefix is tokenmill's) and the list of ``files`` (``_state/published.json``: what
+    ``--overwrite`` deletes, and nothing else); then ``files`` (what the run wrote, outside ``_state/``);
+    ``manifest.json`` last, so a prefix without it is a run not yet published. Every key is written whole
+    under its final name: a publish killed midway and done again leaves the same objects. The work
+    directory keeps its copies (its stages' files are what a resume reads)."""
+    files = sorted(files)
+    marks = [(work / STATE / JOB_FILE), *sorted((work / STATE).glob(f"*/{RUN_FILE}"))]
+    store.put_many(work, [str(p.relative_to(work)) for p in marks if p.is_file()])  # first: --overwrite knows it
+    store.write(PUBLISHED, json.dumps({"files": sorted(set(files) | set(published_files(store) or ()))}).encode())
+    store.put_many(work, [r for r in files if r != MANIFEST])
+    if MANIFEST in files:
+        store.put(work / MANIFEST, MANIFEST)
+
+
+def published_files(store: Store) -> list[str] | None:
+    """The files the runs published at their end recorded in the prefix (``_state/published.json``), or None."""
+    try:
+        record = json.loads(store.read(PUBLISHED) or b"null")
+    except ValueError:
+        return None
+    files = record.get("files") if isinstance(record, dict) else None
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+
+
+def published_workflow(store: Store) -> str | None:
+    """The workflow whose run a prefix holds (its ``_state/job.json``), or None."""
+    try:
+        value = json.loads(store.read(f"{STATE}/{JOB_FILE}") or b"null")
+    except ValueError:
+        return None
+    return value.get("workflow") if isinstance(value, dict) and isinstance(value.get("workflow"), str) else None
+
+
+def pull_fingerprints(store: Store, work: Path) -> None:
+    """Download the prefix's stage fingerprints the work directory lacks (never their markers or indexes): a
+    run into a prefix that holds another run's outputs, started with a new work directory, is refused when
+    its settings differ, and redoes its stages (the same bytes) when they agree."""
+    missing = [rel for rel in store.files(STATE + "/") if re.fullmatch(rf"{STATE}/[^/]+/{RUN_FILE}", rel)
+               and not (work / rel).exists()]
+    store.get_many(missing, work)
+
+
 def clear_store(store: Store) -> None:
-    """``--overwrite`` on a bucket: delete what a tokenmill run wrote there, refusing a foreign prefix."""
+    """``--overwrite`` on a bucket: delete what a tokenmill run wrote there (the files its record names, for a
+    run published at its end; else tokenmill's own names), refusing a foreign prefix."""
     objects = [r for r in store.files() if r != LOCK_KEY]
-    if objects and not any(re.fullmatch(rf"{STATE}/[^/]+/run\.json", r) for r in objects):
+    if objects and not any(re.fullmatch(rf"{STATE}/([^/]+/run|job)\.json", r) for r in objects):
         raise ConfigError(f"--overwrite refuses to clear {store.url}: it holds objects ({', '.join(objects[:5])}) and "
-                          f"is not a tokenmill output (no {STATE}/<stage>/run.json); choose an empty or new prefix")
+                          f"is not a tokenmill output (no {STATE}/job.json); choose an empty or new prefix")
     top = lambda r: r.split("/", 1)[0]  # noqa: E731
-    ours = [r for r in objects if top(r) == STATE or ("/" not in r and (r in OWN_FILES or OWN_PATTERN.match(r)))
-            or ("/" in r and top(r) in OWN_DIRS)]
+    recorded = published_files(store)
+    if recorded is not None:  # a run published at its end: exactly what it recorded, a user's objects stay
+        ours = [r for r in objects if top(r) == STATE or r in set(recorded)]
+    else:
+        ours = [r for r in objects if top(r) == STATE or ("/" not in r and (r in OWN_FILES or OWN_PATTERN.match(r)))
+                or ("/" in r and top(r) in OWN_DIRS)]
     store.delete(ours)
 
 

@@ -72,7 +72,15 @@ def open_raw(path: str) -> Iterator[IO[bytes]]:
     import fsspec
 
     with fsspec.open(path, "rb") as fh:
-        yield fh
+        yield _buffered(fh)
+
+
+def _buffered(fh: IO[bytes]) -> IO[bytes]:
+    """``fh`` with the whole ``io`` reading interface: fsspec's own buffered files (s3fs, http) take no size in
+    ``readline()``, which the JSONL reader bounds each line with; a standard buffered reader over them does."""
+    if isinstance(fh, io.BufferedIOBase) or not hasattr(fh, "readinto"):
+        return fh
+    return io.BufferedReader(fh, buffer_size=1 << 20)  # type: ignore[arg-type]
 
 
 def decompressed(raw: IO[bytes], compression: str) -> IO[bytes]:

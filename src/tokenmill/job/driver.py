@@ -30,9 +30,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
-from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path
+from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path, written_by, written_now
 from tokenmill.engine.progress import Progress
-from tokenmill.engine.store import clear_store, hold_store, is_remote, open_store, work_dir_for
+from tokenmill.engine.store import (
+    clear_store,
+    hold_store,
+    is_remote,
+    open_store,
+    publish_run,
+    published_workflow,
+    pull_fingerprints,
+    work_dir_for,
+)
 from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
 
@@ -104,10 +113,19 @@ def hold_file(path: str | Path, *, overwrite: bool, ours: Callable[[Path], bool]
 
 
 @contextlib.contextmanager
-def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None) -> Iterator[Path]:
-    """Guard and lock ``out`` for one run of ``workflow`` (module docstring); yields the local directory."""
+def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None, at_end: bool = False) -> Iterator[Path]:
+    """Guard and lock ``out`` for one run of ``workflow`` (module docstring); yields the local directory.
+
+    ``at_end``: the run is published to ``store`` when it ends (``publish_run``), so its work directory is
+    kept from run to run like a local ``--out`` (a resume reads the earlier stages' files there); the
+    prefix's workflow and stage fingerprints guard it as a local directory's record does."""
     if store is None:
         with hold_output(out, overwrite=overwrite, workflow=workflow):
+            yield out
+        return
+    if at_end:
+        with hold_output(out, overwrite=overwrite, workflow=workflow), hold_store(store):
+            _take_prefix(store, out, workflow=workflow, overwrite=overwrite)
             yield out
         return
 
@@ -116,6 +134,45 @@ def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None) ->
             clear_store(store)
         download(store, out)
         yield out
+
+
+def check_own_folder(out: Any, *, workflow: str) -> tuple[Path, Any, bool]:
+    """For a command that writes a folder of its own in one go (``plan``): ``out`` resolved (a directory, or an
+    ``s3://`` prefix and its work directory), the refusals of :func:`hold_job` made without writing anything,
+    and whether it holds this command's earlier output (a rerun replaces exactly what that one recorded)."""
+    local, store = resolve_out(out, [])
+    again = written_by(local) == workflow if local.is_dir() else False
+    if store is not None:
+        again = again or published_workflow(store) == workflow
+        other = published_workflow(store)
+        if other is not None and other != workflow:
+            raise ConfigError(f"--out {store.url} holds the output of `tokenmill {other}`; `tokenmill {workflow}` "
+                              "writes to a prefix of its own: choose another --out")
+    check_target(local, overwrite=again, workflow=workflow)
+    return local, store, again
+
+
+@contextlib.contextmanager
+def hold_own_folder(out: Any, *, workflow: str) -> Iterator[Path]:
+    """Guard and lock ``out`` (:func:`check_own_folder`) while the block writes its files in the local
+    directory; with a URL, what it wrote is published to the prefix when the block ends (``publish_run``)."""
+    local, store, again = check_own_folder(out, workflow=workflow)
+    with hold_job(local, workflow=workflow, overwrite=again, store=store, at_end=True):
+        yield local
+        if store is not None:
+            publish_run(store, local, written_now(local))
+
+
+def _take_prefix(store: Any, work: Path, *, workflow: str, overwrite: bool) -> None:
+    """A prefix holding another workflow's run is refused unless ``overwrite``, which clears it; otherwise
+    its stage fingerprints come into the work directory, so that a run of other settings is refused."""
+    other = published_workflow(store)
+    if other is not None and other != workflow and not overwrite:
+        raise ConfigError(f"--out {store.url} holds the output of `tokenmill {other}`; `tokenmill {workflow}` writes "
+                          "to a prefix of its own: choose another --out (or pass --overwrite to replace it)")
+    if overwrite:
+        clear_store(store)
+    pull_fingerprints(store, work)
 
 
 def job_fingerprint(workflow: str, files: Sequence[Any], config: dict, *, tokenizer: Any = None) -> str:

@@ -17,7 +17,9 @@ config entries that need the planned inputs (``configure``), its stages, its cou
 7. finalize: the units' rejects merged, one manifest envelope (``tokenmill``, ``track``, ``inputs``,
    ``config``, ``counts``, ``identity``, ``run``, ``rejects_file``, ``skipped_inputs``) with the job's
    section, the data card, then what the job derives from them (``after``: the HTML report); with an
-   ``s3://`` output all of it is published.
+   ``s3://`` output all of it is published: unit by unit as the units commit (``Job.publish == "units"``,
+   pretrain and sft) or, for a job whose later stages read the earlier ones' files, whole at the end from
+   the work directory (``"end"``: what the run wrote, its fingerprints, the manifest last).
 
 A command adds a job, never a step of this sequence: the shape of datatrove's ``_run_for_rank``, over
 tokenmill's commit protocol (staging, rename, marker, fingerprint).
@@ -36,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from tokenmill import __version__
 from tokenmill.base.accounting import Stats
 from tokenmill.engine import Stage, StageContext, Unit, UnitResult, run_workflow
-from tokenmill.engine.store import is_remote
-from tokenmill.errors import ConfigError
+from tokenmill.engine.outdir import written_now
+from tokenmill.engine.store import publish_run
 from tokenmill.io import sample_records
 from tokenmill.io.snapshot import CheckedTask, guard_inputs
 from tokenmill.io.units import auto_unit_bytes
@@ -84,7 +86,7 @@ class Job:
     results, manifest)`` the job's manifest section (``manifest`` holds the envelope); ``counts(run,
     results)`` the run's accounting. ``warm(executor, paths, options, tokenizer)`` starts the executor's
     workers before the inputs are routed and may return a callback for the listed files. ``pull(run)``:
-    the prefixes of an object-storage output that ``report`` and ``after`` read.
+    the prefixes of an object-storage output that ``report`` and ``after`` read (``publish == "units"``).
     """
 
     name: str  # the workflow: recorded in _state/job.json, the manifest's `track`
@@ -98,7 +100,9 @@ class Job:
     pull: Callable[[Run], tuple[str, ...]] = _no_pull
     after: Callable[[Run, dict, Results], Any] | None = None
     describe: Callable[[Run], dict] | None = None  # what a dry run shows beyond the inputs and the config
-    object_storage: bool = False  # whether its stages can publish to an s3:// --out (each reads only its own units)
+    # with an s3:// --out: "units" publishes each committed unit (its stages read only their own units),
+    # "end" publishes the run whole when it ends (its later stages read the earlier ones' files)
+    publish: str = "end"
     progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
 
 
@@ -154,10 +158,6 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
     """Run ``job`` over ``inputs`` into ``out``; return its manifest (a dry run: its plan). Module docstring."""
     started = time.monotonic()
     options = options or JobOptions()
-    if is_remote(out) and not job.object_storage:  # before anything is asked of the store or written
-        raise ConfigError(f"--out {getattr(out, 'url', out)}: `tokenmill {job.name}` writes to a directory (local or on "
-                          "a shared filesystem): its later stages read the files of the earlier ones; object-storage "
-                          "outputs are for `tokenmill pretrain` and `tokenmill sft` (or copy the directory afterwards)")
     executor = None if options.dry_run and executor is None else pick_executor(executor, options.workers)
     with holding(executor):
         on_files = job.warm(executor, inputs, options, tokenizer) if job.warm and executor is not None else None
@@ -173,7 +173,8 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
             return dry_run_plan(this)
         fingerprint = job_fingerprint(job.name, planned.files, {**this.config, "options": options.fingerprinted()},
                                       tokenizer=tok)
-        with hold_job(this.out, workflow=job.name, overwrite=options.overwrite, store=store):  # locked to the end
+        with hold_job(this.out, workflow=job.name, overwrite=options.overwrite, store=store,
+                      at_end=job.publish == "end"):  # locked to the end
             _execute(this, fingerprint, executor)
     return this.manifest
 
@@ -187,9 +188,12 @@ def _execute(this: Run, fingerprint: str, executor: Executor) -> None:
     seconds: dict[str, float] = {}
     bars = False if this.options.no_progress else None  # None: a bar when stderr is a terminal
     progress = this.job.progress(this) if this.job.progress else stage_progress(bars, seconds)
+    per_unit = this.job.publish == "units"
     run_workflow(stages, out=this.out, fingerprint=fingerprint, executor=executor, progress=progress,
-                 finalize=lambda ctx: _finalize(this, ctx, seconds, executor), locked=True, store=this.store,
-                 pull=this.job.pull(this))
+                 finalize=lambda ctx: _finalize(this, ctx, seconds, executor), locked=True,
+                 store=this.store if per_unit else None, pull=this.job.pull(this))
+    if this.store is not None and not per_unit:
+        publish_run(this.store, this.out, written_now(this.out))
 
 
 def _finalize(this: Run, ctx: StageContext, seconds: dict[str, float], executor: Executor) -> None:

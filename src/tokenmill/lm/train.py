@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
+from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
@@ -213,6 +214,6 @@ def cmd_lm(args: Any) -> int:
     print(m["identity"])
     for warning in m.get("warnings") or []:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"model: {Path(args.out) / 'model.arpa'} (KenLM), {Path(args.out) / 'model.tmlm'}\n"
-          f"manifest: {Path(args.out) / 'manifest.json'}")
+    out = shown(args.out)
+    print(f"model: {out / 'model.arpa'} (KenLM), {out / 'model.tmlm'}\nmanifest: {out / 'manifest.json'}")
     return 0

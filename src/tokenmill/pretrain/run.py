@@ -213,7 +213,7 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
 
     return Job("pretrain", "pretrain", lambda run: track_stages(run, run.plan), report, configure=configure,
                tokenizer=True, warm=token_warm("pretrain"), pull=lambda run: ("steps/",) if ledgered else (),
-               object_storage=True)
+               publish="units")
 
 
 def _check_steps(steps: Sequence[Step]) -> None:

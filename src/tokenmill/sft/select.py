@@ -44,6 +44,7 @@ from tokenmill.curate import ngrams
 from tokenmill.curate.quality.classifier import load_model, predict_hq
 from tokenmill.curate.quality.sft import SftQuality
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
+from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError, UsageError
 from tokenmill.io import read_unit
 from tokenmill.job.options import JobOptions
@@ -427,7 +428,7 @@ def cmd_select(args: Any) -> int:
     print(m["identity"])
     if r.get("warning"):
         print(f"warning: {r['warning']}", file=sys.stderr)
-    print(f"selected: {Path(args.out) / 'selected.jsonl'}\nmanifest: {Path(args.out) / 'manifest.json'}")
+    print(f"selected: {shown(args.out) / 'selected.jsonl'}\nmanifest: {shown(args.out) / 'manifest.json'}")
     return 0
 
 
