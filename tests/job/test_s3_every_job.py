@@ -42,6 +42,20 @@ Store.put_many = put_many
 from tokenmill.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+# killed as the run's second stage starts: the first stage's files are in the work directory only
+KILLED_IN_STAGES = """
+import os, signal, sys
+from tokenmill.engine.workflow import StageState
+real, seen = StageState.prepare, []
+def prepare(self, fingerprint):
+    seen.append(self.key)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(self, fingerprint)
+StageState.prepare = prepare
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +172,13 @@ def test_a_missing_bucket_is_named_before_anything_is_written(s3, tmp_path, caps
     assert not any(p.name.startswith("s3") for p in tmp_path.rglob("*")) and not (tmp_path / "cache").exists()
 
 
+def test_a_dry_run_into_s3_writes_nothing(s3, tmp_path, capsys):
+    fs, bucket = s3
+    assert main([*JOBS["curate"](tmp_path), "--out", f"s3://{bucket}/run", *FLAGS, "--dry-run"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert fs.find(bucket) == [] and not (tmp_path / "cache").exists()
+
+
 def test_a_prefix_of_other_settings_or_of_another_job_is_refused(s3, tmp_path, capsys, monkeypatch):
     fs, bucket = s3
     url = f"s3://{bucket}/run"
@@ -177,7 +198,8 @@ def test_a_prefix_of_other_settings_or_of_another_job_is_refused(s3, tmp_path, c
     assert manifest["counts"]["input"] == 5
 
 
-def test_a_run_killed_during_its_upload_resumes_to_the_same_objects(s3, tmp_path):
+@pytest.mark.parametrize("at", ["stages", "upload"])
+def test_a_run_killed_resumes_to_the_same_objects(at, s3, tmp_path):
     fs, bucket = s3
     args = [*JOBS["curate"](tmp_path), *FLAGS]
     env = {**os.environ, "PYTHONPATH": SRC}
@@ -185,12 +207,14 @@ def test_a_run_killed_during_its_upload_resumes_to_the_same_objects(s3, tmp_path
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     url = f"s3://{bucket}/killed"
-    killed = subprocess.run([sys.executable, "-c", KILLED_IN_UPLOAD, *args, "--out", url], env=env,
+    script = {"stages": KILLED_IN_STAGES, "upload": KILLED_IN_UPLOAD}[at]
+    killed = subprocess.run([sys.executable, "-c", script, *args, "--out", url], env=env,
                             capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     half = objects(fs, f"{bucket}/killed")
-    assert "manifest.json" not in half and any(not k.startswith("_state/") for k in half)  # detectably unfinished
-    assert "_state/job.json" in half  # --overwrite knows the prefix is tokenmill's
+    assert "manifest.json" not in half  # detectably unfinished
+    if at == "upload":
+        assert "_state/job.json" in half and any(not k.startswith("_state/") for k in half)  # --overwrite knows it
 
     resumed = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args, "--out", url], env=env,
                              capture_output=True, text=True, timeout=300)
@@ -209,4 +233,42 @@ def test_an_input_on_s3_is_read_like_a_local_one(command, s3, tmp_path, capsys):
     remote, local = local_files(tmp_path / "remote"), local_files(tmp_path / "local")
     made = [k for k in local if k.startswith(("documents/", "shard-"))]
     assert made and {k: remote.get(k) for k in made} == {k: local[k] for k in made}
+
+
+RECIPE = """\
+seq_len: 16
+total_tokens: 2000
+batch: 2
+world_size: 1
+sources:
+  web: {path: shards}
+phases:
+  - {name: all, share: 1.0, weights: {web: 1.0}}
+"""
+
+
+def test_plan_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys):
+    fs, bucket = s3
+    assert main(["pretrain", _docs(tmp_path / "in" / "docs.jsonl", WORDS, 30, 10), "--tokenizer", "default",
+                 "--out", str(tmp_path / "shards"), *FLAGS]) == 0
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE)
+    url = f"s3://{bucket}/plan"
+    assert main(["plan", str(recipe), "--out", url, "--dry-run"]) == 0
+    assert f"would write {url}/plan.json" in capsys.readouterr().out and fs.find(bucket) == []  # nothing written
+    assert main(["plan", str(recipe), "--out", str(tmp_path / "local")]) == 0
+    assert main(["plan", str(recipe), "--out", url]) == 0, capsys.readouterr().err
+    assert f"wrote {url}/plan.json" in capsys.readouterr().out
+    remote = objects(fs, f"{bucket}/plan")
+    local = local_files(tmp_path / "local")
+    assert {k: remote[k] for k in ("plan.json", "plan.html")} == {k: local[k] for k in ("plan.json", "plan.html")}
+    fs.pipe_file(f"{bucket}/plan/plan-notes.md", b"mine")  # a user's object beside the plan
+    fs.pipe_file(f"{bucket}/plan/report.html", b"my report")  # under a name tokenmill writes elsewhere
+    assert main(["plan", str(recipe), "--out", url]) == 0, capsys.readouterr().err  # a rerun replaces its own
+    again = objects(fs, f"{bucket}/plan")
+    assert again["plan-notes.md"] == b"mine" and again["report.html"] == b"my report"
+    assert again["plan.json"] == local["plan.json"]
+    assert main(["curate", _docs(tmp_path / "in2" / "d.jsonl", WORDS, 5, 11), "--preset", "none", "--out", url,
+                 *FLAGS]) == 1
+    assert "holds the output of `tokenmill plan`" in capsys.readouterr().err
 

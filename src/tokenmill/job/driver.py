@@ -12,11 +12,13 @@ fingerprint, progress, and the executor.
 4. with an ``s3://`` output the local work directory is locked and emptied, the bucket's lock object
    taken, the bucket cleared on ``--overwrite``, and its ``_state/`` downloaded (``engine/store.py``).
 
-The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``quality
-train``, ``card``) take the same guard: :func:`local_out` (an ``s3://`` ``--out`` refused before anything
-is written, never a local folder named ``s3:``; ``export`` uploads instead, ``shards/export_remote.py``),
-:func:`hold_job` or ``hold_output`` for a folder, :func:`hold_file` for a file (the same refusals and one run
-at a time), and :func:`tokenmill.engine.outdir.hold_finished` for files added to a finished output.
+The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``card``)
+take the same guard: :func:`hold_own_folder` for a folder written in one go (``plan``: local or ``s3://``,
+published when written), :func:`local_out` where a command writes locally only (an ``s3://`` ``--out``
+refused before anything is written, never a local folder named ``s3:``; ``export`` uploads instead,
+``shards/export_remote.py``), :func:`hold_job` for ``demo``'s folder, :func:`hold_file` for a file (the same
+refusals and one run at a time), and :func:`tokenmill.engine.outdir.hold_finished` for files added to a
+finished output.
 """
 
 from __future__ import annotations
