@@ -272,3 +272,26 @@ def test_plan_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys
                  *FLAGS]) == 1
     assert "holds the output of `tokenmill plan`" in capsys.readouterr().err
 
+
+def test_card_rebuilds_the_card_of_a_run_on_s3(s3, tmp_path, capsys):
+    fs, bucket = s3
+    args = JOBS["curate"](tmp_path)
+    url = f"s3://{bucket}/run"
+    assert main([*args, "--out", str(tmp_path / "local"), *FLAGS]) == 0
+    assert main([*args, "--out", url, *FLAGS]) == 0
+    fs.rm(f"{bucket}/run/datacard.md")
+    capsys.readouterr()
+    assert main(["card", url, "--dry-run"]) == 0
+    assert "(nothing written)" in capsys.readouterr().out and not fs.exists(f"{bucket}/run/datacard.md")
+    assert main(["card", str(tmp_path / "local")]) == 0
+    assert main(["card", url]) == 0, capsys.readouterr().err
+    assert f"data card: {url}/datacard.md" in capsys.readouterr().out
+    remote = objects(fs, f"{bucket}/run")
+    local = local_files(tmp_path / "local")
+    assert remote["datacard.md"] == local["datacard.md"]
+    assert "datacard.md" in json.loads(remote["_state/published.json"])["files"]
+    assert main(["card", url]) == 0  # again: it replaces the card it wrote
+
+    fs.pipe_file(f"{bucket}/foreign/manifest.json", remote["manifest.json"])  # a prefix tokenmill did not write
+    assert main(["card", f"s3://{bucket}/foreign"]) == 1
+    assert "is not a tokenmill output" in capsys.readouterr().err and not fs.exists(f"{bucket}/foreign/datacard.md")
