@@ -295,3 +295,54 @@ def test_card_rebuilds_the_card_of_a_run_on_s3(s3, tmp_path, capsys):
     fs.pipe_file(f"{bucket}/foreign/manifest.json", remote["manifest.json"])  # a prefix tokenmill did not write
     assert main(["card", f"s3://{bucket}/foreign"]) == 1
     assert "is not a tokenmill output" in capsys.readouterr().err and not fs.exists(f"{bucket}/foreign/datacard.md")
+
+
+# killed in the middle of an export's upload: its record (sidecar, manifest) is up, the data not all
+KILLED_IN_EXPORT = """
+import os, signal, sys
+from tokenmill.engine.store import Store
+real, puts = Store.put, []
+def put(self, local, rel):
+    puts.append(rel)
+    if len(puts) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(self, local, rel)
+Store.put = put
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("to", ["bin", "hf"])
+def test_an_export_killed_during_its_upload_is_taken_again_with_the_same_bytes(to, s3, tmp_path):
+    if to == "hf":
+        pytest.importorskip("datasets")
+    fs, bucket = s3
+    env = {**os.environ, "PYTHONPATH": SRC}
+    shards = tmp_path / "shards"
+    assert main(["pretrain", _docs(tmp_path / "in" / "docs.jsonl", WORDS, 40, 12), "--tokenizer", "default",
+                 "--out", str(shards), *FLAGS]) == 0
+    url = {"bin": f"s3://{bucket}/{{}}/tokens.bin", "hf": f"s3://{bucket}/{{}}"}[to]
+    clean = ["export", str(shards), "--to", to, "--out", url.format("clean")]
+    assert main(clean) == 0
+    args = ["export", str(shards), "--to", to, "--out", url.format("killed")]
+    killed = subprocess.run([sys.executable, "-c", KILLED_IN_EXPORT, *args], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    again = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 1 and "--overwrite" in again.stderr and "Traceback" not in again.stderr
+    again = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args, "--overwrite"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert _export(objects(fs, f"{bucket}/killed")) == _export(objects(fs, f"{bucket}/clean"))
+
+
+def _export(files: dict[str, bytes]) -> dict[str, bytes]:
+    """An export's objects but the times they record; ``datasets`` draws a new ``_fingerprint`` for every save."""
+    kept = outputs(files)
+    if "state.json" in kept:
+        state = json.loads(kept["state.json"])
+        state.pop("_fingerprint", None)
+        kept["state.json"] = json.dumps(state, sort_keys=True).encode()
+    return kept
