@@ -346,3 +346,24 @@ def _export(files: dict[str, bytes]) -> dict[str, bytes]:
         state.pop("_fingerprint", None)
         kept["state.json"] = json.dumps(state, sort_keys=True).encode()
     return kept
+
+
+def test_demo_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys):
+    pytest.importorskip("torch")
+    fs, bucket = s3
+    url = f"s3://{bucket}/demo"
+    assert main(["demo", "--out", url, "--dry-run"]) == 0
+    assert f"{url}/pretrain" in capsys.readouterr().out and fs.find(bucket) == []  # nothing written
+    assert main(["demo", "--out", str(tmp_path / "local")]) == 0
+    assert main(["demo", "--out", url]) == 0, capsys.readouterr().err
+    assert f"published to {url}" in capsys.readouterr().out
+    remote, local = objects(fs, f"{bucket}/demo"), local_files(tmp_path / "local")
+    made = [k for k in local if "_state" not in k.split("/") and not k.endswith(("manifest.json", "datacard.md",
+                                                                                     "datacard.json"))]
+    assert any(k.startswith("pretrain/shard-") for k in made) and any(k.startswith("sft/shard-") for k in made)
+    assert {k: remote.get(k) for k in made} == {k: local[k] for k in made}
+    assert {"pretrain/manifest.json", "sft/manifest.json"} <= set(remote)
+    fs.pipe_file(f"{bucket}/demo/notes.md", b"mine")
+    assert main(["demo", "--out", url]) == 0, capsys.readouterr().err
+    again = objects(fs, f"{bucket}/demo")
+    assert again["notes.md"] == b"mine" and {k: again.get(k) for k in made} == {k: local[k] for k in made}
