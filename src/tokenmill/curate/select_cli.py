@@ -15,7 +15,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
 
@@ -78,6 +77,7 @@ def summary(manifest: dict, out: Path) -> str:
 def cmd_select(args: argparse.Namespace) -> int:
     from tokenmill.curate.build import build_step
     from tokenmill.curate.run import run_curate
+    from tokenmill.engine.store import shown
 
     spec = step_spec(args)
     build_step(spec, where="select")  # a bad option or an empty reference stops here, before any work
