@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenmill.engine.outdir import written_by
-from tokenmill.job.driver import check_job, hold_job, local_out
+from tokenmill.engine.store import is_remote, shown
+from tokenmill.job.driver import check_own_folder, hold_own_folder
 from tokenmill.loader import BlendedDataset, PackedCollator
 from tokenmill.pretrain import run_pretrain
 from tokenmill.route import inspect, render_table
@@ -101,18 +101,21 @@ def make_inputs(root: Path) -> None:
 
 
 def run_demo(out: str | Path, *, seq_len: int = 512, dry_run: bool = False) -> None:
-    """The demo into ``out`` (with ``dry_run``: its refusals, and what it would write; nothing written)."""
+    """The demo into ``out``, a directory or an ``s3://`` prefix (made in its work directory, then published:
+    :func:`~tokenmill.job.driver.hold_own_folder`); with ``dry_run``, its refusals and what it would write,
+    nothing written."""
 
-    out = local_out(out, "demo")
-    again = out.is_dir() and written_by(out) == "demo"  # a rerun replaces what the demo recorded, nothing else
+    _, _, again = check_own_folder(out, workflow="demo")  # a rerun replaces what the demo recorded, nothing else
     if dry_run:
-        check_job(out, workflow="demo", overwrite=again)
-        print(f"dry run: `tokenmill demo` would write its generated input to {out / 'input'}, the pretraining "
-              f"track to {out / 'pretrain'} and the SFT track to {out / 'sft'}"
+        where = shown(out)
+        print(f"dry run: `tokenmill demo` would write its generated input to {where / 'input'}, the pretraining "
+              f"track to {where / 'pretrain'} and the SFT track to {where / 'sft'}"
               + (", replacing what its earlier run wrote there" if again else "") + " (nothing written)")
         return
-    with hold_job(out, workflow="demo", overwrite=again):
-        _run(out, seq_len=seq_len, again=again)
+    with hold_own_folder(out, workflow="demo") as local:
+        _run(local, seq_len=seq_len, again=again)
+    if is_remote(out):
+        print(f"\n   published to {shown(out)}")
 
 
 def _run(out: Path, *, seq_len: int, again: bool) -> None:

@@ -42,6 +42,20 @@ Store.put_many = put_many
 from tokenmill.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+# killed as the run's second stage starts: the first stage's files are in the work directory only
+KILLED_IN_STAGES = """
+import os, signal, sys
+from tokenmill.engine.workflow import StageState
+real, seen = StageState.prepare, []
+def prepare(self, fingerprint):
+    seen.append(self.key)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(self, fingerprint)
+StageState.prepare = prepare
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +172,13 @@ def test_a_missing_bucket_is_named_before_anything_is_written(s3, tmp_path, caps
     assert not any(p.name.startswith("s3") for p in tmp_path.rglob("*")) and not (tmp_path / "cache").exists()
 
 
+def test_a_dry_run_into_s3_writes_nothing(s3, tmp_path, capsys):
+    fs, bucket = s3
+    assert main([*JOBS["curate"](tmp_path), "--out", f"s3://{bucket}/run", *FLAGS, "--dry-run"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert fs.find(bucket) == [] and not (tmp_path / "cache").exists()
+
+
 def test_a_prefix_of_other_settings_or_of_another_job_is_refused(s3, tmp_path, capsys, monkeypatch):
     fs, bucket = s3
     url = f"s3://{bucket}/run"
@@ -177,7 +198,8 @@ def test_a_prefix_of_other_settings_or_of_another_job_is_refused(s3, tmp_path, c
     assert manifest["counts"]["input"] == 5
 
 
-def test_a_run_killed_during_its_upload_resumes_to_the_same_objects(s3, tmp_path):
+@pytest.mark.parametrize("at", ["stages", "upload"])
+def test_a_run_killed_resumes_to_the_same_objects(at, s3, tmp_path):
     fs, bucket = s3
     args = [*JOBS["curate"](tmp_path), *FLAGS]
     env = {**os.environ, "PYTHONPATH": SRC}
@@ -185,12 +207,14 @@ def test_a_run_killed_during_its_upload_resumes_to_the_same_objects(s3, tmp_path
                            capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr
     url = f"s3://{bucket}/killed"
-    killed = subprocess.run([sys.executable, "-c", KILLED_IN_UPLOAD, *args, "--out", url], env=env,
+    script = {"stages": KILLED_IN_STAGES, "upload": KILLED_IN_UPLOAD}[at]
+    killed = subprocess.run([sys.executable, "-c", script, *args, "--out", url], env=env,
                             capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     half = objects(fs, f"{bucket}/killed")
-    assert "manifest.json" not in half and any(not k.startswith("_state/") for k in half)  # detectably unfinished
-    assert "_state/job.json" in half  # --overwrite knows the prefix is tokenmill's
+    assert "manifest.json" not in half  # detectably unfinished
+    if at == "upload":
+        assert "_state/job.json" in half and any(not k.startswith("_state/") for k in half)  # --overwrite knows it
 
     resumed = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args, "--out", url], env=env,
                              capture_output=True, text=True, timeout=300)
@@ -210,3 +234,136 @@ def test_an_input_on_s3_is_read_like_a_local_one(command, s3, tmp_path, capsys):
     made = [k for k in local if k.startswith(("documents/", "shard-"))]
     assert made and {k: remote.get(k) for k in made} == {k: local[k] for k in made}
 
+
+RECIPE = """\
+seq_len: 16
+total_tokens: 2000
+batch: 2
+world_size: 1
+sources:
+  web: {path: shards}
+phases:
+  - {name: all, share: 1.0, weights: {web: 1.0}}
+"""
+
+
+def test_plan_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys):
+    fs, bucket = s3
+    assert main(["pretrain", _docs(tmp_path / "in" / "docs.jsonl", WORDS, 30, 10), "--tokenizer", "default",
+                 "--out", str(tmp_path / "shards"), *FLAGS]) == 0
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE)
+    url = f"s3://{bucket}/plan"
+    assert main(["plan", str(recipe), "--out", url, "--dry-run"]) == 0
+    assert f"would write {url}/plan.json" in capsys.readouterr().out and fs.find(bucket) == []  # nothing written
+    assert main(["plan", str(recipe), "--out", str(tmp_path / "local")]) == 0
+    assert main(["plan", str(recipe), "--out", url]) == 0, capsys.readouterr().err
+    assert f"wrote {url}/plan.json" in capsys.readouterr().out
+    remote = objects(fs, f"{bucket}/plan")
+    local = local_files(tmp_path / "local")
+    assert {k: remote[k] for k in ("plan.json", "plan.html")} == {k: local[k] for k in ("plan.json", "plan.html")}
+    fs.pipe_file(f"{bucket}/plan/plan-notes.md", b"mine")  # a user's object beside the plan
+    fs.pipe_file(f"{bucket}/plan/report.html", b"my report")  # under a name tokenmill writes elsewhere
+    assert main(["plan", str(recipe), "--out", url]) == 0, capsys.readouterr().err  # a rerun replaces its own
+    again = objects(fs, f"{bucket}/plan")
+    assert again["plan-notes.md"] == b"mine" and again["report.html"] == b"my report"
+    assert again["plan.json"] == local["plan.json"]
+    assert main(["curate", _docs(tmp_path / "in2" / "d.jsonl", WORDS, 5, 11), "--preset", "none", "--out", url,
+                 *FLAGS]) == 1
+    assert "holds the output of `tokenmill plan`" in capsys.readouterr().err
+
+
+def test_card_rebuilds_the_card_of_a_run_on_s3(s3, tmp_path, capsys):
+    fs, bucket = s3
+    args = JOBS["curate"](tmp_path)
+    url = f"s3://{bucket}/run"
+    assert main([*args, "--out", str(tmp_path / "local"), *FLAGS]) == 0
+    assert main([*args, "--out", url, *FLAGS]) == 0
+    fs.rm(f"{bucket}/run/datacard.md")
+    capsys.readouterr()
+    assert main(["card", url, "--dry-run"]) == 0
+    assert "(nothing written)" in capsys.readouterr().out and not fs.exists(f"{bucket}/run/datacard.md")
+    assert main(["card", str(tmp_path / "local")]) == 0
+    assert main(["card", url]) == 0, capsys.readouterr().err
+    assert f"data card: {url}/datacard.md" in capsys.readouterr().out
+    remote = objects(fs, f"{bucket}/run")
+    local = local_files(tmp_path / "local")
+    assert remote["datacard.md"] == local["datacard.md"]
+    assert "datacard.md" in json.loads(remote["_state/published.json"])["files"]
+    assert main(["card", url]) == 0  # again: it replaces the card it wrote
+
+    fs.pipe_file(f"{bucket}/foreign/manifest.json", remote["manifest.json"])  # a prefix tokenmill did not write
+    assert main(["card", f"s3://{bucket}/foreign"]) == 1
+    assert "is not a tokenmill output" in capsys.readouterr().err and not fs.exists(f"{bucket}/foreign/datacard.md")
+
+
+# killed in the middle of an export's upload: its record (sidecar, manifest) is up, the data not all
+KILLED_IN_EXPORT = """
+import os, signal, sys
+from tokenmill.engine.store import Store
+real, puts = Store.put, []
+def put(self, local, rel):
+    puts.append(rel)
+    if len(puts) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(self, local, rel)
+Store.put = put
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("to", ["bin", "hf"])
+def test_an_export_killed_during_its_upload_is_taken_again_with_the_same_bytes(to, s3, tmp_path):
+    if to == "hf":
+        pytest.importorskip("datasets")
+    fs, bucket = s3
+    env = {**os.environ, "PYTHONPATH": SRC}
+    shards = tmp_path / "shards"
+    assert main(["pretrain", _docs(tmp_path / "in" / "docs.jsonl", WORDS, 40, 12), "--tokenizer", "default",
+                 "--out", str(shards), *FLAGS]) == 0
+    url = {"bin": f"s3://{bucket}/{{}}/tokens.bin", "hf": f"s3://{bucket}/{{}}"}[to]
+    clean = ["export", str(shards), "--to", to, "--out", url.format("clean")]
+    assert main(clean) == 0
+    args = ["export", str(shards), "--to", to, "--out", url.format("killed")]
+    killed = subprocess.run([sys.executable, "-c", KILLED_IN_EXPORT, *args], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    again = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args], env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 1 and "--overwrite" in again.stderr and "Traceback" not in again.stderr
+    again = subprocess.run([sys.executable, "-m", "tokenmill.cli", *args, "--overwrite"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert _export(objects(fs, f"{bucket}/killed")) == _export(objects(fs, f"{bucket}/clean"))
+
+
+def _export(files: dict[str, bytes]) -> dict[str, bytes]:
+    """An export's objects but the times they record; ``datasets`` draws a new ``_fingerprint`` for every save."""
+    kept = outputs(files)
+    if "state.json" in kept:
+        state = json.loads(kept["state.json"])
+        state.pop("_fingerprint", None)
+        kept["state.json"] = json.dumps(state, sort_keys=True).encode()
+    return kept
+
+
+def test_demo_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys):
+    pytest.importorskip("torch")
+    fs, bucket = s3
+    url = f"s3://{bucket}/demo"
+    assert main(["demo", "--out", url, "--dry-run"]) == 0
+    assert f"{url}/pretrain" in capsys.readouterr().out and fs.find(bucket) == []  # nothing written
+    assert main(["demo", "--out", str(tmp_path / "local")]) == 0
+    assert main(["demo", "--out", url]) == 0, capsys.readouterr().err
+    assert f"published to {url}" in capsys.readouterr().out
+    remote, local = objects(fs, f"{bucket}/demo"), local_files(tmp_path / "local")
+    made = [k for k in local if "_state" not in k.split("/") and not k.endswith(("manifest.json", "datacard.md",
+                                                                                     "datacard.json"))]
+    assert any(k.startswith("pretrain/shard-") for k in made) and any(k.startswith("sft/shard-") for k in made)
+    assert {k: remote.get(k) for k in made} == {k: local[k] for k in made}
+    assert {"pretrain/manifest.json", "sft/manifest.json"} <= set(remote)
+    fs.pipe_file(f"{bucket}/demo/notes.md", b"mine")
+    assert main(["demo", "--out", url]) == 0, capsys.readouterr().err
+    again = objects(fs, f"{bucket}/demo")
+    assert again["notes.md"] == b"mine" and {k: again.get(k) for k in made} == {k: local[k] for k in made}

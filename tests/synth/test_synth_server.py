@@ -167,3 +167,31 @@ def test_server_stopped_mid_run_is_a_clear_error_and_keeps_finished_units(model,
     assert proc.returncode != 0
     assert "stopped answering" in err and "Traceback" not in err
     assert any(done.iterdir())
+
+
+def test_rephrase_into_s3_gives_the_bytes_of_a_local_run(server, model, tmp_path):
+    """Its stages read each other's units: the run is made in the work directory and published when it ends
+    (moto in server mode; s3fs talks HTTP to it), the same documents as a local run, the manifest last."""
+    moto_server = pytest.importorskip("moto.moto_server.threaded_moto_server", reason="moto[server] is not installed")
+    s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 'tokenmill[s3]')")
+    from tokenmill.engine.store import RemoteOutput
+
+    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        host, port = moto.get_host_and_port()
+        options = {"endpoint_url": f"http://{host}:{port}", "key": "testing", "secret": "testing"}
+        fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+        fs.mkdir("synth")
+        docs = [str(_docs(tmp_path))]
+        rephrase(docs, out=tmp_path / "local", client=_client(server, model, tmp_path), style="qa", progress=False)
+        out = RemoteOutput("s3://synth/run", storage_options=options, work_dir=tmp_path / "work")
+        m = rephrase(docs, out=out, client=_client(server, model, tmp_path), style="qa", progress=False)
+        fs.invalidate_cache()
+        remote = {k[len("synth/run/"):]: fs.cat_file(k) for k in fs.find("synth/run")}
+    finally:
+        moto.stop()
+    local = {str(p.relative_to(tmp_path / "local")): p.read_bytes() for p in (tmp_path / "local" / "documents").rglob("*")
+             if p.is_file()}
+    assert local and {k: remote.get(k) for k in local} == local
+    assert json.loads(remote["manifest.json"])["counts"] == m["counts"]

@@ -162,7 +162,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--workdir", help="where to write the formats (default: a temporary directory)")
 
     p = sub.add_parser("demo", help="both tracks end to end on a generated mixed input with the embedded tokenizer")
-    p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo)")
+    p.add_argument("--out", default="tokenmill-demo", help="output directory (default ./tokenmill-demo), or s3://bucket/prefix")
     add_job_flags(p, "demo", "dry_run")
     if command in sub.choices:
         return parser

@@ -14,7 +14,8 @@ def add_parser(sub: Any) -> None:
     driver's)."""
     p = sub.add_parser("card", help="rebuild a run's data card (datacard.md, a Hugging Face dataset card, and "
                                     "datacard.json) from its manifest and ledger")
-    p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run")
+    p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run, or its "
+                   "s3://bucket/prefix")
 
 
 def cmd_card(args: argparse.Namespace) -> int:
@@ -22,9 +23,12 @@ def cmd_card(args: argparse.Namespace) -> int:
     writes it, never over a ``datacard.*`` of the user's; the card is recorded as written (``--overwrite``
     removes it)."""
     from tokenmill.engine.outdir import hold_finished
+    from tokenmill.engine.store import is_remote
     from tokenmill.errors import InputError
     from tokenmill.report.datacard import rebuild
 
+    if is_remote(args.directory):
+        return _card_remote(args.directory, dry_run=args.dry_run)
     if not Path(args.directory).is_dir():
         raise InputError(f"{args.directory}: no such directory, so no manifest.json; give the output directory of a "
                          "tokenmill curate or pretrain run")
@@ -52,5 +56,29 @@ def _dry_run(directory: Path) -> int:
           f"license {data['license']}, {data['documents']:,} of {data['input_records']:,} records kept, "
           f"{len(data['sources'])} source(s) (nothing written)")
     for warning in data["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _card_remote(url: str, *, dry_run: bool) -> int:
+    """``tokenmill card s3://bucket/prefix``: the card of a finished run on object storage, made from its local
+    copy (``store.local_copy``) and uploaded under the prefix's lock object; refused, as locally, for a prefix
+    tokenmill did not write and over a ``datacard.*`` there that no run published (a user's own)."""
+    from tokenmill.engine.store import hold_store, local_copy, open_store, publish_card
+    from tokenmill.report.datacard import card_data, read_manifest, rebuild
+
+    store = open_store(url, role="input")
+    local = local_copy(url)  # refused when the prefix holds no finished run (no manifest.json)
+    if dry_run:
+        data = card_data(local, read_manifest(local))
+        print(f"dry run: `tokenmill card` would write {store.where('datacard.md')} and {store.where('datacard.json')}: "
+              f"license {data['license']}, {data['documents']:,} of {data['input_records']:,} records kept "
+              "(nothing written)")
+        return 0
+    with hold_store(store):
+        names = ("datacard.md", "datacard.json")
+        publish_card(store, local, names, lambda: rebuild(local))
+    print(f"data card: {store.where('datacard.md')} and {store.where('datacard.json')}")
+    for warning in json.loads((local / "datacard.json").read_text(encoding="utf-8"))["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

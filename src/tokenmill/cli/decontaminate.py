@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
 
@@ -139,6 +138,7 @@ def render(report: dict) -> str:
 def cmd_decontaminate(args: argparse.Namespace) -> int:
     from tokenmill.base.files import atomic_write
     from tokenmill.curate.workflows.curate import run_curate
+    from tokenmill.engine.store import shown
     from tokenmill.steps.build import build_step
 
     _check_usage(args)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from tokenmill.job.options import add_job_flags
@@ -16,7 +15,7 @@ from tokenmill.job.options import add_job_flags
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="plan a training recipe: tokens per source and phase, epochs, warnings")
     p.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML; docs/recipes.md)")
-    p.add_argument("--out", help="directory for plan.json and plan.html")
+    p.add_argument("--out", help="directory (or s3://bucket/prefix) for plan.json and plan.html")
     p.add_argument("--check", metavar="LOG_DIR", help="compare a run's consumed-token log with the plan")
     p.add_argument("--tokenizer", help="the model's tokenizer: every source must have been written with it")
     p.add_argument("--json", action="store_true", help="print the plan (or the check) as JSON")
@@ -24,34 +23,27 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from tokenmill.engine.store import shown
     from tokenmill.errors import UsageError
-    from tokenmill.job.driver import local_out
+    from tokenmill.job.driver import check_own_folder
     from tokenmill.loader.plan import build_plan
     from tokenmill.loader.recipe import load_recipe
 
     if args.out is None and args.check is None:
         raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
-    out = None if args.out is None else local_out(args.out, "plan")  # refused before the plan is built
-    if out is not None:
-        check_plan_out(out)
+    if args.out is not None:
+        check_own_folder(args.out, workflow="plan")  # refused before the plan is built, writing nothing
     plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
-    if out is not None and not args.dry_run:
-        write_plan(plan, out)
+    if args.out is not None and not args.dry_run:
+        write_plan(plan, args.out)
     if args.check is not None:
         return _check(plan, args)
     print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
     if args.out is not None:
         done = "dry run: would write" if args.dry_run else "wrote"
-        print(f"{done} {Path(args.out) / 'plan.json'} and {Path(args.out) / 'plan.html'}"
+        print(f"{done} {shown(args.out) / 'plan.json'} and {shown(args.out) / 'plan.html'}"
               + (" (nothing written)" if args.dry_run else ""))
     return 0
-
-
-def check_plan_out(out: Path) -> None:
-    """The refusals of :func:`write_plan`, made before the plan is built and without writing (a dry run's too)."""
-    from tokenmill.engine.outdir import check_target, written_by
-
-    check_target(out, overwrite=out.is_dir() and written_by(out) == "plan", workflow="plan")
 
 
 def _check(plan: dict, args: argparse.Namespace) -> int:
@@ -62,18 +54,18 @@ def _check(plan: dict, args: argparse.Namespace) -> int:
     return 1 if result["problems"] else 0
 
 
-def write_plan(plan: dict, out: Path) -> None:
-    """Write ``plan.json`` and ``plan.html`` into ``out``, guarded like every ``--out``: a folder tokenmill did
-    not write, or another command's output, is refused; an earlier plan there is replaced (exactly the files
-    it recorded as written: a user's files stay, ``engine/outdir.py``)."""
+def write_plan(plan: dict, out: Any) -> None:
+    """Write ``plan.json`` and ``plan.html`` into ``out`` (a directory, or an ``s3://`` prefix: written in its
+    work directory, then published), guarded like every ``--out``: a folder tokenmill did not write, or
+    another command's output, is refused; an earlier plan there is replaced (exactly the files it recorded
+    as written: a user's files stay, ``engine/outdir.py``)."""
     from tokenmill.base.files import atomic_write
-    from tokenmill.engine.outdir import hold_output, written_by
+    from tokenmill.job.driver import hold_own_folder
     from tokenmill.loader.plan_html import render_plan_html
 
-    again = out.is_dir() and written_by(out) == "plan"
-    with hold_output(out, overwrite=again, workflow="plan"):
-        atomic_write(out / "plan.json", (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
-        atomic_write(out / "plan.html", render_plan_html(plan).encode("utf-8"))
+    with hold_own_folder(out, workflow="plan") as local:
+        atomic_write(local / "plan.json", (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
+        atomic_write(local / "plan.html", render_plan_html(plan).encode("utf-8"))
 
 
 def render_plan(plan: dict) -> str:

@@ -15,7 +15,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
 
@@ -77,6 +76,7 @@ def summary(manifest: dict, out: Path) -> str:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from tokenmill.curate.workflows.curate import run_curate
+    from tokenmill.engine.store import shown
     from tokenmill.steps.build import build_step
 
     spec = step_spec(args)

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError, UsageError
 from tokenmill.job.options import parse_size
 
@@ -59,6 +58,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    from tokenmill.engine.store import shown
     from tokenmill.synth.client import Client, Generation
     from tokenmill.synth.run import print_synth_summary
 

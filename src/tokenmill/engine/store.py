@@ -275,6 +275,26 @@ def published_files(store: Store) -> list[str] | None:
     return [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
 
 
+def publish_card(store: Store, local: Path, names: tuple[str, ...], write: Any) -> None:
+    """Add the files ``names`` to a finished run on ``store`` (``tokenmill card``): ``write()`` makes them in
+    ``local`` (the run's local copy), then they are uploaded and recorded as published. Refused, before
+    anything is written, for a prefix tokenmill did not write, and over an object of those names that no run
+    published (a user's own: a run published at its end names its files; one published unit by unit
+    writes its card under tokenmill's reserved names)."""
+    recorded = published_files(store)
+    if not any(re.fullmatch(rf"{STATE}/([^/]+/run|job)\.json", r) for r in store.files(STATE + "/")):
+        raise ConfigError(f"{store.url} is not a tokenmill output (no {STATE}/job.json); `tokenmill card` writes "
+                          "only into a run tokenmill wrote")
+    if recorded is not None:
+        theirs = [n for n in names if store.read(n) is not None and n not in recorded]
+        if theirs:
+            raise ConfigError(f"{store.where(theirs[0])} was not written by tokenmill; `tokenmill card` would replace "
+                              "it: move it away first")
+        store.write(PUBLISHED, json.dumps({"files": sorted(set(recorded) | set(names))}).encode())
+    write()
+    store.put_many(local, list(names))
+
+
 def published_workflow(store: Store) -> str | None:
     """The workflow whose run a prefix holds (its ``_state/job.json``), or None."""
     try:

@@ -12,11 +12,13 @@ fingerprint, progress, and the executor.
 4. with an ``s3://`` output the local work directory is locked and emptied, the bucket's lock object
    taken, the bucket cleared on ``--overwrite``, and its ``_state/`` downloaded (``engine/store.py``).
 
-The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``quality
-train``, ``card``) take the same guard: :func:`local_out` (an ``s3://`` ``--out`` refused before anything
-is written, never a local folder named ``s3:``; ``export`` uploads instead, ``shards/export_remote.py``),
-:func:`hold_job` or ``hold_output`` for a folder, :func:`hold_file` for a file (the same refusals and one run
-at a time), and :func:`tokenmill.engine.outdir.hold_finished` for files added to a finished output.
+The commands that write a single file or a folder of their own (``export``, ``plan``, ``demo``, ``card``)
+take the same guard: :func:`hold_own_folder` for a folder written in one go (``plan``, ``demo``: local or
+``s3://``, published when written), :func:`local_out` where a command writes locally only (an ``s3://`` ``--out``
+refused before anything is written, never a local folder named ``s3:``; ``export`` uploads instead,
+``shards/export_remote.py``), :func:`hold_file` for a file (the same
+refusals and one run at a time), and :func:`tokenmill.engine.outdir.hold_finished` for files added to a
+finished output.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill.engine import LocalExecutor, Unit, UnitResult
-from tokenmill.engine.outdir import check_output_path, check_target, hold_output, hold_path, written_by, written_now
+from tokenmill.engine.outdir import STATE, check_output_path, check_target, hold_output, hold_path, written_by, written_now
 from tokenmill.engine.progress import Progress
 from tokenmill.engine.store import (
     clear_store,
@@ -160,7 +162,16 @@ def hold_own_folder(out: Any, *, workflow: str) -> Iterator[Path]:
     with hold_job(local, workflow=workflow, overwrite=again, store=store, at_end=True):
         yield local
         if store is not None:
-            publish_run(store, local, written_now(local))
+            publish_run(store, local, _folder_files(local))
+
+
+def _folder_files(local: Path) -> set[str]:
+    """What a folder command wrote: its own files and those of the runs it made in folders of their own
+    (``demo``'s two tracks, each a tokenmill output with its ``_state/``)."""
+    files = written_now(local)
+    for inner in (d for d in local.iterdir() if d.is_dir() and d.name != STATE and (d / STATE).is_dir()):
+        files |= {f"{inner.name}/{rel}" for rel in written_now(inner)}
+    return files
 
 
 def _take_prefix(store: Any, work: Path, *, workflow: str, overwrite: bool) -> None:

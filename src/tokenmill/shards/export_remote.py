@@ -5,9 +5,9 @@ in the bucket: an existing object of a target name is replaced only with ``--ove
 tokenmill export of that format wrote it (``bin``: its ``.json`` sidecar; ``megatron``: its ``.idx`` header;
 ``hf``: a prefix whose ``manifest.json`` is an export's). The bucket's lock object is held while uploading
 (``engine/store.py``: one run at a time). Each object appears whole; the format's record (sidecar, index,
-``manifest.json``) is uploaded first, so a run killed midway leaves a target that ``--overwrite`` takes, and
-the same command with ``--overwrite`` uploads the same bytes. The work directory is
-``$TOKENMILL_CACHE/out/<hash of the URL>`` (``work_dir_for``), emptied of the export once uploaded.
+``manifest.json``, the very first for ``hf``) is uploaded first, so a run killed midway leaves a target that
+``--overwrite`` takes, and the same command with ``--overwrite`` uploads the same bytes. The work directory
+is ``$TOKENMILL_CACHE/out/<hash of the URL>`` (``work_dir_for``), emptied of the export once uploaded.
 """
 
 from __future__ import annotations
@@ -88,6 +88,12 @@ def _upload(store: Store, to: str, local: Path, summary: dict) -> list[str]:
                  and p.relative_to(local).parts[0] != "_state"}
     else:
         files = {Path(p).name: Path(p) for p in summary["paths"]}
-    for rel in sorted(files, key=lambda r: not r.endswith(RECORDS)):
+    for rel in sorted(files, key=_upload_order):
         store.put(files[rel], rel)
     return sorted(files)
+
+
+def _upload_order(rel: str) -> tuple[int, str]:
+    """``manifest.json`` first (what says an ``hf`` prefix is an export: ``state.json`` or ``datacard.json`` up
+    without it left a target ``--overwrite`` refused forever), then the other records, then the data."""
+    return (0 if rel == "manifest.json" else 1 if rel.endswith(RECORDS) else 2, rel)
