@@ -366,7 +366,7 @@ def _check_sanitised(rid: str, text: str, control: list, template: ChatTemplate,
     """A message holding a control string was not rendered where its sentinels say: render once more with every
     control string of every text replaced by a plain character, and require the same control tokens in the
     template text. Equal: the message was dropped, not copied somewhere unmarked. Different: it is left out."""
-    def clean(value):
+    def clean(value: Any) -> Any:
         if isinstance(value, str):
             return tokenizer.control_pattern.sub("\u00b7", value) if tokenizer.control_pattern else value
         if isinstance(value, dict):

@@ -77,7 +77,10 @@ def fit_conversations(
     rendered = iter(render_conversations([conv for conv, _ in ready], **options))
     out: list[Rendered | TemplateError] = []
     for p in prefit:
-        full = p if isinstance(p, TemplateError) else next(rendered)
+        if isinstance(p, TemplateError):
+            out.append(p)
+            continue
+        full = next(rendered)
         if isinstance(full, TemplateError):
             out.append(full)
             continue
