@@ -71,11 +71,14 @@ def open_raw(path: str) -> Iterator[IO[bytes]]:
         return
     import fsspec
 
-    with fsspec.open(path, "rb") as fh:
-        yield fh
+    with fsspec.open(path, "rb") as fh:  # fsspec is untyped: its __enter__ reads as returning a list
+        yield fh  # pyright: ignore[reportReturnType]
 
 
-def decompressed(raw: IO[bytes], compression: str) -> IO[bytes]:
+Stream = IO[bytes] | io.BufferedIOBase  # a file, or a decompressing reader over one (gzip.GzipFile)
+
+
+def decompressed(raw: IO[bytes], compression: str) -> Stream:
     """A buffered binary stream over ``raw`` that undoes ``compression`` ("", "gzip" or "zstd")."""
     if compression == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
@@ -178,7 +181,7 @@ class _FailAtEnd(io.RawIOBase):
 
 
 @contextmanager
-def open_stream(path: str, compression: str) -> Iterator[IO[bytes]]:
+def open_stream(path: str, compression: str) -> Iterator[Stream]:
     """Open ``path`` for binary reading of its decompressed bytes."""
     with open_raw(path) as raw:
         stream = decompressed(raw, compression)
