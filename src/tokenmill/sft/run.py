@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,6 +72,9 @@ from tokenmill.steps.ledger import UnitLedger
 from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
+
 STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts are steps/sft/ledger/<unit>.parquet
 
 
@@ -111,7 +114,7 @@ class SftOptions:
 class SftTask:
     """Everything one worker needs to turn one unit of conversations into masked shards. Picklable."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     template: ChatTemplate
     schemas: dict[str, dict]
     options: SftOptions
@@ -445,10 +448,10 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
     references: list[str | None] = []  # what the run's parity checks are made against (sft/oracle.py)
 
     def configure(run: Run) -> SftTask:
-        template = resolve_template(chat_template, run.tokenizer)
+        template = resolve_template(chat_template, run.loaded_tokenizer)
         preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive,  # sft/preflight.py
                   keep_unrendered_tools=opts.keep_unrendered_tools)
-        check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
+        check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
@@ -458,7 +461,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
         checked_against = reference() if opts.verify and not run.options.dry_run else None  # transformers, else plain
         key = run_key(run.tokenizer, template, opts, reference=checked_against) if checked_against else None
         references.append(checked_against)
-        return SftTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
+        return SftTask(run.loaded_tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
                        limit=run.options.limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
 
     def stages(run: Run) -> list:
