@@ -36,3 +36,13 @@ def test_the_test_extra_installs_what_the_documentation_tests_import():
             needed.add(DISTRIBUTION.get(module.split(".")[0], module.split(".")[0]))
     assert {"spacy", "trl", "datatrove"} <= needed
     assert not needed - installed, f"add to the test extra: {sorted(needed - installed)}"
+
+
+def test_the_tools_ci_runs_are_in_the_test_extra():
+    """`.ci/run` installs `.[test]` on a fresh machine, then calls its tools from the venv: each must come with it
+    (basedpyright's wheel carries pyright and node, so the type check needs nothing beyond PyPI)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = _extra(project["optional-dependencies"], "test")
+    tools = set(re.findall(r"^\.venv/bin/(\w+)", (ROOT / ".ci" / "run").read_text(), flags=re.M)) - {"pip", "python"}
+    assert {"ruff", "basedpyright"} <= tools
+    assert not tools - installed, f"add to the test extra: {sorted(tools - installed)}"

@@ -63,7 +63,7 @@ def _typed(kind: type, *, positive: bool = False, nullable: bool = False) -> Cal
     def check(v: Any) -> Any:
         if v is None and nullable:
             return v
-        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+        if v is None or not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
             raise ValueError(f"expected {kind.__name__}, got {type(v).__name__} {v!r}")
         if positive and v <= 0:
             raise ValueError(f"expected a positive number, got {v!r}")

@@ -194,6 +194,8 @@ class SplitWriters:
         self._ties: list[np.ndarray] = []
 
     def _document_keys(self, docs: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+        if self.split is None:
+            raise ConfigError("documents are keyed for a validation split only: this run has none")
         seed = self.split.seed
         return (text_keys(docs.column("text"), seed),
                 identity_keys(docs.column("source").to_pylist(), docs.column("id").to_pylist(), seed))
@@ -206,7 +208,7 @@ class SplitWriters:
 
     def route(self, docs: pa.RecordBatch) -> list[tuple[Any, pa.RecordBatch]]:
         """(writer, documents) for the non-empty parts of a batch of kept documents."""
-        if self.val is None:
+        if self.val is None or self.split is None:  # a val writer exists only with a split
             return [(self.train, docs)]
         val = pa.array(self.split.is_val(*self._document_keys(docs)))
         parts = ((self.train, docs.filter(pc.invert(val))), (self.val, docs.filter(val)))

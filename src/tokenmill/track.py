@@ -86,7 +86,7 @@ def shards_report(run: Run, results: Results, manifest: dict, *, chat_template: 
     """A token track's manifest section: its tokenizer, shards, report, per-source counts, origins and split."""
     last = results[SHARDS_STAGE]
     section: dict[str, Any] = {
-        "tokenizer": run.tokenizer.info(chat_template=chat_template),
+        "tokenizer": run.loaded_tokenizer.info(chat_template=chat_template),
         "shards": [s for r in outputs(last, Shards, stage=SHARDS_STAGE) for s in r.shards],
         "report": (summarize(last, run.out) if summarize else None) or {},
         "sources": per_source(run.inputs.units, last),  # records, kept and tokens of every input

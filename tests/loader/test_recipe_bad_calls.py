@@ -62,6 +62,7 @@ def _logged(recipe, tmp_path):
     (lambda x: x.update(stride=0), "a 'step' line with stride 0"),
     (lambda x: x.update(tokens={"a": {"web": "many"}}), "a 'step' line without a valid tokens"),
     (lambda x: x.update(kind="stpe"), "unknown kind 'stpe'"),
+    (lambda x: x.update(kind=["step"]), r"unknown kind \['step'\]"),  # unhashable: was a TypeError
 ])
 def test_plan_check_names_a_damaged_log_line(recipe, tmp_path, capsys, damage, problem):
     log = _logged(recipe, tmp_path)

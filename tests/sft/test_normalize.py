@@ -229,6 +229,8 @@ def test_other_refusals_and_bad_mappings():
     assert len(err.value.problems) == 2  # instruction is not a column name, output is missing
     with pytest.raises(ConfigError, match="unknown conversation style"):
         parse_schema({"record": "Conversation", "style": "dialogue"})
+    with pytest.raises(ConfigError, match="unknown conversation style"):  # a list (unhashable): was a TypeError
+        parse_schema({"record": "Conversation", "style": ["messages"]})
 
 
 def test_user_mapping_with_any_column_names():

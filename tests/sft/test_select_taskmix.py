@@ -129,10 +129,10 @@ def test_an_sft_run_over_a_selection_shows_its_task_mix_in_the_data_card(tmp_pat
 
 
 def test_a_data_sets_own_task_field_is_not_taken_for_a_label():
-    assert task_of(json.dumps({"meta": {"task": "qa"}})) == {}
-    assert task_of(json.dumps({"task": "summarise"})) == {}
-    assert task_of(json.dumps({"meta": {"selection_score": 1.0, "task": "user"}})) == {"task_mix": {"user": 1}}
-    assert task_of("not json") == {}
+    assert task_of(json.dumps({"meta": {"task": "qa"}})) == ""
+    assert task_of(json.dumps({"task": "summarise"})) == ""
+    assert task_of(json.dumps({"meta": {"selection_score": 1.0, "task": "user"}})) == "user"
+    assert task_of("not json") == ""
 
 
 def test_a_bad_mix_from_python_is_a_config_error():

@@ -56,8 +56,8 @@ def iter_resampled(texts: Sequence[str], *, mb: float, seed: int = 0) -> Iterato
     target, total = int(mb * MB), 0
     while total < target:
         picks = rng.integers(0, len(texts), size=4096)
-        for i in picks:
-            yield texts[i]
+        for i in picks.tolist():
+            yield texts[int(i)]
             total += int(sizes[i])
             if total >= target:
                 return

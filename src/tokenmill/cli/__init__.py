@@ -592,7 +592,8 @@ def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list
                if u.startswith("--") and not_taken(full, u.split("=", 1)[0])]
     if refused:
         return f"`tokenmill {full}` does not take " + "; ".join(refused)
-    sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices[command]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction) and a.dest == "command"
+               ).choices[command]
     known = [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
     words = []
     for given in [u for u in unknown if u.startswith("-")] or unknown:  # the options, not the values after them

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_flags
+
+if TYPE_CHECKING:
+    from tokenmill.engine.store import Url
 
 
 def add_parser(sub: Any) -> None:
@@ -66,7 +69,7 @@ def _executor(args: argparse.Namespace, options: JobOptions) -> dict[str, Any]:
     return {"executor": RayExecutor(workers=options.workers, address=args.ray_address)}
 
 
-def summary(manifest: dict, out: Path) -> str:
+def summary(manifest: dict, out: Path | Url) -> str:
     c = manifest["counts"]
     entry = next(s for s in manifest["steps"] if s["name"] == "dsir")
     short = c["filtered"].get(f"{entry['id']}:too_short", 0)

@@ -27,10 +27,17 @@ class Words:
     offsets: np.ndarray  # int64, len(texts) + 1: text i has words offsets[i]:offsets[i+1]
 
 
+def _as_array(texts: pa.Array | pa.ChunkedArray | list) -> pa.Array:
+    """``texts`` as one Arrow array (a list of strings becomes a ``large_string`` one)."""
+    if isinstance(texts, pa.ChunkedArray):  # pyarrow's classes are untyped: isinstance narrows nothing here
+        return texts.combine_chunks()  # pyright: ignore[reportAttributeAccessIssue]
+    if isinstance(texts, pa.Array):
+        return texts
+    return pa.array(texts, type=pa.large_string())
+
+
 def words(texts: pa.Array | list) -> Words:
-    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, type=pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = _as_array(texts)
     arr = pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), ""))
     arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"[\p{P}\p{S}]+", " "))
     lists = pc.utf8_split_whitespace(arr)
@@ -123,9 +130,7 @@ class WordPieces:
 
 def word_pieces(texts: pa.Array | list) -> WordPieces:
     """:class:`WordPieces` of ``texts``: the normalisation of :func:`words`, grouped by whitespace word."""
-    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, type=pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = _as_array(texts)
     # one regex pass over whole texts marks the cuts (\x01 is no whitespace), then two literal splits
     marked = pc.replace_substring_regex(pc.utf8_lower(pc.fill_null(arr.cast(pa.large_string()), "")),
                                         r"[\p{P}\p{S}]+", "\x01")

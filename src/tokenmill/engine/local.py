@@ -111,10 +111,9 @@ class LocalExecutor(Held):
         n = min(self.workers, len(units))
         if n <= 1 and self._pool is None:
             return self._run_here(task, units, state, progress)
-        if self._pool is None:
-            self._start(n, ())
+        pool = self._pool if self._pool is not None else self._start(n, ())
         try:
-            return self._run_pool(task, units, state, progress)
+            return self._run_pool(pool, task, units, state, progress)
         finally:
             if not self._held:
                 self.close()
@@ -134,7 +133,7 @@ class LocalExecutor(Held):
                 progress.update(results[unit.index])
         return results
 
-    def _start(self, n: int, preload: Sequence[str], *, wait: bool = True) -> None:
+    def _start(self, n: int, preload: Sequence[str], *, wait: bool = True) -> ProcessPoolExecutor:
         """Start the pool's processes; ``wait=False``: from a thread, so the caller goes on at once.
 
         Starting a worker waits until the fork server has forked it, and a fork server that starts now first
@@ -165,8 +164,10 @@ class LocalExecutor(Held):
             spawn()
         else:
             threading.Thread(target=spawn, name="tokenmill-pool-start", daemon=True).start()
+        return pool
 
-    def _run_pool(self, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
+    def _run_pool(self, pool: ProcessPoolExecutor, task: Task, units: list[Unit], state: StageState, progress: Any
+                  ) -> dict[int, UnitResult]:
         path = state.root / "task.pkl"  # in the stage's state: a killed run leaves nothing elsewhere
         atomic_write(path, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
         handle = (f"{os.getpid()}-{id(self)}-{next(self._tasks)}", str(path))
@@ -176,7 +177,7 @@ class LocalExecutor(Held):
 
         def submit(n: int) -> None:
             for u in itertools.islice(queue, n):
-                pending[self._pool.submit(_commit_installed, handle, u, state)] = u
+                pending[pool.submit(_commit_installed, handle, u, state)] = u
 
         try:
             submit(IN_FLIGHT * self.workers)

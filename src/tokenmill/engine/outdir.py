@@ -172,7 +172,7 @@ def written_now(out: Path) -> set[str]:
     run into object storage publishes at its end."""
     record = read_record(out) or {"files": []}
     opened = record.get("open") or {}
-    before = opened.get("before") if isinstance(opened.get("before"), dict) else {}
+    before = opened["before"] if isinstance(opened.get("before"), dict) else {}
     now, _ = snapshot(out, skip=())
     ours = set(record["files"])
     return {rel for rel, stat in now.items() if rel in ours or before.get(rel) != list(stat)} | (unit_outputs(out) & set(now))

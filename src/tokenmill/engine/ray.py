@@ -213,7 +213,7 @@ class RayExecutor(Held):
     def _size(self, ray: Any, n_units: int) -> int:
         if self.workers is None and self._cpus is None:
             self._cpus = int(ray.cluster_resources().get("CPU", 1))  # asked once per run, not per stage
-        return max(1, min(self.workers or self._cpus, n_units))
+        return max(1, min(self.workers or self._cpus or 1, n_units))
 
     def _run_driving(self, ray: Any, task: Task, units: list[Unit], state: StageState, progress: Any) -> dict[int, UnitResult]:
         """Units that fan out run here, in the driver (their loop holds a few booleans per round); each of

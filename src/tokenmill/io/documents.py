@@ -49,7 +49,7 @@ def _text_problem(text: Any, field: str) -> tuple[str, str] | None:
 def to_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:
     """Map one raw batch onto ``DOCUMENT``; return the documents and the records rejected on the way."""
     if raw.table is not None and _plain_columns(raw.table, schema):
-        return _columnar_documents(raw, schema)
+        return _columnar_documents(raw, raw.table, schema)
     rows = raw.rows if raw.rows is not None else _columnar_rows(raw, schema)
     field = schema.get("text") or "text"
     meta_keys = list(schema.get("meta") or [])
@@ -139,9 +139,10 @@ def _column_strings(table: pa.RecordBatch, name: str | None, keep: pa.Array) -> 
                          for v in column.to_pylist()], pa.string())
 
 
-def _columnar_documents(raw: RawBatch, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:
-    """``to_documents`` for Arrow input: whole columns at a time, Python only for the rejected rows."""
-    table, field = raw.table, schema.get("text") or "text"
+def _columnar_documents(raw: RawBatch, table: pa.Table, schema: dict) -> tuple[pa.RecordBatch, list[Reject]]:
+    """``to_documents`` for Arrow input (``table``: ``raw``'s): whole columns at a time, Python only for the
+    rejected rows."""
+    field = schema.get("text") or "text"
     text = table.column(field)
     empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
     bad = pc.fill_null(pc.or_kleene(text.is_null(), empty), True)

@@ -71,8 +71,8 @@ def open_raw(path: str) -> Iterator[IO[bytes]]:
         return
     import fsspec
 
-    with fsspec.open(path, "rb") as fh:
-        yield _buffered(fh)
+    with fsspec.open(path, "rb") as fh:  # fsspec is untyped: its __enter__ reads as returning a list
+        yield _buffered(fh)  # pyright: ignore[reportArgumentType]
 
 
 def _buffered(fh: IO[bytes]) -> IO[bytes]:
@@ -80,10 +80,13 @@ def _buffered(fh: IO[bytes]) -> IO[bytes]:
     ``readline()``, which the JSONL reader bounds each line with; a standard buffered reader over them does."""
     if isinstance(fh, io.BufferedIOBase) or not hasattr(fh, "readinto"):
         return fh
-    return io.BufferedReader(fh, buffer_size=1 << 20)  # type: ignore[arg-type]
+    return io.BufferedReader(fh, buffer_size=1 << 20)  # pyright: ignore[reportArgumentType]
 
 
-def decompressed(raw: IO[bytes], compression: str) -> IO[bytes]:
+Stream = IO[bytes] | io.BufferedIOBase  # a file, or a decompressing reader over one (gzip.GzipFile)
+
+
+def decompressed(raw: IO[bytes], compression: str) -> Stream:
     """A buffered binary stream over ``raw`` that undoes ``compression`` ("", "gzip" or "zstd")."""
     if compression == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
@@ -186,7 +189,7 @@ class _FailAtEnd(io.RawIOBase):
 
 
 @contextmanager
-def open_stream(path: str, compression: str) -> Iterator[IO[bytes]]:
+def open_stream(path: str, compression: str) -> Iterator[Stream]:
     """Open ``path`` for binary reading of its decompressed bytes."""
     with open_raw(path) as raw:
         stream = decompressed(raw, compression)

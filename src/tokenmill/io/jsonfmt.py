@@ -20,8 +20,8 @@ import orjson
 
 from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, RawBatch, WorkUnit
-from tokenmill.io.formats import READ_ERRORS, decompressed, open_raw
-from tokenmill.io.jsonscan import MAX_DEPTH, MAX_RECORD_BYTES, ArrayScanner, nesting_depth, too_deep
+from tokenmill.io.formats import READ_ERRORS, Stream, decompressed, open_raw
+from tokenmill.io.jsonscan import MAX_DEPTH, MAX_RECORD_BYTES, ArrayScanner, Readable, nesting_depth, too_deep
 from tokenmill.io.rows import RowBatcher
 
 SCAN_CHUNK = 1 << 20
@@ -99,7 +99,7 @@ def _check_range(unit: WorkUnit, limit: int, consumed: int) -> None:
         )
 
 
-def _limited_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[bytes | None, int]]:
+def _limited_lines(stream: Stream, limit: int) -> Iterator[tuple[bytes | None, int]]:
     """(line with its newline, bytes) of ``stream``, stopping once ``limit`` bytes are read (-1: to EOF).
 
     A line longer than ``MAX_RECORD_BYTES`` is read past in chunks, never held: it comes as (None, size).
@@ -116,7 +116,7 @@ def _limited_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[bytes | None
         limit -= size
 
 
-def _skip_line(stream: IO[bytes]) -> int:
+def _skip_line(stream: Stream) -> int:
     skipped = 0
     while (part := stream.readline(SCAN_CHUNK)) and not part.endswith(b"\n"):
         skipped += len(part)
@@ -166,7 +166,7 @@ def add_parsed(obj: object, loc: int, out: RowBatcher, *, what: str, body: bytes
 class _Prefixed:
     """A read()-able stream that returns ``head`` before the rest of ``fh``."""
 
-    def __init__(self, head: bytes, fh: IO[bytes]):
+    def __init__(self, head: bytes, fh: Readable):
         self.head, self.fh = head, fh
 
     def read(self, n: int = -1) -> bytes:
@@ -206,7 +206,7 @@ def read_json(unit: WorkUnit, *, batch_rows: int, columns: list[str] | None, who
         yield out.take()
 
 
-def _read_ahead(stream: IO[bytes], body: bytes, limit: int) -> tuple[bytes, IO[bytes] | None]:
+def _read_ahead(stream: Readable, body: bytes, limit: int) -> tuple[bytes, Readable | None]:
     """``body`` with what follows in ``stream``, up to ``limit`` bytes in all, and where the rest comes from:
     None when the stream ended within the limit, a stream that raises again when reading failed (so the scan
     keeps every element before the damage, as it does reading the stream itself)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import Protocol
 
 import numpy as np
 
@@ -91,10 +91,16 @@ def _backslashes_before(at: np.ndarray, slashes: np.ndarray) -> np.ndarray:
     return np.where((k >= 0) & (last == at - 1), k - run_start[np.maximum(k, 0)] + 1, 0)
 
 
+class Readable(Protocol):
+    """What the scanner reads: a binary stream's ``read``."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
 class ArrayScanner:
     """Yields the elements of a JSON array from ``stream``, positioned just after the opening ``[``."""
 
-    def __init__(self, stream: IO[bytes], *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_RECORD_BYTES):
+    def __init__(self, stream: Readable, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_RECORD_BYTES):
         self.stream, self.max_depth, self.max_bytes = stream, max_depth, max_bytes
         self.buf = bytearray()
         self.pos = self.start = 0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import closing
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tokenmill.base.accounting import Reject
@@ -92,6 +92,16 @@ def _spread_jsonl(file: InputFile, n: int):
     return out
 
 
+@contextmanager
+def _closed_after(batches: Iterator[RawBatch]) -> Iterator[None]:
+    """Close ``batches`` on the way out (a reader's generator stopped early releases its file at once)."""
+    try:
+        yield
+    finally:
+        if isinstance(batches, Generator):
+            batches.close()
+
+
 def _head(file: InputFile, n: int, text_mode: str) -> tuple[list[dict[str, Any]], list[int], list[Reject]]:
     unit = WorkUnit(index=0, file=file)
     if file.format == "text":
@@ -103,7 +113,7 @@ def _head(file: InputFile, n: int, text_mode: str) -> tuple[list[dict[str, Any]]
     rows: list[dict[str, Any]] = []
     locs: list[int] = []
     rejects: list[Reject] = []
-    with closing(batches):
+    with _closed_after(batches):
         for batch in batches:
             rows.extend(batch.to_rows())
             locs.extend(batch.locs)

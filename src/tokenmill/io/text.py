@@ -10,10 +10,9 @@ from __future__ import annotations
 import codecs
 import statistics
 from collections.abc import Iterator
-from typing import IO
 
 from tokenmill.io.base import InputFile, RawBatch, WorkUnit
-from tokenmill.io.formats import READ_ERRORS, open_stream
+from tokenmill.io.formats import READ_ERRORS, Stream, open_stream
 from tokenmill.io.rows import RowBatcher
 
 AUTO_SAMPLE_LINES = 200
@@ -66,7 +65,7 @@ def read_text(
         yield out.take()
 
 
-def _whole_file(fh: IO[bytes], out: RowBatcher, limit_bytes: int) -> None:
+def _whole_file(fh: Stream, out: RowBatcher, limit_bytes: int) -> None:
     data = fh.read(limit_bytes).removeprefix(BOM)
     out.nbytes = len(data)
     try:
@@ -79,7 +78,7 @@ def _whole_file(fh: IO[bytes], out: RowBatcher, limit_bytes: int) -> None:
         out.add({"text": text}, 1)
 
 
-def _by_blocks(fh: IO[bytes], out: RowBatcher, *, paragraphs: bool) -> Iterator[RawBatch]:
+def _by_blocks(fh: Stream, out: RowBatcher, *, paragraphs: bool) -> Iterator[RawBatch]:
     """One document per non-empty line, or per run of non-empty lines when ``paragraphs``."""
     block: list[bytes] = []
     first = 0

@@ -302,7 +302,7 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ..
         elif flag.kind == "repeat":
             parser.add_argument(name, action="append", metavar=flag.metavar, help=text)
         else:
-            kind = flag.parse or (int if f.type in ("int | None", "int") and flag.check is positive_int else None)
+            kind = flag.parse or (int if f.type in ("int | None", "int") and flag.check is positive_int else str)
             parser.add_argument(name, type=kind, choices=choices, metavar=flag.metavar, help=text)
 
 

@@ -40,6 +40,7 @@ from tokenmill.base.accounting import Stats
 from tokenmill.engine import Stage, StageContext, Unit, UnitResult, run_workflow
 from tokenmill.engine.outdir import written_now
 from tokenmill.engine.store import publish_run
+from tokenmill.errors import ConfigError
 from tokenmill.io import sample_records
 from tokenmill.io.snapshot import CheckedTask, guard_inputs
 from tokenmill.io.units import auto_unit_bytes
@@ -121,12 +122,19 @@ class Run:
     plan: Any = None  # what the job's configure returned
     stage_names: list[str] = field(default_factory=list)
     snapshot: dict = field(default_factory=dict)  # the inputs' snapshot, filled once the output is locked
-    manifest: dict | None = None
+    manifest: dict = field(default_factory=dict)  # written when the run finishes
     pipeline: dict | None = None  # the command's --config file and its digest, read as the run starts
 
     @property
     def files(self) -> list:
         return self.inputs.files
+
+    @property
+    def loaded_tokenizer(self) -> Tokenizer:
+        """The tokenizer of a job that loads one (``Job.tokenizer``)."""
+        if self.tokenizer is None:
+            raise ConfigError(f"{self.job.name}: this job loads no tokenizer")
+        return self.tokenizer
 
     @property
     def schemas(self) -> dict[str, dict]:
@@ -169,7 +177,7 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
         this = Run(job, planned, Path(local), store, options, tok, _base_config(planned, options), started,
                    pipeline=pipeline_file())
         this.plan = job.configure(this)
-        if options.dry_run:
+        if options.dry_run or executor is None:  # the executor is None only for a dry run
             return dry_run_plan(this)
         fingerprint = job_fingerprint(job.name, planned.files, {**this.config, "options": options.fingerprinted()},
                                       tokenizer=tok)

@@ -77,7 +77,7 @@ class Corpus:
         if not parts:
             empty = np.zeros(0, np.float32) if self.has_weights else None
             return np.zeros(0, np.int64), np.zeros(0, np.bool_), empty
-        weights = np.concatenate([p[2] for p in parts]) if self.has_weights else None
+        weights = np.concatenate([w for _, _, w in parts if w is not None]) if self.has_weights else None
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), weights
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from tokenmill.errors import ConfigError, RoutingError
 from tokenmill.loader.corpus import Corpus, open_sets, select_docs
 from tokenmill.loader.order import epoch_seed, permute
-from tokenmill.pack import best_fit_decreasing, boundary_aware, window_pieces
+from tokenmill.pack import PackPlan, best_fit_decreasing, boundary_aware, window_pieces
 
 MODES = ("bfd", "concat", "boundary")
 
@@ -101,9 +101,16 @@ class PackedDataset:
                                              seed=epoch_seed(self.seed, self.epoch))
 
     def __len__(self) -> int:
-        if self.mode == "concat":
+        if self._doc_offsets is not None:  # concat: windows of the token stream
             return int(self._doc_offsets[-1]) // self.seq_len
-        return self._plan.n_packs
+        return self._packs.n_packs
+
+    @property
+    def _packs(self) -> PackPlan:
+        """The packing plan of a ``bfd`` or ``boundary`` dataset (``concat`` has ``_doc_offsets`` instead)."""
+        if self._plan is None:
+            raise TypeError("a concat dataset has no packing plan")
+        return self._plan
 
     def __getitem__(self, k) -> dict:
         n = len(self)
@@ -119,10 +126,10 @@ class PackedDataset:
     def pieces(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(documents, start inside each, lengths) of sample ``k`` of this epoch."""
         entry = int(permute([k], len(self), seed=epoch_seed(self.seed, self.epoch))[0]) if self.shuffle else k
-        if self.mode == "concat":
+        if self._doc_offsets is not None:  # concat
             start = entry * self.seq_len
             return window_pieces(self._doc_offsets, start, start + self.seq_len)
-        return self._plan.pack(entry)
+        return self._packs.pack(entry)
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:

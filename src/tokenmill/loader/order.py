@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+import numpy.typing as npt
 
 from tokenmill.errors import ConfigError
 
@@ -27,7 +28,7 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(epoch)]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-def permute(positions: np.ndarray, n: int, *, seed: int) -> np.ndarray:
+def permute(positions: npt.ArrayLike, n: int, *, seed: int) -> np.ndarray:
     """Map positions in ``[0, n)`` to samples through a seeded bijection of ``[0, n)``."""
     x = np.asarray(positions, dtype=np.uint64).copy()
     if n <= 1:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tokenmill.base.yamlsafe import load_yaml_file
 from tokenmill.engine.store import is_remote
@@ -155,14 +155,16 @@ def parse_recipe(doc: Any, *, base: Path = Path("."), path: Path | None = None) 
     given = doc.get("sources")
     names = [str(k) for k in given] if isinstance(given, Mapping) else []
     run = _Run(seq_len=seq_len, total=total, total_broken=total is None and doc.get("total_tokens") is not None,
-               global_batch=None if None in (batch, world, accum) else batch * world * accum, batch=batch)
+               global_batch=batch * world * accum if batch is not None and world is not None and accum is not None
+               else None, batch=batch)
     phases = _phases(doc.get("phases"), names, run, problems)
-    samples = sum(p.steps * (p.batch or batch) * world * accum for p in phases) if run.global_batch else 0
+    samples = (sum(p.steps * (p.batch or batch) * world * accum for p in phases)
+               if batch is not None and world is not None and accum is not None else 0)
     if samples > MAX_SAMPLES:
         problems.append(f"phases: the run draws {samples:,} samples, more than {MAX_SAMPLES:,} (steps x global "
                         "batch): shorten the phases or raise seq_len")
-    if problems:
-        raise ConfigError(problems)
+    if problems or seq_len is None or batch is None or world is None or accum is None or seed is None:
+        raise ConfigError(problems)  # a field read as None has its problem listed
     return Recipe(seq_len=seq_len, batch=batch, world_size=world, grad_accum=accum, seed=seed,
                   sources=tuple(sources), phases=tuple(phases), path=path)
 
@@ -192,7 +194,7 @@ def _whole(doc: Mapping, key: str, problems: list[str], *, required: bool = Fals
     return value
 
 
-def _real(value, low: float, high: float, *, above: bool = False) -> bool:
+def _real(value: object, low: float, high: float, *, above: bool = False) -> TypeGuard[int | float]:
     """Whether ``value`` is a finite number in ``[low, high]`` (``(low, high]`` with ``above``): NaN and
     infinities are not numbers a recipe can use."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -230,9 +232,9 @@ def _source(name: str, spec, base: Path, problems: list[str]) -> Source | None:
     if epochs is not None and not _real(epochs, 0, MAX_EPOCHS, above=True):
         problems.append(f"{where}max_epochs: expected a number > 0 and <= {MAX_EPOCHS:,} (leave it out for no cap), "
                         f"got {_show(epochs)}")
-        epochs = None
     return Source(name=name, path=_source_path(spec["path"], base), mode=mode,
-                  cap_tokens=_whole(spec, "cap_tokens", problems, where=where), max_epochs=epochs,
+                  cap_tokens=_whole(spec, "cap_tokens", problems, where=where),
+                  max_epochs=epochs if _real(epochs, 0, MAX_EPOCHS, above=True) else None,
                   upsample_long=_long_docs(spec.get("upsample_long"), where, problems))
 
 
@@ -263,8 +265,9 @@ def _phases(given, names: list[str], run: _Run, problems: list[str]) -> list[Pha
         return []
     out = [_phase(i, spec, names, run, problems) for i, spec in enumerate(given)]
     shares = [spec.get("share") for spec in given if isinstance(spec, Mapping)]
-    if all(_real(s, 0, 1, above=True) for s in shares) and abs(sum(shares) - 1) > 1e-6:
-        problems.append(f"phases: the shares add up to {sum(shares):g}, not 1")
+    given_shares = [s for s in shares if _real(s, 0, 1, above=True)]
+    if len(given_shares) == len(shares) and abs(sum(given_shares) - 1) > 1e-6:
+        problems.append(f"phases: the shares add up to {sum(given_shares):g}, not 1")
     seen = [p.name for p in out if p is not None]
     if len(set(seen)) < len(seen):
         problems.append(f"phases: names must be unique ({seen})")
@@ -281,7 +284,7 @@ def _phase(i: int, spec, names: list[str], run: _Run, problems: list[str]) -> Ph
     length = _whole(spec, "seq_len", problems, default=run.seq_len, where=where)
     weights = _weights(spec.get("weights"), names, where, problems)
     batch = _whole(spec, "batch", problems, where=where)
-    if batch is not None and run.global_batch is not None:  # this phase's global batch sizes its steps
+    if batch is not None and run.global_batch is not None and run.batch is not None:  # sizes this phase's steps
         run = replace(run, global_batch=run.global_batch // run.batch * batch)
     steps = _steps(spec, where, length, run, problems)
     mask = spec.get("ignore_loss_mask", False)

@@ -97,7 +97,8 @@ def line_problem(line) -> str | None:
     """What is wrong with one parsed log line (``None``: nothing), so a damaged line is named, not a KeyError."""
     if not isinstance(line, dict):
         return "not a run-log object"
-    fields = FIELDS.get(line.get("kind"))
+    kind = line.get("kind")
+    fields = FIELDS.get(kind) if isinstance(kind, str) else None
     if fields is None:
         return f"unknown kind {line.get('kind')!r} (expected one of {', '.join(FIELDS)})"
     kind = line["kind"]

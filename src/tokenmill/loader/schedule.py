@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenmill.errors import ConfigError
@@ -33,7 +33,7 @@ from tokenmill.loader.corpus import check_same_tokenizer
 _SCALE = 1 << 32
 
 
-def parse_phases(phases: list[Mapping[str, Any]], names: list[str], *,
+def parse_phases(phases: Sequence[Mapping[str, Any]], names: list[str], *,
                  global_batch_size: int) -> tuple[list[int], list[list[int]]]:
     """``(phase start samples, integer weights per phase)``; every problem of the schedule reported at once."""
     problems, starts, weights, prev = [], [0], [], 0
@@ -82,7 +82,7 @@ def _end_sample(phase: Mapping[str, Any], global_batch_size: int):
 class ScheduledBlend:
     """Map-style dataset over ``{name: source}`` whose mixture follows ``phases`` (see the module doc)."""
 
-    def __init__(self, components: Mapping[str, Any], phases: list[Mapping[str, Any]], *, num_samples: int,
+    def __init__(self, components: Mapping[str, Any], phases: Sequence[Mapping[str, Any]], *, num_samples: int,
                  global_batch_size: int, seq_len: int | None = None, seed: int = 0, epoch: int = 0, tokenizer=None):
         if not components:
             raise ConfigError("ScheduledBlend needs at least one component")

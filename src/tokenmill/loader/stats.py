@@ -87,9 +87,9 @@ def length_table(lengths: np.ndarray, sources: np.ndarray) -> dict[str, list[dic
 
 def _buckets(lengths: np.ndarray) -> list[dict]:
     total = int(lengths.sum())
-    edges = list(BUCKETS) + [None]
+    highs: list[int | None] = [*BUCKETS[1:], None]
     rows = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(BUCKETS, highs):
         inside = lengths[(lengths >= lo) & ((lengths < hi) if hi is not None else True)]
         rows.append({"bucket": _bucket_name(lo, hi), "min_tokens": lo, "max_tokens": hi, "documents": int(inside.size),
                      "tokens": int(inside.sum()), "share": int(inside.sum()) / total if total else 0.0})

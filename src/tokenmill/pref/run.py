@@ -170,7 +170,7 @@ def pref_job(opts: PrefOptions, *, chat_template: str | None = None, shard_token
 
     def configure(run: Run) -> PrefTask:
         template = resolve_template(chat_template, run.tokenizer)
-        check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
+        check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"pref": dict(opts.__dict__), "chat_template": template.origin,
                            "template_hash": template.digest, "shard_tokens": shard_tokens})
         return PrefTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens,

@@ -134,7 +134,7 @@ class PretrainTask:
         started = time.perf_counter()
         flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
         flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
-        seconds["tokenize"] += time.perf_counter() - started
+        seconds["tokenize"] += time.perf_counter() - started  # pyright: ignore[reportArgumentType] (typeshed's Counter counts ints; seconds add as floats)
         sources = docs.column("source").to_pylist()
         writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(), sources=sources)
         if origins is not None:
@@ -201,7 +201,7 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
     def configure(run: Run) -> PretrainTask:
         run.config.update({"steps": [step_identity(s) for s in steps], **(config or {}), "shard_tokens": shard_tokens,
                            **({"val_split": split.describe()} if split else {}), **step_packages(steps)})
-        run.tokenizer, run.config["eos"] = choose_eos(run.tokenizer, eos)
+        run.tokenizer, run.config["eos"] = choose_eos(run.loaded_tokenizer, eos)
         return PretrainTask(tokenizer=run.tokenizer, schemas=run.inputs.schemas, shard_tokens=shard_tokens,
                             text_mode=run.options.text_mode, steps=doc_steps, limit=run.options.limit, split=split)
 
@@ -244,8 +244,9 @@ def choose_eos(tokenizer: Tokenizer, given: str | None) -> tuple[Tokenizer, dict
     """
     tokenizer_eos = tokenizer.eos_token
     document = None if given is not None or tokenizer_eos not in CHAT_END_OF_TURN else document_eos(tokenizer)
-    if given is not None or document is not None:
-        tokenizer = tokenizer.with_eos(given if given is not None else document)
+    token = given if given is not None else document
+    if token is not None:
+        tokenizer = tokenizer.with_eos(token)
     _check_eos(tokenizer)
     note = eos_note(tokenizer, given=given is not None)
     if document is not None:

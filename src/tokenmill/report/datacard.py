@@ -210,7 +210,7 @@ def warnings(t: Tally, manifest: dict) -> list[str]:
     return out
 
 
-def dataset_licence(licences: dict | None) -> str:
+def dataset_licence(licences: dict[str, int] | None) -> str:
     """The data set's licence for the card's header: the one licence that (nearly) every kept document states
     (at least :data:`ONE_LICENCE` of them; ``unknown`` when that many state none), else ``other``: a mix,
     whose counts the card's body gives. Never the licence of a few documents."""

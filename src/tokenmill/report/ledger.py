@@ -180,7 +180,7 @@ def _join(tables: list[pa.Table]) -> pa.Table:
     for later in tables[1:]:
         where = np.full(n, -1, dtype=np.int64)  # per row of ``first``: the row of ``later`` with its key
         later_lines = _lines(later) if first_lines is not None else None
-        if later_lines is not None:  # both keyed by distinct lines: match by a sort, no Python object per row
+        if first_lines is not None and later_lines is not None:  # both keyed by distinct lines: match by a sort
             order, ordered = first_lines
             theirs = later_lines[1]
             pos = np.searchsorted(ordered, theirs)

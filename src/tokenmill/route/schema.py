@@ -154,7 +154,7 @@ def content_pair_schema(rows: list[dict[str, Any]], cols: dict[str, Column]) -> 
     texts = string_columns(cols, len(rows), min_share=0.8)
     texts = [c for c in texts if not _is_key_column(c.name) and not has_word(c.name, DOCUMENT_WORDS)]
     for q in texts:
-        values = [r.get(q.name) for r in rows if isinstance(r.get(q.name), str)]
+        values = [v for r in rows if isinstance(v := r.get(q.name), str)]
         if sum(map(is_question_like, values)) < 0.6 * len(values):
             continue
         answers = [c for c in texts if c is not q and c.mean_len >= 0.5 * q.mean_len]
@@ -247,8 +247,9 @@ def _conversation_extras(schema: dict, cols: dict[str, Column]) -> dict:
 
 def _finish(schema: dict, cols: dict[str, Column]) -> dict:
     used = set(_used(schema))
-    schema["id"] = first_named({k: v for k, v in cols.items() if k not in used}, ID_NAMES)
-    used.add(schema["id"])
+    schema["id"] = found = first_named({k: v for k, v in cols.items() if k not in used}, ID_NAMES)
+    if found is not None:
+        used.add(found)
     schema["meta"] = [c for c in cols if c not in used]
     return schema
 

@@ -42,6 +42,18 @@ class Spec:
     turn_keys: dict[str, str | None] = field(default_factory=dict)  # role/content/reasoning/weight keys
     meta: tuple[str, ...] | None = None
 
+    def column(self, key: str) -> str:
+        """The column of ``key``, one the style requires (:func:`parse_schema` refuses a mapping without it)."""
+        col = self.columns.get(key)
+        if col is None:
+            raise ConfigError(f"style {self.style!r} needs {key!r}: the name of the column that holds it")
+        return col
+
+    @property
+    def turn_args(self) -> dict[str, str]:
+        """The per-turn keys given (role and content always: their style's default when not named)."""
+        return {k: v for k, v in self.turn_keys.items() if v is not None}
+
     @property
     def used(self) -> set[str]:
         return {c for c in (*self.columns.values(), *self.extras.values()) if c is not None}
@@ -53,8 +65,9 @@ def parse_schema(schema: Any) -> Spec:
         raise ConfigError(f"a schema mapping must be a dict, got {_type_name(schema)}")
     if schema.get("record") != "Conversation" or schema.get("style") == "rendered_text":
         raise RoutingError(_refusal(schema))
-    style = STYLE_ALIASES.get(schema.get("style"), schema.get("style"))
-    if style not in COLUMN_KEYS:
+    style = schema.get("style")
+    style = STYLE_ALIASES.get(style, style) if isinstance(style, str) else style
+    if not isinstance(style, str) or style not in COLUMN_KEYS:
         styles = ", ".join([*COLUMN_KEYS, *STYLE_ALIASES])
         raise ConfigError(f"unknown conversation style {schema.get('style')!r}; expected one of {styles}")
     problems: list[str] = []

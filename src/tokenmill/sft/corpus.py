@@ -64,8 +64,8 @@ def build_on_view(spec: Any, *, where: str) -> Any:
     step = build_step(rest, where=where)
     if is_corpus_step(step):
         return OnView(step, on)
-    fields = {f.name for f in dataclasses.fields(step)} if dataclasses.is_dataclass(step) else set()
-    if "column" not in fields:
+    if not dataclasses.is_dataclass(step) or isinstance(step, type) or "column" not in {
+            f.name for f in dataclasses.fields(step)}:
         raise ConfigError(f"{where}.on: step {spec.get('name')!r} reads no chosen column; remove on:")
     return dataclasses.replace(step, column=VIEWS[on])
 
@@ -188,7 +188,8 @@ class Survivors:
 def survivors(ctx: StageContext, corpus: Sequence[OnView]) -> Survivors:
     last = workflow_stages(corpus)[-1].name if corpus else DOCS_STAGE
     docs = {i: r.docs for i, r in enumerate(outputs(ctx.results[last], Documents, stage=last))}
-    ledgers = {i: tuple(output(ctx.results[s.name][i], Documents, stage=s.name, index=i).ledger for s in corpus)
+    ledgers = {i: tuple(ledger for s in corpus
+                        if (ledger := output(ctx.results[s.name][i], Documents, stage=s.name, index=i).ledger) is not None)
                for i in range(len(ctx.results[last]))}
     return Survivors(str(ctx.out), docs, ledgers)
 

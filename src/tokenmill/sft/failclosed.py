@@ -20,17 +20,20 @@ Cost: one pass over the mask and one decode of the ids per example.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tokenmill.errors import TemplateError
 
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
+
 CHECKS = ("no_trained_tokens", "truncated_away", "turn_without_stop", "render_not_round_trip")
 ON_UNSAFE = ("stop", "reject")
 
 
-def unsafe_example(rendered: Any, tokenizer: Any, *, check_stop: bool = True) -> TemplateError | None:
+def unsafe_example(rendered: Any, tokenizer: Tokenizer, *, check_stop: bool = True) -> TemplateError | None:
     """The first check ``rendered`` fails, as a :class:`TemplateError` whose ``reason`` names it; None when none."""
     rid = rendered.id
     if not _supervised(rendered):

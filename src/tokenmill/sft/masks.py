@@ -436,7 +436,8 @@ def _stop_end(render: str, shape: TurnShape, last: int, hi: int) -> int:
     header."""
     if shape.stop and render.startswith(shape.stop, last) and last + len(shape.stop) <= hi:
         return last + len(shape.stop)
-    first = _control_regex(shape.controls).search(render, last, hi) if shape.call_stop else None
+    pattern = _control_regex(shape.controls) if shape.call_stop else None
+    first = pattern.search(render, last, hi) if pattern is not None else None
     if first and render.startswith(shape.call_stop, first.start()) and first.start() + len(shape.call_stop) <= hi:
         return first.start() + len(shape.call_stop)
     nxt = _header(render, shape, last, hi, last=False)

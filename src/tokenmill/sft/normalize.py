@@ -90,14 +90,16 @@ def normalize_record(row: Any, loc: int, *, source: str, spec: Spec) -> dict:
 def _style_messages(row: dict, spec: Spec) -> list[dict]:
     cols = spec.columns
     if spec.style == "prompt_response":
-        return pair_messages(row, prompt=cols["prompt"], response=cols["response"])
+        return pair_messages(row, prompt=spec.column("prompt"), response=spec.column("response"))
     if spec.style == "alpaca":
         return alpaca_messages(
-            row, instruction=cols["instruction"], output=cols["output"], query=cols["query"], history=cols["history"]
+            row, instruction=spec.column("instruction"), output=spec.column("output"), query=cols["query"],
+            history=cols["history"]
         )
-    messages = chat_messages(cell(row, cols["messages"]), **spec.turn_keys)
-    if cols["response"]:
-        messages.extend(_reply(cell(row, cols["response"]), spec))
+    messages = chat_messages(cell(row, spec.column("messages")), **spec.turn_args)
+    reply = cols["response"]
+    if reply:
+        messages.extend(_reply(cell(row, reply), spec))
     return messages
 
 
@@ -105,7 +107,7 @@ def _reply(value: Any, spec: Spec) -> list[dict]:
     """The final reply held in its own column (e.g. the ``chosen`` side): text, one turn, or a list of turns."""
     if isinstance(value, str) or value is None:
         return [message("assistant", value)]
-    return chat_messages(value if isinstance(value, list) else [value], **spec.turn_keys)
+    return chat_messages(value if isinstance(value, list) else [value], **spec.turn_args)
 
 
 def _attach_reasoning(messages: list[dict], value: Any, column: str) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenmill._extras import require
+from tokenmill.errors import TemplateError
 from tokenmill.sft.budget import render_budget
 from tokenmill.sft.template import compile_template
 
@@ -138,6 +139,8 @@ class PlainChatOracle:
 
     def apply_chat_template(self, messages, *, tools=None, chat_template=None, tokenize=True,
                             add_generation_prompt=False, **_ignored) -> str | list[int]:
+        if chat_template is None:  # parity always passes the run's template; this reference has none of its own
+            raise TemplateError("the plain reference renders the template it is given: pass chat_template")
         text = render_plain(messages, tools=tools, chat_template=chat_template,
                             add_generation_prompt=add_generation_prompt, special=self._special)
         return self._encoder.encode(text, add_special_tokens=False).ids if tokenize else text

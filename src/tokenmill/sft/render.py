@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from tokenmill.sft.spans import texts_of
 from tokenmill.sft.template import ChatTemplate, render_template, special_token_kwargs
 from tokenmill.tokenize.pieces import Encoded
 
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
+
 TRAIN_ON = ("assistant", "last", "all")
 REASONING_POLICIES = ("inline", "drop", "reject")
 
@@ -56,7 +59,7 @@ class Rendered:
     weights: np.ndarray | None = None  # float32 per token, only when a message carries a weight other than 1
 
 
-def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
+def shape_of(template: ChatTemplate, tokenizer: Tokenizer) -> TurnShape:
     """The calibrated assistant-turn shape of ``template`` with ``tokenizer``'s control tokens (cached)."""
     controls = tuple(sorted(getattr(tokenizer, "special_tokens", {}) or ()))
     if not controls:
@@ -64,7 +67,7 @@ def shape_of(template: ChatTemplate, tokenizer: Any) -> TurnShape:
     return calibrate(template, controls, tuple(sorted(special_token_kwargs(tokenizer).items())))
 
 
-def check_stop_token(template: ChatTemplate, tokenizer: Any, *, allow: bool = False) -> list[str]:
+def check_stop_token(template: ChatTemplate, tokenizer: Tokenizer, *, allow: bool = False) -> list[str]:
     """Refuse a template that ends no assistant turn with a control token of ``tokenizer`` (the model would never
     learn to stop): its end-of-turn string is no special token, or it writes none at all. With ``allow``, warn
     and return the strings instead of raising."""
@@ -194,7 +197,7 @@ class Prepared:
 def render_conversation(
     conv: dict,
     *,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     template: ChatTemplate,
     policy: MaskPolicy = MaskPolicy(),
 ) -> Rendered:
@@ -213,7 +216,7 @@ def render_conversation(
 def render_conversations(
     convs: list[dict],
     *,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     template: ChatTemplate,
     policy: MaskPolicy = MaskPolicy(),
 ) -> list[Rendered | TemplateError]:
@@ -229,7 +232,7 @@ def render_conversations(
 
 
 def prepare_conversations(
-    convs: list[dict], *, tokenizer: Any, template: ChatTemplate, policy: MaskPolicy = MaskPolicy(),
+    convs: list[dict], *, tokenizer: Tokenizer, template: ChatTemplate, policy: MaskPolicy = MaskPolicy(),
 ) -> list[Prepared | TemplateError]:
     """:func:`prepare_conversation` of each of ``convs`` (its :class:`TemplateError` in its place): the render,
     spans and checks that need the tokenizer's special tokens only, no encoder."""
@@ -246,7 +249,7 @@ def prepare_conversations(
     return out
 
 
-def _finish_or_error(p: Prepared, encoded: tuple[np.ndarray, ...], tokenizer: Any) -> Rendered | TemplateError:
+def _finish_or_error(p: Prepared, encoded: tuple[np.ndarray, ...], tokenizer: Tokenizer) -> Rendered | TemplateError:
     try:
         return finish_conversation(p, encoded, tokenizer=tokenizer)
     except TemplateError as exc:
@@ -254,7 +257,7 @@ def _finish_or_error(p: Prepared, encoded: tuple[np.ndarray, ...], tokenizer: An
 
 
 def prepare_conversation(
-    conv: dict, *, tokenizer: Any, template: ChatTemplate, shape: TurnShape, special: dict[str, str],
+    conv: dict, *, tokenizer: Tokenizer, template: ChatTemplate, shape: TurnShape, special: dict[str, str],
     policy: MaskPolicy = MaskPolicy(),
 ) -> Prepared:
     """Render ``conv``, locate its turns, and compute its literal and trained character spans."""
@@ -337,7 +340,7 @@ def _check_plain(text: str, template: ChatTemplate, messages: list[dict], tools,
         )
 
 
-def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokenizer: Any) -> Rendered:
+def finish_conversation(p: Prepared, encoded: tuple[np.ndarray, ...], *, tokenizer: Tokenizer) -> Rendered:
     """The loss mask, weights and stats of a prepared conversation from its ids and char offsets."""
     ids, starts, ends = encoded[0], np.asarray(encoded[1], dtype=np.int64), np.asarray(encoded[2], dtype=np.int64)
     if not isinstance(encoded, Encoded) and not tokenizer.controls_match((ids, starts, ends), p.text, p.control):
@@ -362,11 +365,11 @@ def _control_mismatch(rid: str) -> None:
 
 
 def _check_sanitised(rid: str, text: str, control: list, template: ChatTemplate, messages: list[dict], tools,
-                     special: dict, tokenizer: Any) -> None:
+                     special: dict, tokenizer: Tokenizer) -> None:
     """A message holding a control string was not rendered where its sentinels say: render once more with every
     control string of every text replaced by a plain character, and require the same control tokens in the
     template text. Equal: the message was dropped, not copied somewhere unmarked. Different: it is left out."""
-    def clean(value):
+    def clean(value: Any) -> Any:
         if isinstance(value, str):
             return tokenizer.control_pattern.sub("\u00b7", value) if tokenizer.control_pattern else value
         if isinstance(value, dict):
@@ -384,7 +387,7 @@ def _check_sanitised(rid: str, text: str, control: list, template: ChatTemplate,
         )
 
 
-def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Any, train_on: str) -> bool:
+def _check_located(rid: str, messages: list[dict], unlocated: list[int], tokenizer: Tokenizer, train_on: str) -> bool:
     """Reject what cannot be masked; True when an unrendered message holds a control string (check it further)."""
     further = False
     for i, m in enumerate(messages):

@@ -8,12 +8,16 @@ the length histogram.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tokenmill.sft.failclosed import unsafe_line
 from tokenmill.sft.lacks import lacks_sentence
 from tokenmill.sft.oracle import reference_note
+from tokenmill.sft.parity import empty_report
 
 
 def length_bin(n: int) -> str:
@@ -24,37 +28,112 @@ def length_bin(n: int) -> str:
     return f"<={edge}"
 
 
-def merge(a: Any, b: Any) -> Any:
-    """Add two reports: numbers add, lists add element-wise, dicts merge recursively."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return {k: merge(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
-    if isinstance(a, list) and isinstance(b, list):
-        longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
-        return [x + (shorter[i] if i < len(shorter) else 0) for i, x in enumerate(longer)]
-    if isinstance(a, bool) or isinstance(b, bool):
-        return int(a) + int(b)
-    return a + b
+COUNTS = ("examples", "tokens", "trained_tokens", "trained_by_role", "trained_by_turn", "reasoning_trained_tokens",
+          "answer_trained_tokens", "stop_token_trained", "control_tokens_neutralised", "reasoning_inlined",
+          "reasoning_dropped", "reasoning_dropped_by_template", "empty_think_unsupervised", "truncated",
+          "truncated_exchanges", "supervised_tokens_lost", "length_histogram")  # what written examples add
+TALLIES = ("task_mix", "tools_not_rendered_kept", "template_lacks", "unsafe")  # label -> count, when any
 
 
-def add_into(total: dict, b: dict) -> dict:
-    """:func:`merge` of ``total`` and ``b`` written into ``total`` (returned): the same keys in the same order
-    and the same sums, without rebuilding every nested dict of a unit's report for each example it adds."""
+@dataclass
+class SftReport:
+    """The SFT accounting of one unit, or of a run: summable with ``+``, read by field.
+
+    :meth:`to_dict` is the manifest's ``report`` (and a unit's ``data["report"]``, read back by
+    :meth:`from_dict` on resume): ``parity``, then the example counts when any example was written, then each
+    non-empty tally."""
+
+    parity: dict[str, Any] = field(default_factory=empty_report)
+    examples: int = 0
+    tokens: int = 0
+    trained_tokens: int = 0
+    trained_by_role: dict[str, int] = field(default_factory=dict)
+    trained_by_turn: list[int] = field(default_factory=list)
+    reasoning_trained_tokens: int = 0
+    answer_trained_tokens: int = 0
+    stop_token_trained: int = 0  # examples that train their stop token
+    control_tokens_neutralised: int = 0
+    reasoning_inlined: int = 0
+    reasoning_dropped: int = 0
+    reasoning_dropped_by_template: int = 0
+    empty_think_unsupervised: int = 0
+    truncated: int = 0  # examples truncated
+    truncated_exchanges: int = 0
+    supervised_tokens_lost: int = 0
+    length_histogram: dict[str, int] = field(default_factory=dict)
+    task_mix: dict[str, int] = field(default_factory=dict)  # labels `tokenmill sft select` wrote
+    tools_not_rendered_kept: dict[str, int] = field(default_factory=dict)
+    template_lacks: dict[str, int] = field(default_factory=dict)  # records rejected: tools the template lacks
+    unsafe: dict[str, int] = field(default_factory=dict)  # records rejected by a fail-closed check
+
+    def add_example(self, stats: dict[str, Any]) -> None:
+        """Count one written example (``stats``: its render's statistics)."""
+        self.examples += 1
+        self.tokens += stats["tokens"]
+        self.trained_tokens += stats["trained_tokens"]
+        _count_into(self.trained_by_role, stats["trained_by_role"])
+        _add_list(self.trained_by_turn, stats["trained_by_turn"])
+        self.reasoning_trained_tokens += stats["reasoning_trained_tokens"]
+        self.answer_trained_tokens += stats["answer_trained_tokens"]
+        self.stop_token_trained += int(bool(stats["stop_token_trained"]))
+        self.control_tokens_neutralised += stats["control_tokens_neutralised"]
+        self.reasoning_inlined += stats.get("reasoning_inlined", 0)
+        self.reasoning_dropped += stats.get("reasoning_dropped", 0)
+        self.reasoning_dropped_by_template += stats.get("reasoning_dropped_by_template", 0)
+        self.empty_think_unsupervised += stats.get("empty_think_unsupervised", 0)
+        self.truncated += int(stats.get("truncated_exchanges", 0) > 0)
+        self.truncated_exchanges += stats.get("truncated_exchanges", 0)
+        self.supervised_tokens_lost += stats.get("supervised_tokens_lost", 0)
+        _count_into(self.length_histogram, {length_bin(stats["tokens"]): 1})
+
+    def __add__(self, other: SftReport) -> SftReport:
+        total = SftReport.from_dict(self.to_dict())  # a copy: neither side is changed
+        total.parity = _summed(self.parity, other.parity)
+        for name in COUNTS + TALLIES:
+            mine, theirs = getattr(total, name), getattr(other, name)
+            if isinstance(mine, dict):
+                _count_into(mine, theirs)
+            elif isinstance(mine, list):
+                _add_list(mine, theirs)
+            else:
+                setattr(total, name, mine + theirs)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"parity": _copied(self.parity)}
+        if self.examples:
+            out.update((name, _copied(getattr(self, name))) for name in COUNTS)
+        out.update((name, dict(getattr(self, name))) for name in TALLIES if getattr(self, name))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SftReport:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: _copied(v) for k, v in d.items() if k in names})
+
+
+def _count_into(total: dict, more: dict) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
+
+
+def _add_list(total: list, more: list) -> None:
+    total.extend([0] * (len(more) - len(total)))
+    for i, x in enumerate(more):
+        total[i] += x
+
+
+def _summed(a: dict, b: dict) -> dict:
+    """Two nested dicts of counts added: keys in ``a``'s order, then ``b``'s new ones."""
+    out = _copied(a)
     for k, v in b.items():
-        if k not in total:
-            total[k] = _copied(v)
-            continue
-        t = total[k]
-        if isinstance(t, dict) and isinstance(v, dict):
-            add_into(t, v)
-        elif isinstance(t, list) and isinstance(v, list):
-            t.extend([0] * (len(v) - len(t)))
-            for i, x in enumerate(v):
-                t[i] += x
-        elif type(t) is int and type(v) is int:  # the common leaf: two counts (a bool is summed by merge)
-            total[k] = t + v
+        if k not in out:
+            out[k] = _copied(v)
+        elif isinstance(v, dict):
+            out[k] = _summed(out[k], v)
         else:
-            total[k] = merge(t, v)
-    return total
+            out[k] += v
+    return out
 
 
 def _copied(value: Any) -> Any:
@@ -65,52 +144,30 @@ def _copied(value: Any) -> Any:
     return value
 
 
-def example_report(stats: dict[str, Any]) -> dict[str, Any]:
-    """One written example's contribution to the report."""
-    return {
-        "examples": 1,
-        "tokens": stats["tokens"],
-        "trained_tokens": stats["trained_tokens"],
-        "trained_by_role": dict(stats["trained_by_role"]),
-        "trained_by_turn": list(stats["trained_by_turn"]),
-        "reasoning_trained_tokens": stats["reasoning_trained_tokens"],
-        "answer_trained_tokens": stats["answer_trained_tokens"],
-        "stop_token_trained": int(bool(stats["stop_token_trained"])),
-        "control_tokens_neutralised": stats["control_tokens_neutralised"],
-        "reasoning_inlined": stats.get("reasoning_inlined", 0),
-        "reasoning_dropped": stats.get("reasoning_dropped", 0),
-        "reasoning_dropped_by_template": stats.get("reasoning_dropped_by_template", 0),
-        "empty_think_unsupervised": stats.get("empty_think_unsupervised", 0),
-        "truncated": int(stats.get("truncated_exchanges", 0) > 0),
-        "truncated_exchanges": stats.get("truncated_exchanges", 0),
-        "supervised_tokens_lost": stats.get("supervised_tokens_lost", 0),
-        "length_histogram": {length_bin(stats["tokens"]): 1},
-    }
-
-
-def task_of(meta: str) -> dict[str, Any]:
+def task_of(meta: str) -> str:
     """The task label ``tokenmill sft select`` wrote into an example's ``meta`` (its ``meta.task`` beside
-    ``meta.selection_score``: a data set's own ``task`` field is not one), as a count of the report's
-    ``task_mix``; nothing when the meta holds none."""
+    ``meta.selection_score``: a data set's own ``task`` field is not one), counted in the report's
+    ``task_mix``; "" when the meta holds none."""
     try:
         selected = json.loads(meta).get("meta") or {}
         task = selected.get("task") if "selection_score" in selected else None
     except (ValueError, AttributeError):
+        return ""
+    return task if isinstance(task, str) else ""
+
+
+def summarize(reports: Iterable[SftReport]) -> dict[str, Any]:
+    """The run's report: the units' reports added, with the supervised and stop-token shares ({} for none)."""
+    reports = list(reports)
+    if not reports:
         return {}
-    return {"task_mix": {task: 1}} if isinstance(task, str) else {}
-
-
-def summarize(reports: list[dict]) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for r in reports:
-        total = merge(total, r) if total else dict(r)
-    if total.get("examples"):
-        n, tokens = total["examples"], max(total["tokens"], 1)
-        total["supervised_share"] = round(total["trained_tokens"] / tokens, 4)
-        total["stop_token_trained_share"] = round(total["stop_token_trained"] / n, 4)
-        hist = total.get("length_histogram", {})
-        total["length_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0][2:])))
-    return total
+    total = sum(reports, SftReport(parity={}))
+    out = total.to_dict()
+    if total.examples:
+        out["supervised_share"] = round(total.trained_tokens / max(total.tokens, 1), 4)
+        out["stop_token_trained_share"] = round(total.stop_token_trained / total.examples, 4)
+        out["length_histogram"] = dict(sorted(total.length_histogram.items(), key=lambda kv: int(kv[0][2:])))
+    return out
 
 
 def render_report(report: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,10 +56,10 @@ from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.oracle import hf_oracle, reference
 from tokenmill.sft.oracle import unavailable as no_oracle
-from tokenmill.sft.parity import VerifyPlan, check_mask, check_parity, empty_report, example_shape, tool_arguments_decoded
+from tokenmill.sft.parity import VerifyPlan, check_mask, check_parity, example_shape, tool_arguments_decoded
 from tokenmill.sft.preflight import preflight
 from tokenmill.sft.render import MaskPolicy, check_stop_token
-from tokenmill.sft.report import add_into, example_report, summarize, task_of
+from tokenmill.sft.report import SftReport, summarize, task_of
 from tokenmill.sft.steps import conversation_batch, filter_conversations
 from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, load_template, parse_date
 from tokenmill.sft.truncate import fit_conversations
@@ -71,6 +71,9 @@ from tokenmill.steps.contract import step_packages
 from tokenmill.steps.ledger import UnitLedger
 from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts are steps/sft/ledger/<unit>.parquet
 
@@ -111,7 +114,7 @@ class SftOptions:
 class SftTask:
     """Everything one worker needs to turn one unit of conversations into masked shards. Picklable."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     template: ChatTemplate
     schemas: dict[str, dict]
     options: SftOptions
@@ -145,7 +148,7 @@ class SftTask:
 
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         work = unit.payload
-        stats, report, seconds = Stats(), {"parity": empty_report()}, Counter()
+        stats, report, seconds = Stats(), SftReport(), Counter()
         unavailable = no_oracle(self.tokenizer) if self.options.verify else ""
         checking = bool(self.options.verify) and not unavailable
         plan = VerifyPlan(self.options.verify, trusted=self.trusted)
@@ -166,12 +169,13 @@ class SftTask:
                 if isinstance(rendered, TemplateError):
                     reason = getattr(rendered, "reason", "template_error")
                     sink.add([Reject(source, loc, reason, str(rendered), raw=conv)], stats)
-                    add_into(report, _lacks(self.template, conv, reason))
-                    add_into(report, {"unsafe": {reason: 1}} if reason in UNSAFE_CHECKS else {})
+                    _count(report.template_lacks, _lacks(self.template, conv, reason))
+                    _count(report.unsafe, reason if reason in UNSAFE_CHECKS else "")
                     _rejected(ledger, loc)
                     continue
-                if checking and plan.wants(conv, rendered) and not self._verify(conv, rendered, plan, report):
-                    sink.add([Reject(source, loc, "parity_mismatch", report.pop("mismatch"), raw=conv)], stats)
+                mismatch = self._verify(conv, rendered, plan, report) if checking and plan.wants(conv, rendered) else ""
+                if mismatch:
+                    sink.add([Reject(source, loc, "parity_mismatch", mismatch, raw=conv)], stats)
                     _rejected(ledger, loc)
                     continue
                 stats.kept += 1
@@ -181,18 +185,18 @@ class SftTask:
                 kept.setdefault(id(writer), (writer, []))[1].append(rendered)
                 stats.tokens += len(rendered.ids)
                 out.count(writer, 1, len(rendered.ids))
-                add_into(report, example_report(rendered.stats))
+                report.add_example(rendered.stats)
                 if conv.get("meta") and '"task"' in conv["meta"]:  # labelled by `sft select`: the card's mix
-                    add_into(report, task_of(conv["meta"]))
+                    _count(report.task_mix, task_of(conv["meta"]))
             for writer, examples in kept.values():
                 write_rendered(writer, examples, source=source)
-        report["parity"]["shapes_present"] = plan.present
+        report.parity["shapes_present"] = plan.present
         if checking:
-            report["parity"]["skipped_cached"] = plan.skipped
-        if checking and self.verdict_key and not report["parity"]["real_differences"]:
+            report.parity["skipped_cached"] = plan.skipped
+        if checking and self.verdict_key and not report.parity["real_differences"]:
             verdicts.record(self.verdict_key, plan.passed.items())
         sink.close()
-        data = {**out.close(), "report": report, "parity_unavailable": unavailable}  # closed first: final names
+        data = {**out.close(), "report": report.to_dict(), "parity_unavailable": unavailable}  # closed first: final names
         if ledger is not None:
             data["ledger"] = ledger.close()
             seconds.update(ledger.seconds)
@@ -236,24 +240,22 @@ class SftTask:
         raise TemplateError(f"{problem} ({problem.reason}); --on-unsafe reject (sft.on_unsafe: reject) rejects "
                             "such examples and counts them instead of stopping", reason=problem.reason)
 
-    def _tools_shown(self, conv: dict, rendered: Any, report: dict) -> Any:
+    def _tools_shown(self, conv: dict, rendered: Any, report: SftReport) -> Any:
         """``rendered``, or its ``tools_not_rendered`` reject when the template rendered away the tools ``conv``
         uses; with ``keep_unrendered_tools`` the example is kept and counted in the report."""
         if not self.options.keep_unrendered_tools:
             return tools_not_rendered(self.template.source, conv) or rendered
-        lack = missing_tool_support(self.template.source, conv)
-        if lack:
-            add_into(report, {"tools_not_rendered_kept": {lack: 1}})
+        _count(report.tools_not_rendered_kept, missing_tool_support(self.template.source, conv))
         return rendered
 
-    def _verify(self, conv: dict, rendered: Any, plan: Any, report: dict) -> bool:
-        """Check one example (the reference is built on the first check of the process); False (its reason in
-        ``report["mismatch"]``) when it differs and is to be rejected."""
+    def _verify(self, conv: dict, rendered: Any, plan: Any, report: SftReport) -> str:
+        """Check one example (the reference is built on the first check of the process); the difference when it
+        differs and is to be rejected, else ""."""
 
-        parity = report["parity"]
+        parity = report.parity
         oracle, _ = _oracle(self.tokenizer)
         if oracle is None:
-            return True
+            return ""
         try:
             note = check_parity(conv, rendered, oracle, self.template)
             if not note:
@@ -262,8 +264,7 @@ class SftTask:
             if self.options.on_mismatch != "reject":
                 raise
             parity["real_differences"] += 1
-            report["mismatch"] = str(exc)
-            return False
+            return str(exc)
         parity["exempt" if note else "checked"] += 1
         parity["deliberate"]["literal_control_strings"] += int(bool(note))
         parity["deliberate"]["tool_arguments_decoded"] += int(tool_arguments_decoded(conv))
@@ -271,13 +272,18 @@ class SftTask:
         for flag in shape:
             parity["shapes_checked"][flag] += 1
         plan.passed[shape] += 1
-        return True
+        return ""
 
 
-def _lacks(template: ChatTemplate, conv: dict, reason: str) -> dict:
-    """``{"template_lacks": {what: 1}}`` for a record rejected because the template never names its tools."""
-    lack = missing_tool_support(template.source, conv) if reason in ("template_error", TOOLS_NOT_RENDERED) else ""
-    return {"template_lacks": {lack: 1}} if lack else {}
+def _lacks(template: ChatTemplate, conv: dict, reason: str) -> str:
+    """What tool feature the template lacks, for a record rejected because it never names its tools ("" else)."""
+    return missing_tool_support(template.source, conv) if reason in ("template_error", TOOLS_NOT_RENDERED) else ""
+
+
+def _count(tally: dict[str, int], label: str) -> None:
+    """One more of ``label`` in a report's tally (nothing for "")."""
+    if label:
+        tally[label] = tally.get(label, 0) + 1
 
 
 def _surviving(convs: list[dict], locs: list[int], curated: tuple[set[str], dict[str, str]], stats: Stats,
@@ -369,7 +375,7 @@ def _oracle(tokenizer: Any) -> tuple[Any, str]:
 def _report(results: list[UnitResult], out: Path, *, seq_len: int | None, reference: str | None) -> dict:
     """The merged report of all units (naming the parity reference, and why parity was not checked when no
     reference could be built), with the packing plan at ``seq_len`` when asked for."""
-    report = summarize([r.data["report"] for r in results])
+    report = summarize(SftReport.from_dict(r.data["report"]) for r in results)
     if reference:
         report.setdefault("parity", {})["reference"] = reference
     why = next((r.data["parity_unavailable"] for r in results if r.data.get("parity_unavailable")), "")
@@ -442,10 +448,10 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
     references: list[str | None] = []  # what the run's parity checks are made against (sft/oracle.py)
 
     def configure(run: Run) -> SftTask:
-        template = resolve_template(chat_template, run.tokenizer)
+        template = resolve_template(chat_template, run.loaded_tokenizer)
         preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive,  # sft/preflight.py
                   keep_unrendered_tools=opts.keep_unrendered_tools)
-        check_stop_token(template, run.tokenizer, allow=opts.allow_untrained_stop)
+        check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
@@ -455,7 +461,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
         checked_against = reference() if opts.verify and not run.options.dry_run else None  # transformers, else plain
         key = run_key(run.tokenizer, template, opts, reference=checked_against) if checked_against else None
         references.append(checked_against)
-        return SftTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
+        return SftTask(run.loaded_tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
                        limit=run.options.limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())
 
     def stages(run: Run) -> list:

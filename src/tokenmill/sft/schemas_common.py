@@ -81,13 +81,13 @@ def text(value: Any, what: str) -> str:
     """A required string: null is ``missing_field``, another type ``wrong_type``."""
     if value is None:
         raise RecordProblem("missing_field", f"{what} is null")
-    return optional_text(value, what)
+    if not isinstance(value, str):
+        raise RecordProblem("wrong_type", f"{what} is {type_name(value)}, expected a string")
+    return value
 
 
 def optional_text(value: Any, what: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise RecordProblem("wrong_type", f"{what} is {type_name(value)}, expected a string")
-    return value
+    return None if value is None else text(value, what)
 
 
 def dumps(value: Any) -> str:

@@ -154,7 +154,7 @@ def clusters(sig: np.ndarray, *, bands: int) -> np.ndarray:
 
 def scores(convs: list[dict], how: Selection) -> np.ndarray:
     responses = [turns(c, "assistant") for c in convs]
-    if how.score == "quality":
+    if how.score == "quality" and how.model:  # Selection refuses the quality score without a model
 
         return predict_hq(load_model(how.model), responses).astype(np.float64)
     return np.log1p(np.diff(ngrams.words(responses).offsets).astype(np.float64))
@@ -171,7 +171,7 @@ def greedy(order: np.ndarray, cluster: np.ndarray, *, n: int, per_cluster: int, 
     kept = 0
     for i in order:
         c = int(cluster[i])
-        label = labels[i] if quota else ""
+        label = labels[i] if quota and labels is not None else ""
         if kept >= n:
             reason[i] = "not_selected:below_top_n"
         elif quota and per_label.get(label, 0) >= quota.get(label, 0):

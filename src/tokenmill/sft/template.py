@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+import jinja2.parser
 
 from tokenmill.base.yamlsafe import decode
 from tokenmill.errors import TemplateError
@@ -119,6 +120,11 @@ def _from_value(value: Any, *, name: str, origin: str) -> ChatTemplate:
     return ChatTemplate(value, origin=origin)
 
 
+def _tracker(environment: jinja2.Environment) -> _GenerationTracker:
+    """The ``{% generation %}`` extension of a template's environment."""
+    return next(e for e in environment.extensions.values() if isinstance(e, _GenerationTracker))
+
+
 class _GenerationTracker(jinja2.ext.Extension):
     """``{% generation %}...{% endgeneration %}``: records the character span each block renders to."""
 
@@ -126,13 +132,14 @@ class _GenerationTracker(jinja2.ext.Extension):
 
     def __init__(self, environment: jinja2.Environment):
         super().__init__(environment)
-        environment.extend(track_generation=self.track)
         self._state: ContextVar = ContextVar("generation_tracker", default=None)
 
     def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.CallBlock:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.CallBlock(self.call_method("_support"), [], [], body).set_lineno(lineno)
+        node = jinja2.nodes.CallBlock(self.call_method("_support"), [], [], body)
+        node.set_lineno(lineno)
+        return node
 
     @jinja2.pass_eval_context
     def _support(self, context: jinja2.nodes.EvalContext, caller: jinja2.runtime.Macro) -> str:
@@ -253,7 +260,7 @@ def render_template(
     Raises :class:`TemplateError` naming ``record_id`` when the template fails.
     """
     compiled = _compile_or_raise(template)
-    kwargs = dict(special_tokens or {})
+    kwargs: dict[str, Any] = dict(special_tokens or {})
     kwargs.update(messages=messages, tools=tools, documents=None, add_generation_prompt=generation_prompt,
                   **template.clock)
     blocks: list[str] = []
@@ -262,7 +269,7 @@ def render_template(
         with render_budget():  # sft/budget.py: time, steps and size of one render are bounded
             if not track_generation:
                 return join_within_budget(compiled.generate(**kwargs)), spans
-            with compiled.environment.track_generation(blocks, spans):
+            with _tracker(compiled.environment).track(blocks, spans):
                 for block in compiled.generate(**kwargs):
                     blocks.append(block)
             return join_within_budget(blocks), spans

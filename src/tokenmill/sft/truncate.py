@@ -8,7 +8,7 @@ A conversation whose system messages and final exchange alone exceed ``max_lengt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import ConfigError, TemplateError
 from tokenmill.sft.budget import drop_unfittable
@@ -19,6 +19,9 @@ from tokenmill.sft.render import (
     render_conversations,
 )
 from tokenmill.sft.template import ChatTemplate
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 
 def exchanges(messages: list[dict]) -> tuple[list[int], list[list[int]]]:
@@ -44,7 +47,7 @@ def fit_conversation(
     conv: dict,
     *,
     max_length: int,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     template: ChatTemplate,
     policy: MaskPolicy = MaskPolicy(),
 ) -> Rendered:
@@ -62,7 +65,7 @@ def fit_conversations(
     convs: list[dict],
     *,
     max_length: int,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     template: ChatTemplate,
     policy: MaskPolicy = MaskPolicy(),
 ) -> list[Rendered | TemplateError]:
@@ -77,7 +80,10 @@ def fit_conversations(
     rendered = iter(render_conversations([conv for conv, _ in ready], **options))
     out: list[Rendered | TemplateError] = []
     for p in prefit:
-        full = p if isinstance(p, TemplateError) else next(rendered)
+        if isinstance(p, TemplateError):
+            out.append(p)
+            continue
+        full = next(rendered)
         if isinstance(full, TemplateError):
             out.append(full)
             continue

@@ -182,7 +182,7 @@ def _check_tool_result(m: dict, i: int, open_calls: list[dict] | None) -> None:
             "tool_result_without_call", f"tool result at index {i} does not follow an assistant message with tool calls"
         )
     wanted = m.get("tool_call_id")
-    ids = {c.get("id") for c in open_calls} - {None}
+    ids = {c_id for c in open_calls if (c_id := c.get("id")) is not None}
     if wanted is not None and ids and wanted not in ids:
         raise RecordProblem(
             "tool_result_without_call",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -205,7 +206,7 @@ def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None, *, untrained: np.n
         for d0, d1 in _doc_chunks(offsets):
             lo, hi = int(offsets[d0]), int(offsets[d1])
             starts, ends = offsets[d0:d1] - lo, offsets[d0 + 1 : d1 + 1] - lo
-            mask = np.asarray(shard.mask[lo:hi]).view(np.bool_)
+            mask = shard.mask_slice(lo, hi)
             empty = _trained_per_doc(mask, starts, ends) == 0
             if untrained is not None:
                 empty &= ~untrained[base + d0:base + d1]
@@ -215,7 +216,7 @@ def _mask_scan(shards: ShardSet, stop_ids: np.ndarray | None, *, untrained: np.n
                 no_stop.append(base + d0 + _unstopped_docs(mask, ids, ends, stop_ids))
                 stopped += _stopped_docs(mask, ids, ends, stop_ids)
         base += shard.n_docs
-    result = {"fully_masked": _listing(fully)}
+    result: dict[str, Any] = {"fully_masked": _listing(fully)}
     if stop_ids is not None:
         result["stop_untrained"] = _listing(no_stop)
         result["stop_trained_docs"] = stopped

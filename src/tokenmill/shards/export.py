@@ -111,13 +111,13 @@ def iter_batches(ds: ShardSet, *, seq_len: int | None, batch_tokens: int = BATCH
 
 def _doc_batches(ds: ShardSet, batch_tokens: int):
     for shard in ds.shards:
-        offsets = np.asarray(shard.offsets)
+        offsets, shard_mask = np.asarray(shard.offsets), shard.mask
         a = 0
         while a < shard.n_docs:
             b = int(np.searchsorted(offsets, offsets[a] + batch_tokens, side="right")) - 1
             b = min(max(b, a + 1), shard.n_docs)
             lo, hi = int(offsets[a]), int(offsets[b])
-            mask = shard.mask[lo:hi] if shard.has_mask else None
+            mask = None if shard_mask is None else shard_mask[lo:hi]
             yield Batch(shard.ids[lo:hi], offsets[a : b + 1] - lo, mask, shard.docs.column(0).slice(a, b - a),
                         shard.docs.column(1).slice(a, b - a))  # fmt: skip
             a = b
@@ -230,7 +230,7 @@ def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     lengths = []
     with open(_tmp(f"{out}.bin"), "wb") as fh:
         for batch in iter_batches(ds, seq_len=seq_len):
-            fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
+            fh.write(np.ascontiguousarray(batch.ids.astype(dtype, copy=False)).data.cast("B"))
             lengths.append(np.diff(batch.offsets))
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     write_megatron_index(_tmp(f"{out}.idx"), lengths, dtype)
@@ -273,9 +273,9 @@ def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     mask_path = Path(f"{out}.mask") if ds.has_mask else None
     with open(_tmp(out), "wb") as fh, open(_tmp(mask_path) if mask_path else os.devnull, "wb") as mh:
         for batch in iter_batches(ds, seq_len=seq_len):
-            fh.write(memoryview(np.ascontiguousarray(batch.ids.astype(dtype, copy=False))).cast("B"))
+            fh.write(np.ascontiguousarray(batch.ids.astype(dtype, copy=False)).data.cast("B"))
             if batch.mask is not None:
-                mh.write(memoryview(np.ascontiguousarray(batch.mask).view(np.uint8)).cast("B"))
+                mh.write(np.ascontiguousarray(batch.mask).view(np.uint8).data.cast("B"))
             n_seq, n_tok = n_seq + len(batch.offsets) - 1, n_tok + len(batch.ids)
     note = bin_note(dtype, ds.vocab_size)
     sidecar = {

@@ -58,7 +58,7 @@ def normalize_tokenizer_info(info: dict) -> dict:
     if problems:
         raise ConfigError(problems)
     full = {**OPTIONAL_INFO, **info}
-    full["vocab_size"] = int(vocab)
+    full["vocab_size"] = int(full["vocab_size"])
     full["chat_template_hash"] = full["chat_template_hash"] or ""
     return full
 

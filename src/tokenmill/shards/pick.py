@@ -125,7 +125,7 @@ def _shape_flags(shards: ShardSet, shape: str, stop_ids: np.ndarray | None) -> n
             flags[base + np.flatnonzero((runs == 0) & (ends > starts))] = True
         elif shape == "multi-turn":
             flags[base + np.flatnonzero(runs >= 2)] = True
-        else:
+        elif ids is not None and stop_ids is not None:  # unstopped: read with its ids, stop ids checked above
             flags[base + _unstopped(mask, ids, ends, stop_ids)] = True
     return flags
 
@@ -139,7 +139,7 @@ def _chunks(shards: ShardSet, *, with_ids: bool) -> Iterator[tuple[int, np.ndarr
         while d0 < n:
             d1 = min(max(int(np.searchsorted(offsets, offsets[d0] + _SCAN_TOKENS, side="right")) - 1, d0 + 1), n)
             lo, hi = int(offsets[d0]), int(offsets[d1])
-            mask = np.asarray(shard.mask[lo:hi]).view(np.bool_)
+            mask = shard.mask_slice(lo, hi)
             ids = np.asarray(shard.ids[lo:hi]) if with_ids else None
             yield base + d0, mask, ids, offsets[d0:d1] - lo, offsets[d0 + 1:d1 + 1] - lo
             d0 = d1

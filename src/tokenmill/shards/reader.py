@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +28,7 @@ class Shard:
         self.n_docs, self.n_tokens = int(header["n_docs"]), int(header["n_tokens"])
         self.has_mask = bool(header["has_mask"])
         self.has_weights = bool(header.get("has_weights", False))
-        self._maps: dict[str, object] = {}
+        self._maps: dict[str, Any] = {}  # memory maps by suffix, and "docs": the record batch
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_maps": {}}  # memmaps are reopened, never pickled
@@ -42,6 +43,13 @@ class Shard:
     @property
     def mask(self) -> np.ndarray | None:
         return self._memmap("mask", np.dtype(np.uint8), self.n_tokens) if self.has_mask else None
+
+    def mask_slice(self, lo: int, hi: int) -> np.ndarray:
+        """The loss mask of tokens ``[lo, hi)`` as bool (a shard of a set that has a loss mask)."""
+        mask = self.mask
+        if mask is None:
+            raise ShardError(f"{self.path('mask')}: this shard has no loss mask, the others of its set do")
+        return np.asarray(mask[lo:hi]).view(np.bool_)
 
     @property
     def weights(self) -> np.ndarray | None:
@@ -149,7 +157,7 @@ class ShardSet(Sequence):
         docs = shard.docs
         return {
             "input_ids": self._slice(shard.ids, shard, j),
-            "loss_mask": self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None,
+            "loss_mask": self._mask(shard, j),
             "loss_weights": self._weights(shard, j),
             "id": docs.column(0)[j].as_py(),
             "source": docs.column(1)[j].as_py(),
@@ -162,8 +170,11 @@ class ShardSet(Sequence):
 
     def doc_mask(self, i: int) -> np.ndarray | None:
         """The loss mask of document ``i`` as a bool view, or None when the shards carry no mask."""
-        shard, j = self._locate(int(i))
-        return self._slice(shard.mask, shard, j).view(np.bool_) if shard.has_mask else None
+        return self._mask(*self._locate(int(i)))
+
+    def _mask(self, shard: Shard, j: int) -> np.ndarray | None:
+        mask = shard.mask
+        return None if mask is None else self._slice(mask, shard, j).view(np.bool_)
 
     def doc_weights(self, i: int) -> np.ndarray | None:
         """Per-token loss weights of document ``i`` (float32), or None when no shard of the set has weights.
@@ -175,9 +186,10 @@ class ShardSet(Sequence):
     def _weights(self, shard: Shard, j: int) -> np.ndarray | None:
         if not self.has_weights:
             return None
-        if shard.has_weights:
-            return self._slice(shard.weights, shard, j)
-        return self._slice(shard.mask, shard, j).astype(WEIGHT_DTYPE)
+        weights, mask = shard.weights, shard.mask
+        if weights is not None:
+            return self._slice(weights, shard, j)
+        return None if mask is None else self._slice(mask, shard, j).astype(WEIGHT_DTYPE)  # weights need a mask
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         """Ids of the global token range ``[start, stop)`` (a view inside one shard, else a copy)."""

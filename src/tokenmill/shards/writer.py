@@ -26,7 +26,7 @@ class _HashedFile:
         self.hash = hashlib.sha256()
 
     def write(self, array: np.ndarray) -> None:
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
+        data = np.ascontiguousarray(array).data.cast("B")
         self.fh.write(data)
         self.hash.update(data)
 
@@ -69,6 +69,8 @@ class _Part:
 
     def start_weights(self) -> None:
         """Open the weights file; the tokens already written get their mask (0/1) as weight."""
+        if self.mask is None:
+            raise ShardError("loss weights need a loss mask: write these shards with with_mask=True")
         self.weights = _HashedFile(self.directory / f"{self.stem}.weights")
         written = self.mask.written()
         for lo in range(0, len(written), _BACKFILL):
@@ -261,8 +263,10 @@ class ShardWriter:
         return self._part
 
     def _finish_part(self) -> None:
-        self._part.finish(self.info)
-        self._stems.append(self._part.stem)
+        part = self._part
+        if part is not None:
+            part.finish(self.info)
+            self._stems.append(part.stem)
         self._part = None
 
     def _append(self, part: _Part, ids, masks, offsets, lo: int, hi: int, rec_ids, sources) -> None:

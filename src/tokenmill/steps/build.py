@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenmill.errors import ConfigError, TokenmillError
@@ -124,7 +124,7 @@ def _did_you_mean(name: Any, known: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def build_steps(specs: list[dict] | None, *, source: str = "config",
+def build_steps(specs: Sequence[Any] | None, *, source: str = "config",
                 build: Callable[..., Any] = build_step) -> list:
     """Steps from a ``steps:`` list, in order; every problem reported at once, prefixed by ``source``.
     ``build(spec, where=...)``: a track's own adapter around :func:`build_step` (the SFT track's ``on:``)."""

@@ -133,7 +133,7 @@ class Cascade:
                 reasons[i] = reason(step, str(rule))
             filtered.update(reasons[rows[fresh]].tolist())
             counts.update(scored.counts)
-            seconds[step_id(step)] += time.perf_counter() - started
+            seconds[step_id(step)] += time.perf_counter() - started  # pyright: ignore[reportArgumentType] (typeshed's Counter counts ints; seconds add as floats)
         keep = reasons == None
         ledger = ledger_batch(docs, locs, columns, keep, reasons)
         return CascadeResult(docs.filter(pa.array(keep)), ledger, filtered, counts, seconds)
@@ -142,7 +142,7 @@ class Cascade:
 def ledger_batch(docs: pa.RecordBatch, locs: Sequence[int] | np.ndarray, columns: dict[str, pa.Array],
                  keep: np.ndarray, reasons: np.ndarray) -> pa.RecordBatch:
     arrays = [docs.column("id"), docs.column("source"), pa.array(np.asarray(locs, dtype=np.int64))]
-    names = list(LEDGER_KEYS)
+    names: list[str] = list(LEDGER_KEYS)
     if "url" in docs.schema.names:  # a decision traced to its page (WARC and any input with a URL field)
         names.append("url")
         arrays.append(docs.column("url").cast(pa.string()))

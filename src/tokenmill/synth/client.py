@@ -164,7 +164,7 @@ class Client:
         return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def _cache_path(self, key: str) -> Path:
-        return self.cache_dir / key[:2] / f"{key}.json"
+        return (self.cache_dir or default_cache_dir()) / key[:2] / f"{key}.json"  # set in __post_init__
 
     def cached(self, key: str) -> Reply | None:
         try:

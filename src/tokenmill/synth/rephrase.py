@@ -140,7 +140,7 @@ class RephraseTask:
             if why:
                 stats.filter(why)
                 continue
-            self._keep(d, i, "\n\n".join(r.content.strip() for r in got), len(ps), rows)
+            self._keep(d, i, "\n\n".join(r.content.strip() for r in got if isinstance(r, Reply)), len(ps), rows)
             stats.kept += 1
 
     def _keep(self, d: dict, i: int, text: str, n_pieces: int, rows: dict) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.engine import LocalExecutor, Stage, StagePlan, UnitResult, total
 from tokenmill.errors import ConfigError
@@ -24,6 +24,9 @@ from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.synth.client import Client
+
+if TYPE_CHECKING:
+    from tokenmill.engine.store import Url
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 
@@ -122,7 +125,7 @@ def synth_job(kind: str, *, client: Client, task: Callable[[Run], Callable], par
     return Job(name, takes, stages, report, configure=configure, progress=lines)
 
 
-def print_synth_summary(manifest: dict, out: Path) -> None:
+def print_synth_summary(manifest: dict, out: Path | Url) -> None:
     c, u = manifest["counts"], manifest["usage_this_run"]
     print(f"{manifest['track']}: {c['kept']:,} kept of {c['input']:,} records -> {out}")
     print(manifest["identity"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -17,6 +18,9 @@ from tokenmill._extras import require
 from tokenmill.tokenize import pieces
 from tokenmill.tokenize import tiktoken_specs as tk
 from tokenmill.tokenize.sources import Source, cache_dir, write_cached
+
+if TYPE_CHECKING:
+    import gigatoken
 
 Offsets = tuple[list[int], np.ndarray, np.ndarray]
 
@@ -28,7 +32,7 @@ def reference_for(source: Source):
 
 
 # fast encoders built ahead in this process (the fork server: tokenmill/engine/warm.py), by source_key
-PREBUILT: dict[str, object] = {}
+PREBUILT: dict[str, gigatoken.Tokenizer] = {}
 
 
 def source_key(source: Source) -> str:
@@ -38,11 +42,13 @@ def source_key(source: Source) -> str:
 
         h = hashlib.sha256(f"{source.kind}\0{source.pat_str}\0".encode())
         h.update(source.data)
-        object.__setattr__(source, "key", h.hexdigest())  # a frozen dataclass: its one cached field
+        key = h.hexdigest()
+        object.__setattr__(source, "key", key)  # a frozen dataclass: its one cached field
+        return key
     return source.key
 
 
-def fast_for(source: Source, reference=None):
+def fast_for(source: Source, reference=None) -> gigatoken.Tokenizer:
     """The gigatoken encoder of a source: the one built ahead in this process when there is one, else built
     now (from ``reference`` when given, else without loading the reference encoder where possible)."""
     if PREBUILT:

@@ -55,7 +55,7 @@ def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list
             tok, caught, error = pool.submit(_load_released, os.fspath(spec), fast, parity_sample).result()
     except BrokenProcessPool:  # no child process possible here (e.g. a __main__ that cannot be re-imported)
         tok, caught, error = _load_released(os.fspath(spec), fast, parity_sample)
-    if error:
+    if error or tok is None:  # the child returns a tokenizer or says why not
         raise TokenizerError(error)
     for message, category in caught:
         warnings.warn(message, category, stacklevel=2)

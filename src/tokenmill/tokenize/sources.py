@@ -292,7 +292,7 @@ def _from_object(obj: Any) -> Source:
 
 
 def _config_of(obj: Any) -> dict[str, Any]:
-    config = {k: str(getattr(obj, k)) for k in ("bos_token", "eos_token", "pad_token") if getattr(obj, k, None)}
+    config: dict[str, Any] = {k: str(getattr(obj, k)) for k in ("bos_token", "eos_token", "pad_token") if getattr(obj, k, None)}
     if getattr(obj, "add_bos_token", None) is not None:
         config["add_bos_token"] = bool(obj.add_bos_token)
     return config

@@ -98,5 +98,5 @@ def encoding_args(name: str) -> dict:
     """The constructor arguments of a tiktoken encoding (may download ranks for online names)."""
     import tiktoken.registry
 
-    encoding_names()
-    return tiktoken.registry.ENCODING_CONSTRUCTORS[name]()
+    encoding_names()  # fills the registry's constructors
+    return (tiktoken.registry.ENCODING_CONSTRUCTORS or {})[name]()

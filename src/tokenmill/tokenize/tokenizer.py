@@ -7,7 +7,7 @@ import hashlib
 import itertools
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import numpy as np
 import orjson
@@ -16,6 +16,10 @@ from tokenmill.errors import TokenizerError
 from tokenmill.tokenize import backends, pieces, sources
 from tokenmill.tokenize.backends import fast_for, reference_for, source_key
 from tokenmill.tokenize.parity import agreement_cached, choose_fast
+
+if TYPE_CHECKING:
+    import gigatoken
+    import pyarrow as pa
 
 Span = tuple[int, int]
 
@@ -185,7 +189,8 @@ class Tokenizer:
                  fingerprint: str | None = None):
         """``fast``: use the gigatoken path (default: when ``fast_encoder`` is given; it is built on first
         use when not given). ``fingerprint``: already computed by the caller."""
-        self._source, self._ref, self._fast = source, reference, fast_encoder
+        self._source, self._ref = source, reference
+        self._fast: gigatoken.Tokenizer | None = fast_encoder
         self.name = source.name
         use_fast = fast_encoder is not None if fast is None else fast
         self.backend = "gigatoken" if use_fast else reference.backend
@@ -243,7 +248,7 @@ class Tokenizer:
     def _id_or_none(self, token: str | None) -> int | None:
         if token is None:
             return None
-        return self.special_tokens.get(token, self._ref.token_to_id(token))
+        return self.special_tokens.get(token, self.reference.token_to_id(token))
 
     def _add_bos(self, reference, source) -> bool:
         flag = source.config.get("add_bos_token")
@@ -276,8 +281,9 @@ class Tokenizer:
         return self._ref
 
     @property
-    def _fast_encoder(self):
-        if self._fast is None and self.backend == "gigatoken":
+    def _fast_encoder(self) -> gigatoken.Tokenizer:
+        """The gigatoken encoder (read on the ``gigatoken`` backend only), built on first use."""
+        if self._fast is None:
             # a worker that only encodes documents never keeps the (larger) reference encoder alive
             self._fast = fast_for(self._source, self._ref)
         return self._fast
@@ -310,7 +316,7 @@ class Tokenizer:
                 return self._encode_each(small)
             batch = _awkward_strings(texts) if arrow else list(texts)
             return _flat_from_awkward(self._fast_encoder.encode_batch(batch))
-        lists = self.reference.encode_batch(texts.to_pylist() if arrow else texts)
+        lists = self.reference.encode_batch(texts.to_pylist() if _is_arrow_strings(texts) else texts)
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)
         np.cumsum([len(x) for x in lists], out=offsets[1:])
         ids = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.uint32, count=int(offsets[-1]))
@@ -363,13 +369,13 @@ class Tokenizer:
             else:
                 out[i] = self.encode_pieces(text, control)
         if not whole_at:  # every text went the fast way: the reference (a parse of its tokenizer.json) is not needed
-            return out
+            return _filled(out)
         encoded = self.reference.encode_offsets_batch([texts[i] for i, _ in whole_at], control=True)
         for (i, control), (ids, starts, ends) in zip(whole_at, encoded):
             whole = _arrays(ids, starts, ends)
             out[i] = whole if not check or self.controls_match(whole, texts[i], control) else self.encode_pieces(
                 texts[i], control)
-        return out
+        return _filled(out)
 
     def _encode_pieces_fast(self, texts: Sequence[str], controls: Sequence[list[Span]]) -> list:
         """:meth:`encode_pieces` of many texts through the fast encoder (tokenize/pieces.py); None for every text
@@ -408,15 +414,17 @@ class Tokenizer:
                 k += 1
             _, end, literal = stretches[k]
             if b > end:  # a match across an edge: the stretches' own matches differ
-                return self._control_spans_by_stretch(text, stretches)
+                return self._control_spans_by_stretch(self._special_re, text, stretches)
             if literal:
                 inside += 1
             else:
                 control.append((a, b))
         return control, inside
 
-    def _control_spans_by_stretch(self, text: str, stretches: list[tuple[int, int, bool]]) -> tuple[list[Span], int]:
-        find = self._special_re.finditer
+    @staticmethod
+    def _control_spans_by_stretch(pattern: re.Pattern, text: str, stretches: list[tuple[int, int, bool]]
+                                  ) -> tuple[list[Span], int]:
+        find = pattern.finditer
         control, inside = [], 0
         for start, end, literal in stretches:
             if literal:
@@ -512,11 +520,22 @@ class Tokenizer:
                 f"fingerprint={self.fingerprint[:12]!r})")
 
 
+_T = TypeVar("_T")
+
+
+def _filled(out: list[_T | None]) -> list[_T]:
+    """``out``, every entry of which the caller has set (a None left is a bug, said here, not downstream)."""
+    done = [x for x in out if x is not None]
+    if len(done) != len(out):
+        raise RuntimeError(f"{len(out) - len(done)} of {len(out)} rendered texts were left unencoded")
+    return done
+
+
 def _arrays(ids, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.asarray(ids, dtype=np.uint32), np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
 
 
-def _is_arrow_strings(texts: Any) -> bool:
+def _is_arrow_strings(texts: Any) -> TypeGuard[pa.Array]:
     import pyarrow as pa
 
     return isinstance(texts, pa.Array) and (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type))
@@ -591,7 +610,8 @@ def _awkward_strings(texts):
     _, offsets_buf, data_buf = texts.buffers()
     offsets = np.frombuffer(offsets_buf, dtype="<i8")[texts.offset:texts.offset + len(texts) + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    chars = ak.contents.NumpyArray(data, parameters={"__array__": "char"})
+    # awkward's ArrayLike protocol does not accept numpy's own ndarray stub (numpy >= 2.3 typing)
+    chars = ak.contents.NumpyArray(data, parameters={"__array__": "char"})  # pyright: ignore[reportArgumentType]
     return ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets), chars, parameters={"__array__": "string"}))
 
 

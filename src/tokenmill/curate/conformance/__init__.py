@@ -17,7 +17,7 @@ VECTORS = "heuristics.jsonl"
 
 def vectors() -> Iterator[dict]:
     """Every vector of ``heuristics.jsonl``, in file order."""
-    with resources.files(__package__).joinpath(VECTORS).open("r", encoding="utf-8") as fh:
+    with resources.files(__spec__.parent).joinpath(VECTORS).open("r", encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)

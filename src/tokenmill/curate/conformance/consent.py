@@ -156,7 +156,7 @@ def score_doc(step_name: str, params: dict, doc: dict, snapshot: str) -> dict:
 
 
 def vectors() -> Iterator[dict]:
-    with resources.files(__package__).joinpath(VECTORS).open("r", encoding="utf-8") as fh:
+    with resources.files(__spec__.parent).joinpath(VECTORS).open("r", encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)

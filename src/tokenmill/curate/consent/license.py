@@ -53,7 +53,7 @@ class License:
         allow = [self.allow] if isinstance(self.allow, str) else self.allow
         if not isinstance(allow, (list, tuple)) or not all(isinstance(a, str) for a in allow):
             raise ValueError(f"allow: expected a list of licence ids such as [cc-by-4.0, mit], got {self.allow!r}")
-        object.__setattr__(self, "allow", sorted({normalise_license(a) for a in allow} - {None}))
+        object.__setattr__(self, "allow", sorted({n for a in allow if (n := normalise_license(a)) is not None}))
         if self.unknown not in ("keep", "remove"):
             raise ValueError(f"unknown: expected keep or remove, got {self.unknown!r}")
         if not isinstance(self.detect, bool):

@@ -37,7 +37,6 @@ _BADGE_LONG = re.compile(r"creative\s+commons\s+((?:attribution|non-?commercial|
 _BADGE_SHORT = re.compile(r"\bCC[\s-]?(BY(?:[\s-](?:NC|SA|ND))*)(?:[\s-]v?(\d\.\d))?\b|\bCC0(?:[\s-]1\.0)?\b",
                           re.IGNORECASE)
 _SPDX = re.compile(r"SPDX-License-Identifier:\s*([A-Za-z0-9.+-]+)")
-_LINE = re.compile(r"[^\n]*")
 
 
 def from_links(links: Any) -> tuple[str, str] | None:
@@ -90,7 +89,8 @@ def from_text(text: str | None) -> tuple[str, str] | None:
     spdx = _SPDX.search(text)
     candidates = sorted([*_BADGE_LONG.finditer(text), *_BADGE_SHORT.finditer(text)], key=lambda m: m.start())
     for m in candidates:
-        line = text[text.rfind("\n", 0, m.start()) + 1: _LINE.match(text, m.end()).end()]
+        end = text.find("\n", m.end())  # the end of the line the badge is on
+        line = text[text.rfind("\n", 0, m.start()) + 1: end if end >= 0 else len(text)]
         if _CREDIT.search(line):
             continue
         found = _badge(m)

@@ -99,7 +99,7 @@ class Robots:
 
     def setup(self) -> None:
         if self._state is None:
-            object.__setattr__(self, "_state", _Judge(load_snapshot(self.snapshot), list(self.agents)))
+            object.__setattr__(self, "_state", _Judge(load_snapshot(self.snapshot or ""), list(self.agents)))
 
     def score(self, batch: pa.RecordBatch) -> Scored:
         self.setup()

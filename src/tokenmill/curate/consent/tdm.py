@@ -171,7 +171,7 @@ def load_tdmrep(snapshot: str | None) -> dict[str, list]:
 
 def _rule(rule: dict) -> tuple | None:
     try:
-        flag = int(rule.get("tdm-reservation"))
+        flag = int(rule.get("tdm-reservation", ""))  # missing: "" is no number, as null is none
     except (TypeError, ValueError):
         return None
     location = str(rule.get("location") or "/")

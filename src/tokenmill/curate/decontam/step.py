@@ -287,7 +287,8 @@ class Decontaminate:
 def _first_matches(column: Any, first: dict, idx: EvalIndex, n_docs: int) -> dict[str, pa.Array]:
     """``ngram`` (a document's first shared n-gram, as it wrote it) and ``item`` (the eval item it shares it with,
     ``gsm8k_test #17: text``), None where nothing matched: a removal a reader can check by eye."""
-    ngram, item = [None] * n_docs, [None] * n_docs
+    ngram: list[str | None] = [None] * n_docs
+    item: list[str | None] = [None] * n_docs
     for d, (n, start, pos) in first.items():
         words = [x for x in str(column[d].as_py() or "").split() if any(_counted(c) for c in x)]
         k = int(idx.item[pos]) if len(idx.item) else -1

@@ -24,8 +24,8 @@ def prefixes(members: np.ndarray) -> np.ndarray:
     """``out[b0 << 8 | b1]``: every code point whose UTF-8 starts with bytes ``b0 b1`` is a member."""
     out = np.zeros(1 << 16, dtype=bool)
     b1 = np.arange(0x80, 0xC0)
-    blocks3 = members[:0x10000].reshape(-1, 64).all(axis=1)
-    blocks4 = members.reshape(-1, 4096).all(axis=1)  # 272 blocks: F4 90 and above is not UTF-8
+    blocks3 = np.all(members[:0x10000].reshape(-1, 64), axis=1)
+    blocks4 = np.all(members.reshape(-1, 4096), axis=1)  # 272 blocks: F4 90 and above is not UTF-8
     for b0 in range(0xC2, 0xF5):
         if b0 < 0xE0:
             ok = members[(b0 & 0x1F) << 6 | (b1 & 0x3F)]

@@ -68,7 +68,7 @@ def normalise_codes(codes: Any) -> tuple[str, ...]:
     out: list[str] = []
     for code in codes:
         c = code.strip().lower().replace("_", "-").split("-")[0]
-        c = THREE_TO_TWO.get(c, c)
+        c = THREE_TO_TWO.get(c) or c
         out.extend(ALIASES.get(c, (c,)))
     return tuple(dict.fromkeys(out))
 
@@ -193,7 +193,7 @@ class Language:
             self._relabel_pair(text, labels)
         return Scored({"label": pa.array(labels, pa.string()), "score": scores})
 
-    def _relabel_pair(self, text: pa.Array, labels: list[str]) -> None:
+    def _relabel_pair(self, text: pa.Array, labels: list[str | None]) -> None:
         """Indonesian and Malay share most of their vocabulary; lingua's word models tell them apart."""
         from lingua import Language as L
 

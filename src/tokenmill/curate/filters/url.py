@@ -88,11 +88,11 @@ def absolute_url(url: str | None) -> SplitResult | None:
     return parts if host and _PY_HOST.match(host.rstrip(".")) else None
 
 
-def host_key(host: str) -> str:
+def host_key(host: str | None) -> str:
     """A host name as snapshots and lists are keyed: lowercase, no trailing dot, internationalised names in
     their ASCII form (``bücher.example`` -> ``xn--bcher-kva.example``, the name DNS and crawlers use), so a
     page's host and a snapshot's file name match whichever of the two forms each was written in."""
-    h = host.strip().rstrip(".").lower()
+    h = (host or "").strip().rstrip(".").lower()
     if h.isascii():
         return h
     try:
@@ -169,10 +169,11 @@ class UrlFilter:
             for path in getattr(self, key):
                 if not Path(path).is_file():
                     raise ValueError(f"{key}: no file {path!r}")
-        if self.categories and not self.ut1:
+        ut1 = self.ut1 or ""
+        if self.categories and not ut1:
             raise ValueError("categories: give the UT1 directory as 'ut1' too")
         for cat in self.categories:
-            if not _ut1_files(self.ut1, cat):
+            if not _ut1_files(ut1, cat):
                 raise ValueError(f"categories: no {cat}_domains.txt or {cat}_urls.txt (nor {cat}/domains) in {self.ut1!r}")
         for key in ("invalid", "missing"):
             if getattr(self, key) not in POLICIES:
@@ -261,7 +262,7 @@ class _Lists:
             for u in read_list(path):
                 urls.setdefault(_SPLIT.sub("", u).rstrip("/"), "urls")
         for cat in step.categories:
-            for kind, path in _ut1_files(step.ut1, cat):
+            for kind, path in _ut1_files(step.ut1 or "", cat):  # given with categories (checked by Url)
                 target = domains if kind == "domains" else urls
                 for entry in read_list(path):
                     target.setdefault(entry.rstrip("/") if kind == "urls" else entry, f"ut1:{cat}")

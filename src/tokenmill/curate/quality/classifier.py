@@ -222,7 +222,7 @@ def check_params(opts: Mapping[str, Any]) -> None:
             problems.append(f"loss: expected one of {', '.join(LOSSES)}, got {value!r}")
         elif want is not str and (isinstance(value, bool) or not isinstance(value, (int, float) if want is float else int)):
             problems.append(f"{key}: expected {'a number' if want is float else 'a whole number'}, got {value!r}")
-        elif want is not str and value < 0:
+        elif want is not str and isinstance(value, (int, float)) and value < 0:
             problems.append(f"{key}: expected a value >= 0, got {value!r}")
     if problems:
         raise ConfigError([f"quality train: {p}" for p in problems])

@@ -198,7 +198,7 @@ class FitTask:
         with open(staging / f"{rel}.buckets", "wb") as fh:
             features = featurise(unit_texts(Path(self.out) / unit.payload.docs), self.step.buckets, fh)
         with open(staging / f"{rel}.npz", "wb") as fh:
-            np.savez(fh, **features)
+            np.savez(fh, **features)  # pyright: ignore[reportArgumentType] (numpy's stub reads the names as allow_pickle)
         return UnitResult(outputs=[f"{rel}.npz", f"{rel}.buckets"], data={"features": f"{rel}.npz"})
 
 
@@ -304,7 +304,7 @@ def draw(step: Dsir, path: Path, scores: list[Path]) -> dict:
 
 def wanted(step: Dsir, pool: int) -> int:
     """Documents to draw from a pool of ``pool`` long-enough documents; a one-line error when too many."""
-    n = step.n if step.n is not None else math.ceil(step.fraction * pool)
+    n = step.n if step.n is not None else math.ceil((step.fraction or 0.0) * pool)  # Dsir takes one of the two
     if n > pool or pool == 0:
         raise ConfigError(f"dsir: n={n:,} but the pool holds {pool:,} documents of at least min_words="
                           f"{step.min_words} words: lower n (--n), give a fraction, or lower min_words "

@@ -125,12 +125,12 @@ def tokenize(texts: Sequence[str | None] | pa.Array) -> tuple[pa.Array, np.ndarr
     table of the ``regex`` engine's own answers (:func:`fast_table`), a token being a run of one class within
     a document. The rest (CJK, emoji) by ``regex`` itself.
     """
-    values = texts.to_pylist() if isinstance(texts, pa.Array) else list(texts)
+    values = texts.to_pylist() if isinstance(texts, pa.Array) else list(texts)  # pyright: ignore[reportAttributeAccessIssue] (pyarrow is untyped: isinstance narrows nothing)
     lowered = [(t or "").lower() for t in values]  # a document at a time, as words_of (final sigma)
     slow = np.fromiter((_BEYOND.search(lo) is not None for lo in lowered), dtype=bool, count=len(lowered))
     fast_at, slow_at = np.nonzero(~slow)[0], np.nonzero(slow)[0]
     parts = [_split_table([lowered[i] for i in fast_at], fast_at, fast_table()),
-             _split_slow([values[i] for i in slow_at], slow_at)]
+             _split_slow([values[i] or "" for i in slow_at], slow_at)]  # slow ones are not empty
     lengths = np.zeros(len(values), dtype=np.int64)
     for _, d in parts:
         lengths += np.bincount(d, minlength=len(values))

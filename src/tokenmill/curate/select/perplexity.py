@@ -223,7 +223,7 @@ class ApplyTask:
     step: Perplexity
     out: str
     work: str
-    cuts: tuple[int, int]
+    cuts: tuple[int, ...]
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         table = pq.read_table(Path(self.out) / unit.payload)
@@ -249,7 +249,7 @@ class ApplyTask:
                                 "rows": docs.num_rows, "size": (staging / rel_docs).stat().st_size})
 
 
-def _cut(step: Perplexity, cuts: tuple[int, int]) -> float | None:
+def _cut(step: Perplexity, cuts: tuple[int, ...]) -> float | None:
     """The perplexity the kept documents are below, where the buckets kept are head, or head and middle."""
     kept = [b in (step.keep or ()) for b in BUCKETS]
     if kept == [True, False, False]:
@@ -259,7 +259,7 @@ def _cut(step: Perplexity, cuts: tuple[int, int]) -> float | None:
     return None
 
 
-def run_cuts(path: Path, hists: list[Path], percentiles: list[float]) -> tuple[int, int]:
+def run_cuts(path: Path, hists: list[Path], percentiles: list[float]) -> tuple[int, ...]:
     """The percentile bins of the summed ``hists``, kept in ``path`` the first time and read from it after (they
     follow from the committed scores alone)."""
     try:

@@ -116,7 +116,8 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
             upstream = name
         else:
             corpus = list(group.stages(upstream))
-            stages += corpus[:-1] + [_dropping_docs_of(corpus[-1], upstream)]
+            last = corpus[-1] if upstream is None else _dropping_docs_of(corpus[-1], upstream)
+            stages += [*corpus[:-1], last]
             placed.append(step_entry(group, corpus[-1].name, "corpus"))
             upstream = corpus[-1].name
     return stages, placed

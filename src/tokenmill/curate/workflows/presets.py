@@ -21,6 +21,7 @@ Presets compose with ``+``, in order: ``--preset consent+fineweb`` runs consent'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tokenmill.curate.quality.classifier import model_file
@@ -124,7 +125,7 @@ def _place_snapshot(name: str, specs: list[dict], snapshot: str | None) -> None:
             spec["snapshot"] = str(snapshot)
 
 
-def step_specs(preset: str | None, steps: list[dict] | None, *, quality_model: str | None = None,
+def step_specs(preset: str | None, steps: Sequence[dict] | None, *, quality_model: str | None = None,
                robots_snapshot: str | None = None) -> list[dict]:
     """The specs a run uses: the preset's, then the pipeline file's ``steps:`` after them.
 

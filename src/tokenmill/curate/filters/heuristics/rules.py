@@ -28,7 +28,7 @@ def check_number(step: Any, name: str, *, low: float | None = None, high: float 
         return
     kind = "a whole number" if whole else "a number"
     ok = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
-    if ok and ((low is not None and value < low) or (high is not None and value > high)):
+    if ok and isinstance(value, (int, float)) and ((low is not None and value < low) or (high is not None and value > high)):
         ok = False
     if not ok:
         bounds = f" in [{low}, {high}]" if high is not None else (f" >= {low}" if low is not None else "")

@@ -14,6 +14,7 @@ import sys
 import threading
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -289,7 +290,11 @@ def count_words(text: pa.Array) -> np.ndarray:
     return split_words(text, counts_only=True)
 
 
-def split_words(text: pa.Array, *, counts_only: bool = False):
+@overload
+def split_words(text: pa.Array, *, counts_only: Literal[False] = False) -> Words: ...
+@overload
+def split_words(text: pa.Array, *, counts_only: Literal[True]) -> np.ndarray: ...
+def split_words(text: pa.Array, *, counts_only: bool = False) -> Words | np.ndarray:
     """tokenmill's word splitting (``docs/curation.md``, "Words"), for every row at once.
 
     Each whitespace-separated chunk becomes: its leading edge characters (one word each; a run of periods
@@ -392,7 +397,7 @@ class Lexicon:
 
     def _add(self, fresh: pa.Array) -> None:
         parts = _chunk_parts(fresh)
-        per = sum(p.counts for p in parts)
+        per = _words_per_chunk(parts)
         values = _interleave(parts, per)
         enc = pc.dictionary_encode(values)
         label = self.find_words(enc.dictionary)
@@ -458,6 +463,14 @@ def _chunk_parts(values: pa.Array) -> list[Pieces]:
     ]
 
 
+def _words_per_chunk(parts: list[Pieces]) -> np.ndarray:
+    """The parts' counts added (:func:`_chunk_parts` gives four parts, never none)."""
+    total = parts[0].counts
+    for part in parts[1:]:
+        total = total + part.counts
+    return total
+
+
 def _interleave(parts: list[Pieces], k: np.ndarray) -> pa.Array:
     """The words of per-chunk token lists ``parts`` (each ``Pieces`` with ``parents`` = chunk index), chunk
     after chunk and in part order within a chunk; ``k``: words per chunk (the sum of the parts' counts)."""
@@ -479,7 +492,7 @@ def _symbol_only(values: pa.Array) -> np.ndarray:
 
 def _assemble(parts: list[Pieces], chunks: Pieces) -> Words:
     """Interleave per-chunk token lists ``parts`` (each ``Pieces`` with ``parents`` = chunk index) in order."""
-    k = sum(p.counts for p in parts)
+    k = _words_per_chunk(parts)
     values = _interleave(parts, k)
     parents = np.repeat(chunks.parents, k)
     ids = np.asarray(pc.dictionary_encode(values).indices, dtype=np.int64)
