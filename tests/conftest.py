@@ -37,11 +37,24 @@ def pytest_configure(config):
     # worker its own (a test that clears or counts cache entries must not see another worker's)
     import tempfile
 
-    os.environ.setdefault("TOKENMILL_CACHE", tempfile.mkdtemp(prefix="tokenmill-cache-"))
+    if "TOKENMILL_CACHE" not in os.environ:
+        os.environ["TOKENMILL_CACHE"] = _MADE["cache"] = tempfile.mkdtemp(prefix="tokenmill-cache-")
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         os.environ["TOKENMILL_CACHE"] = os.path.join(os.environ["TOKENMILL_CACHE"], worker)
         os.makedirs(os.environ["TOKENMILL_CACHE"], exist_ok=True)
+
+
+def pytest_unconfigure(config):
+    """The session's cache goes with it (its language models and encoders are hundreds of MB): removed by the
+    process that made it, once every xdist worker (each in its own folder below it) has ended."""
+    import shutil
+
+    if "cache" in _MADE:
+        shutil.rmtree(_MADE.pop("cache"), ignore_errors=True)
+
+
+_MADE: dict[str, str] = {}  # what pytest_configure made in this process
 
 
 @pytest.fixture(autouse=True)
