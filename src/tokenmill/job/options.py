@@ -92,6 +92,12 @@ def seed(v: Any) -> int:
     return v
 
 
+def integer(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"expected a whole number, got {type(v).__name__} {v!r}")
+    return v
+
+
 def number(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"expected a number, got {type(v).__name__} {v!r}")
@@ -383,6 +389,7 @@ _ROUTED = "it reads no routed inputs ({what}), so no input is excluded, forced, 
 _ONE_PASS = "it runs in this process, one pass with nothing to spread over workers ({why})"
 _NO_FILE = "it takes no pipeline file: its options are its flags ({which})"
 _INPUT_FLAGS = ("exclude", "force", "skip_misrouted", "unit_bytes")
+_RECORDS = "it reads records (conversations, pairs), never plain-text lines"
 
 
 def _refusals(what: str, why: str, which: str, **own: str) -> dict[str, str]:
@@ -420,8 +427,18 @@ NOT_TAKEN: dict[str, dict[str, str]] = {
         **dict.fromkeys(("engine", "ray_address"), "its reading is spread over --workers on this machine and its "
                         "fit is one fastText process (its threads: --param thread=N)"),
         "config": _NO_FILE.format(which="--positive, --negative, --labelled, --param")},
-    **dict.fromkeys(("sft", "pref", "sft-select"), {
-        "text_mode": "it reads records (conversations, pairs), never plain-text lines"}),
+    **dict.fromkeys(("sft", "pref"), {"text_mode": _RECORDS}),
+    "sft-select": {"text_mode": _RECORDS, "config": _NO_FILE.format(which="--n, --per-cluster, --score")},
+    **{f"synth {kind}": {
+        **dict.fromkeys(("workers", "engine", "ray_address"), "its units run one at a time in this process, each with "
+                        "--concurrency requests in flight: the inference server does the work"),
+        "config": _NO_FILE.format(which="--server, --model and the generation flags"),
+        **(dict.fromkeys(("force", "skip_misrouted"), "it takes records of every kind (a prompt is a conversation or "
+                         "a question), so no input is routed away") if kind == "distill" else {})}
+       for kind in ("rephrase", "distill")},
+    **{command: {"config": _NO_FILE.format(which=which)} for command, which in (
+        ("decontaminate", "--eval, --fields, --ngram, --min-matches"), ("select", "--target, --from, --n or --fraction"),
+        ("lm train", "--text, --order, --prune"))},
 }
 
 
