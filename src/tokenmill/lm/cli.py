@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenmill.job.options import JobOptions, add_options, integer, ints, option, paths
+from tokenmill.job.options import text as a_string  # the field `text` below hides the name in the class body
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,7 +18,7 @@ class LmTrainOptions(JobOptions):
                                    "reads them)", paths, kind="list", metavar="REF", required=True)
     order: int = option(5, "n-gram order (default 5)", integer, metavar="N", parse=int)
     language: str | None = option(None, "the reference's language code (recorded; the perplexity step checks it)",
-                                  text, metavar="CODE")
+                                  a_string, metavar="CODE")
     prune: tuple[int, ...] | None = option(None, "per order, drop n-grams with an adjusted count at most N (the last "
                                            "value holds for higher orders; default 0 0 1: singleton 3-grams and "
                                            "above)", ints, kind="list", metavar="N", parse=int)
