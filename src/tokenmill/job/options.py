@@ -218,6 +218,7 @@ class JobOptions(Options):
                 "text_mode": self.text_mode, "exclude": self.exclude, "skip_misrouted": self.skip_misrouted,
                 "limit": self.limit, "dry_run": self.dry_run, "progress": False if self.no_progress else None}
 
+
 @dataclass(frozen=True, kw_only=True)
 class CurationOptions(JobOptions):
     """What the commands that run curation presets add: the preset and its steps' data."""
