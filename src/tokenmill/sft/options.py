@@ -15,8 +15,7 @@ from typing import Any
 
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import Options, boolean, choice, number, option, positive_int, seed, text
-
-DEFAULT_DATE = "2025-01-01"  # the day templates that stamp the current time are rendered at (option ``date``)
+from tokenmill.sft.dates import DEFAULT_DATE
 
 
 def iso_date(v: Any) -> str:

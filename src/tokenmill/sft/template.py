@@ -33,7 +33,7 @@ from tokenmill.sft.budget import (
     join_within_budget,
     render_budget,
 )
-from tokenmill.sft.options import DEFAULT_DATE
+from tokenmill.sft.dates import DEFAULT_DATE
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
