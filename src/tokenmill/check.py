@@ -18,7 +18,7 @@ from tokenmill.job import plan_inputs, refuse_misrouted
 from tokenmill.job.options import command_problems
 from tokenmill.route import inspect_file, schema_summary
 from tokenmill.route.mapping import mapping_problems
-from tokenmill.sft.run import SftOptions
+from tokenmill.sft.options import SftOptions
 from tokenmill.sft.template import load_template
 from tokenmill.tokenize import sources
 from tokenmill.tokenize.tiktoken_specs import encoding_names
@@ -79,9 +79,8 @@ def _shape_notes(data: Any, cfg: dict) -> list[str]:
 
 def _sft_problems(sft: dict) -> list[str]:
     problems = []
-    options = {k: v for k, v in sft.items() if k not in ("chat_template", "seq_len")}
     try:
-        SftOptions(**options).policy  # noqa: B018 -- validates the masking options
+        SftOptions(**sft).policy  # noqa: B018 -- validates the masking options
     except (TokenmillError, TypeError, ValueError) as exc:
         problems.append(f"sft: {exc}")
     if sft.get("chat_template"):

@@ -54,8 +54,9 @@ from typing import Any
 
 from tokenmill.base.yamlsafe import load_yaml_file
 from tokenmill.errors import ConfigError
-from tokenmill.job.options import choice, file_keys, paths
+from tokenmill.job.options import choice, file_keys, file_rules, paths
 from tokenmill.sft.corpus import build_sft_steps
+from tokenmill.sft.options import SftOptions
 from tokenmill.steps.build import build_steps
 
 
@@ -89,22 +90,7 @@ ENGINE: dict[str, Callable[[Any], Any]] = {
     "address": _typed(str),
     "workers": _typed(int, positive=True),
 }
-SFT: dict[str, Callable[[Any], Any]] = {
-    "chat_template": _typed(str, nullable=True),
-    "max_length": _typed(int, positive=True, nullable=True),
-    "train_on": choice("assistant", "last", "all"),
-    "train_reasoning": _typed(bool),
-    "supervise_empty_think": _typed(bool),
-    "reasoning_policy": choice("inline", "drop", "reject"),
-    "allow_consecutive": _typed(bool),
-    "verify": _typed(int),
-    "on_mismatch": choice("stop", "reject"),
-    "allow_untrained_stop": _typed(bool),
-    "date": _typed(str),
-    "keep_unrendered_tools": _typed(bool),
-    "on_unsafe": choice("stop", "reject"),
-    "seq_len": _typed(int, positive=True, nullable=True),
-}
+SFT = file_rules(SftOptions)  # the sft: section: the fields of tokenmill sft's own options class
 
 
 def _check_section(data: dict, rules: dict, prefix: str, problems: list[str]) -> dict:

@@ -195,3 +195,17 @@ def test_rephrase_into_s3_gives_the_bytes_of_a_local_run(server, model, tmp_path
              if p.is_file()}
     assert local and {k: remote.get(k) for k in local} == local
     assert json.loads(remote["manifest.json"])["counts"] == m["counts"]
+
+
+def test_limit_reads_only_the_first_records_of_every_input(server, model, tmp_path):
+    """``--limit N``: the job flag every command takes; a trial run of synth asks the server about N records."""
+    from tokenmill.cli import main
+
+    docs = _docs(tmp_path)  # three documents, then a line that is not JSON
+    out = tmp_path / "out"
+    assert main(["synth", "rephrase", str(docs), "--server", server, "--model", str(model), "--out", str(out),
+                 "--limit", "2", "--no-progress", "--max-tokens", "16", "--cache-dir", str(tmp_path / "cache")]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["counts"]["input"] == 2 and m["counts"]["kept"] == 2 and m["config"]["limit"] == 2
+    ids = {i for p in (out / "documents").iterdir() for i in pq.read_table(p, columns=["id"]).column("id").to_pylist()}
+    assert {i.split("#")[0].split(":")[0] for i in ids} == {"a", "b"}

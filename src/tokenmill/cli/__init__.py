@@ -24,11 +24,14 @@ from tokenmill.job.options import (
     SftJobOptions,
     add_flags,
     add_job_flags,
+    checked_flags,
     command_problems,
     file_rules,
     flag_values,
+    not_taken_help,
     positive_size,
 )
+from tokenmill.sft.options import SftOptions
 
 DESCRIPTION = "tokenmill: raw text in, training-ready token shards out (one command, subcommands thin over the library)."
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2  # 1: data or configuration errors; 2: usage errors (as argparse)
@@ -90,29 +93,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("sft", help="render conversations with the chat template into token shards with loss masks")
     _add_run_options(p, SftJobOptions, skip=("text_mode",))
-    p.add_argument("--chat-template",
-                   help="template file, tokenizer_config.json or directory (default: the tokenizer's own, else ChatML)")
-    p.add_argument("--max-length", type=int, help="longest example in tokens; longer ones lose their oldest turns")
-    p.add_argument("--train-on", choices=["assistant", "last", "all"],
-                   help="which assistant turns are trained (default assistant)")
-    p.add_argument("--reasoning-policy", choices=["inline", "drop", "reject"], help="reasoning the template does not render")
-    p.add_argument("--no-train-reasoning", action="store_true", default=None, help="do not train reasoning blocks")
-    p.add_argument("--supervise-empty-think", action="store_true", default=None, help="train empty <think></think> blocks")
-    p.add_argument("--verify", type=int, help="examples per work unit checked against apply_chat_template, plus the "
-                   "first of each conversation shape (0 = off)")
-    p.add_argument("--on-mismatch", choices=["stop", "reject"],
-                   help="a real difference from apply_chat_template stops the run (default) or rejects the example")
-    p.add_argument("--on-unsafe", choices=["stop", "reject"],
-                   help="an example that trains nothing, a trained turn without an end-of-turn token, a truncation "
-                        "that removed every trained token or ids that do not decode to the render stop the run "
-                        "(default) or are rejected and counted")
-    p.add_argument("--allow-untrained-stop", action="store_true", default=None,
-                   help="go on when the template's end-of-turn string is not a special token (the model will "
-                        "not learn to stop)")
-    p.add_argument("--date", help="the day (ISO 8601) chat templates that stamp the current time are rendered at")
-    p.add_argument("--keep-unrendered-tools", action="store_true", default=None,
-                   help="keep records whose tools the chat template does not render (default: rejected)")
-    p.add_argument("--seq-len", type=int, help="also report the best-fit-decreasing packing plan for this length")
+    add_flags(p, SftOptions)  # the sft: section of --config
+    p.epilog = not_taken_help("sft")
 
     p = sub.add_parser("curate", help="filter and clean documents: curated documents, decision ledger, funnel, report")
     _add_job_options(p, CurateOptions, other="SFT track",
@@ -384,16 +366,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     cfg = _settings(args)
     steps = build_steps(cfg.get("steps"), source=args.config or "config")
-    sft = dict(cfg.get("sft") or {})
-    flags = {
-        "chat_template": args.chat_template, "max_length": args.max_length, "train_on": args.train_on,
-        "reasoning_policy": args.reasoning_policy, "verify": args.verify, "seq_len": args.seq_len,
-        "train_reasoning": False if args.no_train_reasoning else None,
-        "supervise_empty_think": args.supervise_empty_think, "on_mismatch": args.on_mismatch,
-        "allow_untrained_stop": args.allow_untrained_stop, "date": args.date,
-        "keep_unrendered_tools": args.keep_unrendered_tools, "on_unsafe": args.on_unsafe,
-    }
-    sft.update({k: v for k, v in flags.items() if v is not None})
+    sft = {**(cfg.get("sft") or {}), **checked_flags(args, SftOptions)}  # the sft: section, flags on top
     manifest = run_sft(
         cfg["inputs"], out=_out(args, cfg), tokenizer=cfg.get("tokenizer", "default"), **_executor(args, cfg),
         shard_tokens=cfg.get("shard_tokens", 1 << 28), schemas=cfg.get("schema"), steps=steps,
@@ -587,7 +560,7 @@ def unknown_options(parser: argparse.ArgumentParser, command: str, unknown: list
 
     from tokenmill.job.options import not_taken
 
-    full = f"{command} {getattr(args, command, '')}".strip() if command == "quality" else command
+    full = f"{command} {getattr(args, command, '')}".strip() if command in ("quality", "synth", "lm") else command
     refused = [f"{u.split('=', 1)[0]}: {not_taken(full, u.split('=', 1)[0])}" for u in unknown
                if u.startswith("--") and not_taken(full, u.split("=", 1)[0])]
     if refused:

@@ -13,29 +13,37 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenmill.errors import UsageError
-from tokenmill.job.options import JobOptions, add_flags
+from tokenmill.job.options import JobOptions, add_options, option, paths, positive_int
 
 REPORT = "decontamination.json"
 EXAMPLES = 5  # removed documents shown per benchmark in decontamination.json (the first one printed)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DecontamOptions(JobOptions):
+    """``tokenmill decontaminate``: the job flags, the eval sets and how a document matches them."""
+
+    evals: tuple[str, ...] = option((), "eval files or directories (JSONL, JSON, CSV, Parquet): a file is one "
+                                    "benchmark, a directory one benchmark of all its files; repeatable", paths,
+                                    cli="--eval", kind="extend", metavar="FILE")
+    fields: tuple[str, ...] | None = option(None, "the eval columns holding the text (default: detected per file: "
+                                            "GSM8K, MATH, MMLU, HumanEval, MBPP)", paths, kind="list", metavar="FIELD")
+    ngram: int = option(13, "word n-gram length (default 13)", positive_int, metavar="N", parse=int)
+    min_matches: int = option(1, "n-grams a document must share to be removed (default 1)", positive_int, metavar="N",
+                              parse=int)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("decontaminate", help="remove documents sharing n-grams with eval sets; a count per benchmark")
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories, globs or fsspec URLs")
-    p.add_argument("--eval", dest="evals", action="extend", nargs="+", default=[], metavar="FILE",
-                   help="eval files or directories (JSONL, JSON, CSV, Parquet): a file is one benchmark, a directory "
-                        "one benchmark of all its files; repeatable")
     p.add_argument("--out", help="output directory (documents/, ledger/, decontamination.json, report.html), "
                    "or s3://bucket/prefix")
-    p.add_argument("--fields", nargs="+", metavar="FIELD",
-                   help="the eval columns holding the text (default: detected per file: GSM8K, MATH, MMLU, HumanEval, MBPP)")
-    p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
-    p.add_argument("--min-matches", type=int, default=1, help="n-grams a document must share to be removed (default 1)")
-    add_flags(p, JobOptions, other="SFT track")  # the job options every command takes, declared once
+    add_options(p, "decontaminate", DecontamOptions, other="SFT track")
 
 
 def end_eval_list(argv: list[str]) -> list[str]:
@@ -62,24 +70,22 @@ def end_eval_list(argv: list[str]) -> list[str]:
     return out
 
 
-def step_spec(args: argparse.Namespace) -> dict:
-    spec: dict[str, Any] = {"name": "decontaminate", "eval": list(args.evals), "ngram": args.ngram,
-                            "min_matches": args.min_matches}
-    if args.fields:
-        spec["fields"] = list(args.fields)
+def step_spec(options: DecontamOptions) -> dict:
+    spec: dict[str, Any] = {"name": "decontaminate", "eval": list(options.evals), "ngram": options.ngram,
+                            "min_matches": options.min_matches}
+    if options.fields:
+        spec["fields"] = list(options.fields)
     return spec
 
 
-def _check_usage(args: argparse.Namespace) -> None:
-    if not args.evals:
+def _check_usage(args: argparse.Namespace, options: DecontamOptions) -> None:
+    if not options.evals:
         raise UsageError("give the eval sets with --eval FILE... (files or directories)")
     if not args.inputs:
         raise UsageError("no INPUT: --eval takes every path after it, so put the inputs first "
                          "(tokenmill decontaminate INPUT... --eval FILE... --out DIR) or end the eval list with --")
     if not args.out:
         raise UsageError("missing --out DIR")
-    if args.ngram < 1 or args.min_matches < 1:
-        raise UsageError("--ngram and --min-matches must be whole numbers >= 1")
 
 
 def benchmark_report(manifest: dict, spec: dict, out: Path | None = None) -> dict:
@@ -141,10 +147,10 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     from tokenmill.engine.store import shown
     from tokenmill.steps.build import build_step
 
-    _check_usage(args)
-    spec = step_spec(args)
+    options = DecontamOptions.from_flags(args)
+    _check_usage(args, options)
+    spec = step_spec(options)
     build_step(spec, where="decontaminate").index()  # unreadable or empty eval sets stop here, before any work
-    options = JobOptions.from_flags(args)
     reports: list[dict] = []
 
     def write_report(out: Path, manifest: dict) -> None:  # inside the run, the output still held

@@ -6,28 +6,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from tokenmill.errors import ConfigError
-from tokenmill.job.options import add_job_flags
+from tokenmill.job.options import JobOptions, add_options, option, paths, text
+
+
+@dataclass(frozen=True, kw_only=True)
+class QualityTrainOptions(JobOptions):
+    """``tokenmill quality train``: the job flags it takes, the labelled texts and the fit's parameters."""
+
+    positive: tuple[str, ...] = option((), "high-quality reference text", paths, kind="list", metavar="FILE")
+    negative: tuple[str, ...] = option((), "raw web text", paths, kind="list", metavar="FILE")
+    labelled: tuple[str, ...] = option((), "one labelled set (1/true = high quality)", paths, kind="list", metavar="FILE")
+    label_field: str | None = option(None, "the label column of --labelled files", text, metavar="FIELD")
+    text_field: str = option("text", "the text column (default: text)", text, metavar="FIELD")
+    param: tuple[str, ...] = option((), "a fastText training parameter over the defaults (e.g. epoch=10), or "
+                                    "quantize=0 for the full model instead of the quantised default; repeatable",
+                                    paths, kind="repeat", metavar="KEY=VALUE")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("quality", help="train the model-based quality classifier")
     qsub = p.add_subparsers(dest="quality", required=True, metavar="WHAT")
     t = qsub.add_parser("train", help="train a fastText quality classifier; prints held-out accuracy and AUC")
-    t.add_argument("--positive", nargs="+", default=[], metavar="FILE", help="high-quality reference text")
-    t.add_argument("--negative", nargs="+", default=[], metavar="FILE", help="raw web text")
-    t.add_argument("--labelled", nargs="+", default=[], metavar="FILE", help="one labelled set (1/true = high quality)")
-    t.add_argument("--label-field", help="the label column of --labelled files")
-    t.add_argument("--text-field", default="text", help="the text column (default: text)")
-    t.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a fastText training parameter over the defaults (e.g. epoch=10), or quantize=0 for the full "
-                   "model instead of the quantised default; repeatable")
     t.add_argument("--out", required=True, help="directory to write (or s3://bucket/prefix): model.bin, its card "
                    "model.bin.card.json, manifest.json, datacard.md, rejects.jsonl")
-    add_job_flags(t, "quality train", "overwrite", "dry_run", "limit", "text_mode", "exclude", "workers",
-                  "unit_bytes", "no_progress")
+    add_options(t, "quality train", QualityTrainOptions)
 
 
 def _params(pairs: list[str]) -> dict[str, Any]:
@@ -67,17 +73,15 @@ def _print_balance(scores: dict, chunk: int) -> None:
 def cmd_quality(args: argparse.Namespace) -> int:
     """A run of the ``quality train`` job (:mod:`tokenmill.curate.quality.train`) through the one driver: --out a
     directory (local or ``s3://``), guarded, locked and resumed as every job's is."""
-    from tokenmill.cli.select import job_options
     from tokenmill.curate.quality.train import Labels, quality_job
     from tokenmill.job.run import run as run_job
     from tokenmill.selection import render_plan
 
-    labels = Labels(tuple(args.positive), tuple(args.negative), tuple(args.labelled), args.label_field,
-                    args.text_field)
-    params = _params(args.param)
+    options = QualityTrainOptions.from_flags(args)
+    labels = Labels(options.positive, options.negative, options.labelled, options.label_field, options.text_field)
+    params = _params(list(options.param))
     quantize = params.pop("quantize", 1) not in (0, "0", "false", "False", "no")  # --param quantize=0: the full model
     job = quality_job(labels, params=params, quantize=quantize)
-    options = job_options(args)
     manifest = run_job(job, labels.inputs(), out=args.out, options=options, tokenizer=None)
     if options.dry_run:
         print(render_plan(manifest))

@@ -12,11 +12,29 @@ own selection, by score and prompt cluster.)
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill.errors import UsageError
-from tokenmill.job.options import JobOptions, add_flags
+from tokenmill.job.options import JobOptions, add_options, integer, number, option, paths
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectOptions(JobOptions):
+    """``tokenmill select``: the job flags, the reference and the size of the draw (the ``dsir`` step's
+    parameters, which it checks)."""
+
+    target: tuple[str, ...] = option((), "the reference documents (files, directories)", paths, kind="list",
+                                     metavar="REF")
+    n: int | None = option(None, "documents to draw", integer, metavar="N", parse=int)
+    fraction: float | None = option(None, "share of the pool (documents of at least --min-words words) to draw",
+                                    number, metavar="F", parse=float)
+    seed: int = option(0, "seed of the draw (default 0)", integer, metavar="S", parse=int)
+    min_words: int = option(100, "documents with fewer words are never drawn (default 100, data-selection's)", integer,
+                            metavar="N", parse=int)
+    buckets: int = option(10_000, "hashed n-gram buckets (default 10000, data-selection's)", integer, metavar="N",
+                          parse=int)
 
 if TYPE_CHECKING:
     from tokenmill.engine.store import Url
@@ -24,39 +42,27 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("select", help="draw the raw documents most like a reference set (DSIR importance resampling)")
-    p.add_argument("--target", nargs="+", default=[], metavar="REF", help="the reference documents (files, directories)")
     p.add_argument("--from", dest="inputs", nargs="+", default=[], metavar="RAW",
                    help="the raw documents to draw from (files, directories, globs)")
     p.add_argument("--out", help="output directory (documents/, ledger/, manifest.json, report.html), or "
                    "s3://bucket/prefix")
-    p.add_argument("--n", type=int, help="documents to draw")
-    p.add_argument("--fraction", type=float, help="share of the pool (documents of at least --min-words words) to draw")
-    p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
-    p.add_argument("--min-words", type=int, default=100,
-                   help="documents with fewer words are never drawn (default 100, data-selection's)")
-    p.add_argument("--buckets", type=int, default=10_000, help="hashed n-gram buckets (default 10000, data-selection's)")
     p.add_argument("--engine", choices=["local", "ray"], help="where units run: a local process pool (default) or Ray")
     p.add_argument("--ray-address", help="join this Ray cluster (default with --engine ray: start a local one)")
-    add_flags(p, JobOptions, other="SFT track")  # the job options every command takes, declared once
+    add_options(p, "select", SelectOptions, other="SFT track")
 
 
-def step_spec(args: argparse.Namespace) -> dict:
-    if not args.target:
+def step_spec(args: argparse.Namespace, options: SelectOptions) -> dict:
+    if not options.target:
         raise UsageError("give the reference documents with --target REF...")
     if not args.inputs:
         raise UsageError("give the raw documents to draw from with --from RAW...")
     if not args.out:
         raise UsageError("missing --out DIR")
-    if (args.n is None) == (args.fraction is None):
+    if (options.n is None) == (options.fraction is None):
         raise UsageError("give --n N (documents to draw) or --fraction F (of the pool), one of the two")
-    size = {"n": args.n} if args.n is not None else {"fraction": args.fraction}
-    return {"name": "dsir", "target": list(args.target), **size, "seed": args.seed, "min_words": args.min_words,
-            "buckets": args.buckets}
-
-
-def job_options(args: argparse.Namespace) -> JobOptions:
-    """The job flags given, each checked by its own declaration (``--unit-bytes 20KB`` -> 20000)."""
-    return JobOptions.from_flags(args)
+    size = {"n": options.n} if options.n is not None else {"fraction": options.fraction}
+    return {"name": "dsir", "target": list(options.target), **size, "seed": options.seed,
+            "min_words": options.min_words, "buckets": options.buckets}
 
 
 def _executor(args: argparse.Namespace, options: JobOptions) -> dict[str, Any]:
@@ -82,9 +88,9 @@ def cmd_select(args: argparse.Namespace) -> int:
     from tokenmill.engine.store import shown
     from tokenmill.steps.build import build_step
 
-    spec = step_spec(args)
+    options = SelectOptions.from_flags(args)
+    spec = step_spec(args, options)
     build_step(spec, where="select")  # a bad option or an empty reference stops here, before any work
-    options = job_options(args)
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workflow="select", **options.run_kwargs(),
                           **_executor(args, options))
     if options.dry_run:

@@ -92,6 +92,24 @@ def seed(v: Any) -> int:
     return v
 
 
+def integer(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"expected a whole number, got {type(v).__name__} {v!r}")
+    return v
+
+
+def number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"expected a number, got {type(v).__name__} {v!r}")
+    return float(v)
+
+
+def ints(v: Any) -> tuple[int, ...]:
+    if isinstance(v, (int, str)) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v):
+        raise ValueError(f"expected a list of non-negative integers, got {v!r}")
+    return tuple(v)
+
+
 @dataclass(frozen=True)
 class Flag:
     """How one option is spelled and read (see the module docstring)."""
@@ -99,19 +117,77 @@ class Flag:
     help: str
     check: Callable[[Any], Any]
     metavar: str | None = None
-    kind: str = "value"  # "switch" (store_true), "repeat" (append), "value"
-    cli: str | None = None  # the flag, when not ``--<name>``
+    # "switch" (--name: True), "negate" (--no-name: False), "repeat" (--name A --name B), "list" (--name A B),
+    # "extend" (--name A B --name C: one list), "value"
+    kind: str = "value"
+    cli: str | None = None  # the flag, when not ``--<name>`` (``--no-<name>`` for "negate")
     in_file: bool = True
     fingerprint: bool = True
     parse: Callable[[str], Any] | None = None  # how the command line's string becomes the value (int, float)
+    required: bool = False  # the command line must give it (a command without a pipeline file)
 
 
 def option(default: Any, help: str, check: Callable[[Any], Any], **flag: Any) -> Any:
     return field(default=default, metadata={"flag": Flag(help, check, **flag)})
 
 
+def spelled(f: Any) -> str:
+    """The flag of field ``f`` on the command line."""
+    flag = _flag(f)
+    return flag.cli or ("--no-" if flag.kind == "negate" else "--") + f.name.replace("_", "-")
+
+
+def checked_flags(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The values of ``cls``'s flags given on the command line, each through its option's check (``--unit-bytes
+    64MiB`` -> bytes); a bad value is a usage error naming the flag."""
+    checked = {}
+    for f in fields(cls):
+        value = getattr(args, f.name, None)
+        if value is None:
+            continue
+        try:
+            checked[f.name] = _flag(f).check(value)
+        except ValueError as exc:
+            shown = " ".join(map(str, value)) if isinstance(value, list) else value
+            raise UsageError(f"{spelled(f)} {shown}: {exc}") from None
+    return checked
+
+
+class Options:
+    """What every options class derives from its fields: the options from settings or flags, the fingerprint,
+    and the problems of its values (each field's own check)."""
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Any:
+        """The options from checked settings (pipeline file, then flags on top), defaults for the rest."""
+        given = {f.name: settings[f.name] for f in fields(cls) if settings.get(f.name) is not None}  # type: ignore[arg-type]
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace) -> Any:
+        """The options given on the command line alone (a command without a pipeline file), each checked."""
+        return cls.from_settings(checked_flags(args, cls))
+
+    def fingerprinted(self) -> dict[str, Any]:
+        """The options a resume must match."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if _flag(f).fingerprint}  # type: ignore[arg-type]
+
+    def problems(self) -> list[str]:
+        """``name=value: why`` for every value its field's check refuses (a None default left unset is fine)."""
+        found = []
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            try:
+                _flag(f).check(value)
+            except ValueError as exc:
+                found.append(f"{f.name}={value!r}: {exc}")
+        return found
+
+
 @dataclass(frozen=True, kw_only=True)
-class JobOptions:
+class JobOptions(Options):
     """What every command that reads inputs and writes ``--out`` takes; ``{other}`` in a help text is the
     kind of data the command refuses (``the other track``, ``the SFT track``)."""
 
@@ -135,39 +211,12 @@ class JobOptions:
                            in_file=False, fingerprint=False)
     no_progress: bool = option(False, "no progress bar", boolean, kind="switch", in_file=False, fingerprint=False)
 
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> JobOptions:
-        """The options from checked settings (pipeline file, then flags on top), defaults for the rest."""
-        given = {f.name: settings[f.name] for f in fields(cls) if settings.get(f.name) is not None}
-        if "exclude" in given:
-            given["exclude"] = tuple(given["exclude"])
-        return cls(**given)
-
-    @classmethod
-    def from_flags(cls, args: argparse.Namespace) -> JobOptions:
-        """The options given on the command line alone (a command without a pipeline file), each value through
-        its option's check (``--unit-bytes 64MiB`` -> bytes); a bad value is a usage error naming the flag."""
-        checked = {}
-        for f in fields(cls):
-            value = getattr(args, f.name, None)
-            if value is None:
-                continue
-            try:
-                checked[f.name] = _flag(f).check(value)
-            except ValueError as exc:
-                raise UsageError(f"{_flag(f).cli or '--' + f.name.replace('_', '-')} {value}: {exc}") from None
-        return cls.from_settings(checked)
-
     def run_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``run_pretrain``, ``run_sft`` and ``run_curate`` (``workers`` apart: the
         executor is chosen from it and ``engine:``)."""
         return {"force": self.force, "overwrite": self.overwrite, "unit_bytes": self.unit_bytes,
                 "text_mode": self.text_mode, "exclude": self.exclude, "skip_misrouted": self.skip_misrouted,
                 "limit": self.limit, "dry_run": self.dry_run, "progress": False if self.no_progress else None}
-
-    def fingerprinted(self) -> dict[str, Any]:
-        """The options a resume must match."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if _flag(f).fingerprint}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,16 +343,31 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ..
         if f.name in skip:
             continue
         flag = _flag(f)
-        name = flag.cli or "--" + f.name.replace("_", "-")
         text = flag.help.format(**words) if words else flag.help
-        choices = getattr(flag.check, "choices", None)
+        common = {"dest": f.name, "help": text, "required": flag.required or None}
+        common = {k: v for k, v in common.items() if v is not None}
+        kind = flag.parse or (int if f.type in ("int | None", "int") and flag.check is positive_int else str)
         if flag.kind == "switch":
-            parser.add_argument(name, action="store_true", default=None, help=text)
+            parser.add_argument(spelled(f), action="store_true", default=None, **common)
+        elif flag.kind == "negate":
+            parser.add_argument(spelled(f), action="store_false", default=None, **common)
         elif flag.kind == "repeat":
-            parser.add_argument(name, action="append", metavar=flag.metavar, help=text)
+            parser.add_argument(spelled(f), action="append", type=kind, metavar=flag.metavar, **common)
+        elif flag.kind in ("list", "extend"):
+            action = "extend" if flag.kind == "extend" else "store"
+            parser.add_argument(spelled(f), action=action, nargs="+", type=kind, metavar=flag.metavar, **common)
         else:
-            kind = flag.parse or (int if f.type in ("int | None", "int") and flag.check is positive_int else str)
-            parser.add_argument(name, type=kind, choices=choices, metavar=flag.metavar, help=text)
+            parser.add_argument(spelled(f), type=kind, choices=getattr(flag.check, "choices", None),
+                                metavar=flag.metavar, **common)
+
+
+def add_options(parser: argparse.ArgumentParser, command: str, cls: type, **words: str) -> None:
+    """The flags of ``tokenmill COMMAND``: one per field of its options class ``cls``, but for the job flags it
+    does not take (:data:`NOT_TAKEN`), which its help names with the reason."""
+    refused = NOT_TAKEN.get(command, {})
+    add_flags(parser, cls, skip=tuple(refused), **words)
+    if refused:
+        parser.epilog = not_taken_help(command)
 
 
 def file_rules(cls: type) -> dict[str, Callable[[Any], Any]]:
@@ -326,6 +390,7 @@ _ROUTED = "it reads no routed inputs ({what}), so no input is excluded, forced, 
 _ONE_PASS = "it runs in this process, one pass with nothing to spread over workers ({why})"
 _NO_FILE = "it takes no pipeline file: its options are its flags ({which})"
 _INPUT_FLAGS = ("exclude", "force", "skip_misrouted", "unit_bytes")
+_RECORDS = "it reads records (conversations, pairs), never plain-text lines"
 
 
 def _refusals(what: str, why: str, which: str, **own: str) -> dict[str, str]:
@@ -363,6 +428,18 @@ NOT_TAKEN: dict[str, dict[str, str]] = {
         **dict.fromkeys(("engine", "ray_address"), "its reading is spread over --workers on this machine and its "
                         "fit is one fastText process (its threads: --param thread=N)"),
         "config": _NO_FILE.format(which="--positive, --negative, --labelled, --param")},
+    **dict.fromkeys(("sft", "pref"), {"text_mode": _RECORDS}),
+    "sft-select": {"text_mode": _RECORDS, "config": _NO_FILE.format(which="--n, --per-cluster, --score")},
+    **{f"synth {kind}": {
+        **dict.fromkeys(("workers", "engine", "ray_address"), "its units run one at a time in this process, each with "
+                        "--concurrency requests in flight: the inference server does the work"),
+        "config": _NO_FILE.format(which="--server, --model and the generation flags"),
+        **(dict.fromkeys(("force", "skip_misrouted"), "it takes records of every kind (a prompt is a conversation or "
+                         "a question), so no input is routed away") if kind == "distill" else {})}
+       for kind in ("rephrase", "distill")},
+    **{command: {"config": _NO_FILE.format(which=which)} for command, which in (
+        ("decontaminate", "--eval, --fields, --ngram, --min-matches"), ("select", "--target, --from, --n or --fraction"),
+        ("lm train", "--text, --order, --prune"))},
 }
 
 

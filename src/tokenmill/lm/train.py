@@ -33,6 +33,7 @@ from tokenmill.lm import normalize
 from tokenmill.lm.counts import UnitCounts, merged_order, merged_vocab
 from tokenmill.lm.estimate import estimate
 from tokenmill.lm.model import ARPA, BINARY, write_arpa, write_binary
+from tokenmill.lm.options import LmTrainOptions
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import take_records
@@ -191,17 +192,10 @@ class BuildTask:
         return UnitResult(outputs=[ARPA, BINARY], data={"model": info})
 
 
-def job_options(args: Any) -> JobOptions:
-    """The job flags given on the command line, each through its option's check (``--unit-bytes 64MiB`` ->
-    bytes); a bad value is a usage error naming the flag."""
-    return JobOptions.from_flags(args)
-
-
 def cmd_lm(args: Any) -> int:
-    settings = LmSettings(order=args.order, language=args.language,
-                          prune=tuple(args.prune) if args.prune else LmSettings.prune)
-    options = job_options(args)
-    m = train(args.text, out=args.out, settings=settings, options=options)
+    options = LmTrainOptions.from_flags(args)
+    settings = LmSettings(order=options.order, language=options.language, prune=options.prune or LmSettings.prune)
+    m = train(list(options.text), out=args.out, settings=settings, options=options)
     if options.dry_run:
         from tokenmill.selection import render_plan
 

@@ -26,9 +26,8 @@ import numpy as np
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.engine.stage import Unit, UnitResult
-from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
-from tokenmill.job.options import JobOptions, PrefJobOptions, flag_values
+from tokenmill.job.options import JobOptions, PrefJobOptions, checked_flags, flag_values
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.pref.checks import Summary, margin_decision, pair_problem, truncate
@@ -36,45 +35,14 @@ from tokenmill.pref.inputs import Pair, read_pairs
 from tokenmill.pref.tokenize import PairProblem, Tokenized, tokenize_pairs
 from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import render_plan, take_records
-from tokenmill.sft.render import MaskPolicy, check_stop_token
+from tokenmill.sft.options import PrefOptions
+from tokenmill.sft.render import check_stop_token
 from tokenmill.sft.run import resolve_template
-from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, parse_date
+from tokenmill.sft.template import ChatTemplate
 from tokenmill.shards import ShardWriter
 from tokenmill.track import print_summary, shards_report, staged_files, track_stages
 
 ROLES = ("prompt", "chosen", "rejected", "desirable", "undesirable")  # the record-id suffixes of a pair's documents
-
-
-@dataclass(frozen=True)
-class PrefOptions:
-    """The preference track's own options (``pref:`` of a pipeline file, or their flags)."""
-
-    max_length: int | None = None  # prompt + longest completion, in tokens (checks.truncate)
-    max_prompt_length: int | None = None  # the prompt keeps its last N tokens
-    min_margin: float | None = None  # rated pairs: chosen rating - rejected rating at least this
-    train_reasoning: bool = True
-    reasoning_policy: str = "inline"
-    allow_untrained_stop: bool = False
-    date: str = DEFAULT_DATE
-
-    def __post_init__(self) -> None:
-        problems = [f"{name}={value!r}: expected a positive number of tokens"
-                    for name, value in (("max_length", self.max_length), ("max_prompt_length", self.max_prompt_length))
-                    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1)]
-        if self.min_margin is not None and (isinstance(self.min_margin, bool)
-                                            or not isinstance(self.min_margin, (int, float))):
-            problems.append(f"min_margin={self.min_margin!r}: expected a number (chosen rating - rejected rating)")
-        try:
-            parse_date(self.date)
-        except (TypeError, ValueError):
-            problems.append(f"date={self.date!r}: expected an ISO 8601 date such as 2025-01-01")
-        if problems:
-            raise ConfigError(problems)
-
-    @property
-    def policy(self) -> MaskPolicy:
-        """Every assistant turn of a completion trained (through its end-of-turn mark), as the SFT track does."""
-        return MaskPolicy("assistant", self.train_reasoning, False, self.reasoning_policy)
 
 
 @dataclass(frozen=True)
@@ -171,7 +139,7 @@ def pref_job(opts: PrefOptions, *, chat_template: str | None = None, shard_token
     def configure(run: Run) -> PrefTask:
         template = resolve_template(chat_template, run.tokenizer)
         check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
-        run.config.update({"pref": dict(opts.__dict__), "chat_template": template.origin,
+        run.config.update({"pref": opts.fingerprinted(), "chat_template": template.origin,
                            "template_hash": template.digest, "shard_tokens": shard_tokens})
         return PrefTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens,
                         limit=run.options.limit)
@@ -200,7 +168,7 @@ def run_pref(inputs: Sequence[str], *, out: str | Path, tokenizer: Any = "defaul
              schemas: dict[str, dict] | None = None, **pref: Any) -> dict:
     """Run the preference track end to end; return the manifest (a dry run: the plan). ``pref``: the fields of
     :class:`PrefOptions`; ``options``: the job options (workers, limit, exclude, overwrite, dry run ...)."""
-    job = pref_job(PrefOptions(**pref), chat_template=chat_template, shard_tokens=shard_tokens)
+    job = pref_job(PrefOptions(chat_template=chat_template, **pref), chat_template=chat_template, shard_tokens=shard_tokens)
     return run_job(job, inputs, out=out, options=options or JobOptions(), executor=executor, tokenizer=tokenizer,
                    schemas=schemas)
 
@@ -239,13 +207,10 @@ def print_pref_summary(manifest: dict, out: Any, stream: Any = None) -> None:
 
 def cmd_pref(args: Any, settings: dict, *, out: Any, engine: dict) -> int:
     """``tokenmill pref``: ``settings`` are the checked pipeline file and flags (cli._settings)."""
-    flags = {"max_length": args.max_length, "max_prompt_length": args.max_prompt_length, "min_margin": args.min_margin,
-             "reasoning_policy": args.reasoning_policy, "train_reasoning": False if args.no_train_reasoning else None,
-             "allow_untrained_stop": args.allow_untrained_stop, "date": args.date}
-    pref = {k: v for k, v in flags.items() if v is not None}
+    pref = checked_flags(args, PrefOptions)  # its own options, flags only
     options = JobOptions.from_settings({**flag_values(args, PrefJobOptions), **settings, "workers": None})
     manifest = run_pref(settings["inputs"], out=out, tokenizer=settings.get("tokenizer", "default"),
-                        chat_template=args.chat_template, shard_tokens=settings.get("shard_tokens", 1 << 28),
+                        shard_tokens=settings.get("shard_tokens", 1 << 28),
                         options=_with_workers(options, engine), executor=engine.get("executor"),
                         schemas=settings.get("schema"), **pref)
     if options.dry_run:

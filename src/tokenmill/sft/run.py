@@ -51,17 +51,18 @@ from tokenmill.sft.corpus import (
     write_docs,
 )
 from tokenmill.sft.failclosed import CHECKS as UNSAFE_CHECKS
-from tokenmill.sft.failclosed import ON_UNSAFE, unsafe_example
+from tokenmill.sft.failclosed import unsafe_example
 from tokenmill.sft.lacks import TOOLS_NOT_RENDERED, missing_tool_support, tools_not_rendered
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.options import SftOptions
 from tokenmill.sft.oracle import hf_oracle, reference
 from tokenmill.sft.oracle import unavailable as no_oracle
 from tokenmill.sft.parity import VerifyPlan, check_mask, check_parity, example_shape, tool_arguments_decoded
 from tokenmill.sft.preflight import preflight
-from tokenmill.sft.render import MaskPolicy, check_stop_token
+from tokenmill.sft.render import check_stop_token
 from tokenmill.sft.report import SftReport, summarize, task_of
 from tokenmill.sft.steps import conversation_batch, filter_conversations
-from tokenmill.sft.template import DEFAULT_DATE, ChatTemplate, load_template, parse_date
+from tokenmill.sft.template import ChatTemplate, load_template
 from tokenmill.sft.truncate import fit_conversations
 from tokenmill.sft.verdicts import run_key, trusted
 from tokenmill.shards import ShardWriter, open_shards
@@ -76,38 +77,6 @@ if TYPE_CHECKING:
     from tokenmill.tokenize.tokenizer import Tokenizer
 
 STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts are steps/sft/ledger/<unit>.parquet
-
-
-@dataclass(frozen=True)
-class SftOptions:
-    max_length: int | None = None
-    train_on: str = "assistant"
-    train_reasoning: bool = True
-    supervise_empty_think: bool = False
-    reasoning_policy: str = "inline"
-    allow_consecutive: bool = False
-    verify: int = 16  # examples per unit checked against apply_chat_template (plus one per shape); 0 = off
-    on_mismatch: str = "stop"  # stop | reject: what a real parity difference does
-    allow_untrained_stop: bool = False  # go on when the template's end-of-turn string is not a control token
-    date: str = DEFAULT_DATE  # the day a template that stamps the current time (strftime_now) is rendered at
-    keep_unrendered_tools: bool = False  # keep (and count) records whose tools the template renders away (sft/lacks.py)
-    on_unsafe: str = "stop"  # stop | reject: what an example failing a fail-closed check does (sft/failclosed.py)
-
-    def __post_init__(self) -> None:
-        if self.on_mismatch not in ("stop", "reject"):
-            raise ConfigError(f"on_mismatch={self.on_mismatch!r}: expected 'stop' or 'reject'")
-        if self.on_unsafe not in ON_UNSAFE:
-            raise ConfigError(f"on_unsafe={self.on_unsafe!r}: expected 'stop' or 'reject'")
-        try:
-            parse_date(self.date)
-        except (TypeError, ValueError):
-            raise ConfigError(f"date={self.date!r}: expected an ISO 8601 date such as 2025-01-01 (the day chat "
-                              "templates that stamp the current time are rendered at)") from None
-
-    @property
-    def policy(self) -> MaskPolicy:
-        """The masking options as one :class:`MaskPolicy` (validated)."""
-        return MaskPolicy(self.train_on, self.train_reasoning, self.supervise_empty_think, self.reasoning_policy)
 
 
 @dataclass(frozen=True)
@@ -426,7 +395,8 @@ def run_sft(
     conversations off into ``out/val/``: see :mod:`tokenmill.split`. ``options``: the fields of
     :class:`SftOptions`. The run itself is :func:`tokenmill.job.run` of :func:`sft_job`.
     """
-    job = sft_job(SftOptions(**options), chat_template=chat_template, steps=steps, shard_tokens=shard_tokens,
+    opts = SftOptions(chat_template=chat_template, seq_len=seq_len, **options)
+    job = sft_job(opts, chat_template=chat_template, steps=steps, shard_tokens=shard_tokens,
                   seq_len=seq_len, split=make_split(val_fraction=val_fraction, val_count=val_count, val_seed=val_seed))
     run_options = JobOptions(workers=workers, force=force, overwrite=overwrite, unit_bytes=unit_bytes,
                              exclude=tuple(exclude), skip_misrouted=skip_misrouted, limit=limit, dry_run=dry_run,
@@ -452,7 +422,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
         preflight(template, run, policy=opts.policy, allow_consecutive=opts.allow_consecutive,  # sft/preflight.py
                   keep_unrendered_tools=opts.keep_unrendered_tools)
         check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
-        run.config.update({"sft": opts.__dict__, "chat_template": template.origin,
+        run.config.update({"sft": opts.fingerprinted(), "chat_template": template.origin,
                            "chat_template_hash": template.digest, "shard_tokens": shard_tokens})
         if steps:
             run.config.update({"steps": [identity(s) for s in steps], **step_packages(steps)})

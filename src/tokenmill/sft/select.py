@@ -55,6 +55,7 @@ from tokenmill.report.rejects import RejectSink
 from tokenmill.selection import render_plan, take_records
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
+from tokenmill.sft.select_options import SftSelectOptions
 from tokenmill.sft.taskmix import LABELS, RULE, THRESHOLD, TaskLabels, check_mix, label_prompts, mix_shortfall, parse_mix, quotas
 from tokenmill.track import staged_files
 
@@ -413,10 +414,10 @@ def _message(m: dict) -> dict:
 
 def cmd_select(args: Any) -> int:
 
-    how = Selection(n=args.n, per_cluster=args.per_cluster, score=args.score, model=args.model,
-                    mix=_mix_flag(args.mix))
-    options = JobOptions.from_flags(args)
-    m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=args.check_language),
+    options = SftSelectOptions.from_flags(args)
+    how = Selection(n=options.n, per_cluster=options.per_cluster, score=options.score, model=options.model,
+                    mix=_mix_flag(options.mix))
+    m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=options.check_language),
                options=options)
     if options.dry_run:
 

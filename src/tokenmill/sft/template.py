@@ -34,9 +34,9 @@ from tokenmill.sft.budget import (
     join_within_budget,
     render_budget,
 )
+from tokenmill.sft.dates import DEFAULT_DATE
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
-DEFAULT_DATE = "2025-01-01"  # the day templates that stamp the current time are rendered at (sft option ``date``)
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
 

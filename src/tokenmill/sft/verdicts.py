@@ -27,7 +27,8 @@ from typing import Any
 from tokenmill.tokenize.sources import cache_dir
 
 CHECK_VERSION = 1  # bump when the check or the shapes change, so older verdicts are not trusted
-NOT_KEYED = ("verify", "on_mismatch", "on_unsafe")  # options that change what is checked, not the ids written
+NOT_KEYED = ("verify", "on_mismatch", "on_unsafe", "chat_template", "seq_len")  # what changes the checks, the
+# report (seq_len) or is keyed by its digest (the template), not the ids written
 
 
 def run_key(tokenizer: Any, template: Any, options: Any, *, reference: str | None = "transformers") -> str:

@@ -31,9 +31,11 @@ from tokenmill.engine import Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.job.inputs import ANY
+from tokenmill.job.options import JobOptions
 from tokenmill.records import record_id
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import take_records
 from tokenmill.synth.client import Client, Reply
 from tokenmill.synth.rephrase import add_usage, failure
 from tokenmill.synth.run import Prompt, load_prompt, run_synth
@@ -147,12 +149,13 @@ class DistillTask:
     prompt: Prompt
     samples: int
     batch_rows: int = 256
+    limit: int | None = None  # first records of every input only (a trial run: --limit)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         stats, lines = Stats(), []
         sink = RejectSink(staging, unit.payload)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        for raw in read_unit(unit.payload, batch_rows=self.batch_rows):
+        for raw in take_records(read_unit(unit.payload, batch_rows=self.batch_rows), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
@@ -228,12 +231,16 @@ def distill(
     unit_bytes: int = 8 << 20,
     overwrite: bool = False,
     progress: bool | None = None,
+    options: JobOptions | None = None,
 ) -> dict:
-    """Answer every prompt of the inputs with the teacher; return the manifest."""
+    """Answer every prompt of the inputs with the teacher; return the manifest (a dry run: the plan). ``options``:
+    the job options (``limit``, ``exclude``, ``dry_run`` ...; when given, ``unit_bytes``, ``overwrite`` and
+    ``progress`` are its)."""
     if samples < 1:
         raise ConfigError(f"--samples {samples}: expected at least 1")
     prompt = load_prompt(prompt_file, default="distill", placeholder="prompt")
     params = {"samples": samples, "prompt_sha256": prompt.sha256, "model": client.model,
               "generation": client.generation.body()}
-    return run_synth("distill", inputs, out=out, client=client, task=lambda run: DistillTask(client, prompt, samples),
-                     params=params, takes=ANY, unit_bytes=unit_bytes, overwrite=overwrite, progress=progress)
+    options = options or JobOptions(unit_bytes=unit_bytes, overwrite=overwrite, no_progress=progress is False)
+    return run_synth("distill", inputs, out=out, client=client, params=params, takes=ANY, options=options,
+                     task=lambda run: DistillTask(client, prompt, samples, limit=run.options.limit))

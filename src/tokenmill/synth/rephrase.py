@@ -31,9 +31,11 @@ from tokenmill.engine import Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
+from tokenmill.job.options import JobOptions
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
+from tokenmill.selection import take_records
 from tokenmill.synth.client import Client, MalformedReply, Reply
 from tokenmill.synth.run import Prompt, load_prompt, print_synth_summary, run_synth
 
@@ -110,12 +112,13 @@ class RephraseTask:
     schemas: dict[str, dict]
     chunk_chars: int
     batch_rows: int = 256
+    limit: int | None = None  # first records of every input only (a trial run: --limit)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         stats, rows = Stats(), {name: [] for name in DOCUMENT.names}
         sink = RejectSink(staging, unit.payload)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        for raw in read_unit(unit.payload, batch_rows=self.batch_rows):
+        for raw in take_records(read_unit(unit.payload, batch_rows=self.batch_rows), self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
@@ -168,8 +171,11 @@ def rephrase(
     unit_bytes: int = 8 << 20,
     overwrite: bool = False,
     progress: bool | None = None,
+    options: JobOptions | None = None,
 ) -> dict:
-    """Rewrite every document of the inputs in ``style``; return the manifest."""
+    """Rewrite every document of the inputs in ``style``; return the manifest (a dry run: the plan). ``options``:
+    the job options (``limit``, ``exclude``, ``dry_run`` ...; when given, ``unit_bytes``, ``overwrite`` and
+    ``progress`` are its)."""
     if prompt_file is None and style not in STYLES:
         raise ConfigError(f"--style {style!r}: expected one of {', '.join(STYLES)} (or give --prompt-file)")
     if chunk_chars < 200:
@@ -177,9 +183,10 @@ def rephrase(
     prompt = load_prompt(prompt_file, default=style, placeholder="text")
     params = {"style": style, "prompt_sha256": prompt.sha256, "model": client.model,
               "generation": client.generation.body(), "chunk_chars": chunk_chars}
-    return run_synth("rephrase", inputs, out=out, client=client, params=params, takes="pretrain",
-                     task=lambda run: RephraseTask(client, prompt, style, run.inputs.schemas, chunk_chars),
-                     unit_bytes=unit_bytes, overwrite=overwrite, progress=progress)
+    options = options or JobOptions(unit_bytes=unit_bytes, overwrite=overwrite, no_progress=progress is False)
+    return run_synth("rephrase", inputs, out=out, client=client, params=params, takes="pretrain", options=options,
+                     task=lambda run: RephraseTask(client, prompt, style, run.inputs.schemas, chunk_chars,
+                                                   limit=run.options.limit))
 
 
 def summarize(manifest: dict, out: Path) -> None:

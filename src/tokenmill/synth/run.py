@@ -84,11 +84,11 @@ class UnitProgress:
 
 
 def run_synth(kind: str, inputs: Sequence[str], *, out: str | Path, client: Client, task: Callable[[Run], Callable],
-              params: dict[str, Any], takes: str, unit_bytes: int, overwrite: bool, progress: bool | None) -> dict:
+              params: dict[str, Any], takes: str, options: JobOptions) -> dict:
     """Run the generation task ``task(run)`` makes over the inputs' units (read as ``takes`` data); return the
     manifest. The run itself is :func:`tokenmill.job.run` of :func:`synth_job`, in this process."""
-    options = JobOptions(unit_bytes=unit_bytes, overwrite=overwrite, no_progress=progress is False)
-    job = synth_job(kind, client=client, task=task, params=params, takes=takes, progress=progress)
+    job = synth_job(kind, client=client, task=task, params=params, takes=takes,
+                    progress=False if options.no_progress else None)
     return run_job(job, inputs, out=out, options=options, executor=LocalExecutor(workers=1), tokenizer=None)
 
 
