@@ -143,10 +143,8 @@ class Run:
 
 
 def unit_size(unit: Any) -> int:
-    """Bytes of input in a work unit for progress and ETA (the whole file when it is not a byte range)."""
-    if unit.stop >= 0 and unit.file.format == "jsonl" and not unit.file.compression:
-        return unit.stop - unit.start
-    return unit.file.size
+    """Bytes of input in a work unit for progress and ETA (the whole files when it is not a byte range)."""
+    return unit.size
 
 
 def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None = None,
