@@ -59,13 +59,16 @@ def write_inputs(root: Path, n: int, records: int, seed: int = 0) -> tuple[Path,
 
 
 def command(track: str, inputs: Path, out: Path, workers: int) -> list[str]:
+    """The run, its standard output to a file beside ``out`` (a summary line per input fills a pipe nobody reads
+    until the run ends)."""
     extra = ["--preset", "gopher"] if track == "curate" else []
-    return [sys.executable, "-m", "tokenmill.cli", track, str(inputs), *extra, "--out", str(out),
-            "--workers", str(workers), "--no-progress"]
+    run = [sys.executable, "-m", "tokenmill.cli", track, str(inputs), *extra, "--out", str(out),
+           "--workers", str(workers), "--no-progress"]
+    return ["sh", "-c", 'exec "$0" "$@" > "$LOG"', *run]
 
 
 def measure(track: str, inputs: Path, out: Path, workers: int, src: Path, trace: bool) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), "LOG": str(out) + ".stdout"}
     r = run_per_process(command(track, inputs, out, workers), env=env)
     if r["rc"]:
         raise SystemExit(f"{track} failed ({r['rc']}): {r['stderr'][-3000:]}")

@@ -16,6 +16,7 @@ import trackkit as tk
 
 import statekit
 from tokenmill.base.inputs import FILES_PER_UNIT, InputFile, estimate_units
+from tokenmill.cli import main
 from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.errors import InputError, RoutingError
 from tokenmill.io import plan_units
@@ -219,3 +220,12 @@ def test_a_packed_file_changed_while_its_unit_ran_fails_the_unit(tmp_path):
     last.write_text(last.read_text() + json.dumps({"text": "one more"}) + "\n")
     with pytest.raises(InputError, match=r"f00039.jsonl changed while unit-000000 read it"):
         check_unit_input(unit, snapshot)
+
+
+def test_the_summary_names_the_first_inputs_and_counts_the_rest(tmp_path, capsys):
+    write_tiny(tmp_path / "in", 30)
+    assert main(["pretrain", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--workers", "1",
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "  f00019.jsonl: " in printed and "f00020.jsonl" not in printed
+    assert "  ... and 10 more inputs (their counts: manifest.json, sources)" in printed
