@@ -123,10 +123,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--before", type=Path, help="another checkout's src, measured in the same run")
     p.add_argument("--before-max-n", type=int, help="measure --before only up to this many files (it is slow)")
+    p.add_argument("--before-label", default="before", help="the name of --before's code in the table")
     p.add_argument("--no-trace", action="store_true", help="skip the strace runs (files written)")
     p.add_argument("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md alone")
     args = p.parse_args(argv)
-    sides = {"after": REPO / "src", **({"before": args.before} if args.before else {})}
+    sides = {"this version": REPO / "src", **({args.before_label: args.before} if args.before else {})}
     compile_sources(*sides.values())
     load = os.getloadavg()[0]
     rows = []
@@ -134,11 +135,11 @@ def main(argv: list[str]) -> int:
         for n in args.n:
             many, one, size = write_inputs(Path(tmp) / f"in-{n}", n, args.records)
             for side, src in sides.items():
-                if side == "before" and args.before_max_n is not None and n > args.before_max_n:
+                if side != "this version" and args.before_max_n is not None and n > args.before_max_n:
                     continue
                 for track in ("curate", "pretrain"):
                     for label, inputs in ((f"{n:,} files, {size / 1e6:.1f} MB", many), ("one file", one)):
-                        out = Path(tmp) / f"{side}-{track}-{n}-{inputs.name}"
+                        out = Path(tmp) / f"{side.replace(' ', '_')}-{track}-{n}-{inputs.name}"
                         row = {"side": side, "track": track, "input": label, "file_kb": size / n / 1e3,
                                **measure(track, inputs, out, args.workers, Path(src), not args.no_trace)}
                         print(json.dumps(row), flush=True)
