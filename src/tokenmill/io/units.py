@@ -38,19 +38,21 @@ def auto_unit_bytes(files: list[InputFile]) -> int:
     return auto_unit_size(sum(max(f.size, 0) for f in files))
 
 
-def plan_units(files: list[InputFile], *, unit_bytes: int | None = None, split: bool = True) -> list[WorkUnit]:
+def plan_units(files: list[InputFile], *, unit_bytes: int | None = None, split: bool = True,
+               pack: bool = True) -> list[WorkUnit]:
     """The work units of ``files``, each about ``unit_bytes`` of input where the format can be split, small
     files packed together (module docstring).
 
     ``unit_bytes=None`` picks the size from the inputs' total size (:func:`auto_unit_bytes`). ``split=False``
-    reads every file from its start, whole (``--limit``: the first records of every input).
+    reads every file from its start, whole (``--limit``: the first records of every input). ``pack=False``
+    gives every file units of its own.
     """
     if unit_bytes is None:
         unit_bytes = auto_unit_bytes(files)
     if unit_bytes <= 0:
         raise ConfigError(f"unit_bytes must be a positive number of bytes, got {unit_bytes}")
     units: list[WorkUnit] = []
-    for group in _groups(files, unit_bytes):
+    for group in _groups(files, unit_bytes) if pack else [[f] for f in files]:
         if len(group) > 1:
             units.append(WorkUnit(index=len(units), file=group[0], packed=tuple(group[1:])))
             continue

@@ -56,11 +56,13 @@ def plan_inputs(
     unit_bytes: int | None = None,
     limit: int | None = None,
     on_files: Callable[[list], Any] | None = None,
+    pack: bool = True,
 ) -> Inputs:
     """Plan the inputs of a run of ``track`` (``pretrain`` or ``sft``: the kind of data the command takes;
     :data:`ANY`: every kind, no refusal).
 
     ``on_files(files)`` runs once the files are known, before routing (an executor starts its workers).
+    ``pack=False``: every file keeps units of its own (a job whose units know a record by its line alone).
     """
     files, walk_skipped = expand_inputs_report(list(map(str, paths)), text_mode=text_mode)
     files, excluded = selection.exclude_files(files, exclude)
@@ -77,7 +79,7 @@ def plan_inputs(
         unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
         refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    units = plan_units(files, unit_bytes=unit_bytes, split=limit is None)  # limit: each input from its start
+    units = plan_units(files, unit_bytes=unit_bytes, split=limit is None, pack=pack)  # limit: each input from its start
     return Inputs(files, routes, picked, units, walk_skipped=walk_skipped, excluded=excluded, misrouted=misrouted)
 
 

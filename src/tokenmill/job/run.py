@@ -100,6 +100,7 @@ class Job:
     describe: Callable[[Run], dict] | None = None  # what a dry run shows beyond the inputs and the config
     object_storage: bool = False  # whether its stages can publish to an s3:// --out (each reads only its own units)
     progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
+    pack: bool = True  # whether small files may share a unit (False: its units know a record by its line alone)
 
 
 @dataclass
@@ -161,7 +162,7 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
         on_files = job.warm(executor, inputs, options, tokenizer) if job.warm and executor is not None else None
         planned = plan_inputs(job.takes, inputs, text_mode=options.text_mode, schemas=schemas, exclude=options.exclude,
                               force=options.force, skip_misrouted=options.skip_misrouted, unit_bytes=options.unit_bytes,
-                              limit=options.limit, on_files=on_files)
+                              limit=options.limit, on_files=on_files, pack=job.pack)
         local, store = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
         tok = _tokenizer(job, tokenizer, planned, options) if job.tokenizer else None
         this = Run(job, planned, Path(local), store, options, tok, _base_config(planned, options), started,

@@ -479,7 +479,8 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
 
     return Job("sft", "sft", stages, report, configure=configure, tokenizer=True, warm=token_warm("sft"),
                pull=lambda run: ("",) if seq_len else ("steps/",) if inline else (),  # packing: every shard; funnel: parts
-               describe=lambda run: {"chat_template": run.plan.template.origin}, object_storage=True)
+               describe=lambda run: {"chat_template": run.plan.template.origin}, object_storage=True,
+               pack=not steps)  # the steps' ledger and the corpus steps' survivors know a record by its line
 
 
 def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:

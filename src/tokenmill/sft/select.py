@@ -242,7 +242,8 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
             section["warning"] = "; ".join(w for w in short if w)
         return {"report": section, "outputs": [SELECTED, LEDGER_FILE]}
 
-    return Job("sft select", "sft", stages, report, configure=configure, counts=counts)
+    return Job("sft select", "sft", stages, report, configure=configure, counts=counts,
+               pack=False)  # its scores know a record by its line within the unit
 
 
 SCORE_STAGE, PICK_STAGE = "select_score", "select"
