@@ -229,3 +229,24 @@ def test_the_summary_names_the_first_inputs_and_counts_the_rest(tmp_path, capsys
     printed = capsys.readouterr().out
     assert "  f00019.jsonl: " in printed and "f00020.jsonl" not in printed
     assert "  ... and 10 more inputs (their counts: manifest.json, sources)" in printed
+
+
+def test_a_multi_stage_curate_ledger_is_the_same_packed_or_not(tmp_path):
+    """Dedup between two document steps: three stages whose ledger parts are joined by file and line (lines
+    repeat from file to file in a packed unit); the ledger's rows equal those of a run with a unit per file."""
+    texts = write_tiny(tmp_path / "in", 40)
+    dup = tmp_path / "in" / "f00040.jsonl"  # repeats the first file's texts: dedup removes one of each pair
+    dup.write_text("".join(json.dumps({"text": texts[("f00000.jsonl", n)]}) + "\n" for n in (1, 3)))
+    steps = [{"name": "length", "min_chars": 40}, {"name": "exact_dedup"}, {"name": "length", "min_chars": 41}]
+    rows = {}
+    for name, unit_bytes in (("packed", None), ("apart", 2_000)):  # 2,000 bytes: no file is small enough to share
+        out = tmp_path / name
+        manifest = run_curate([str(tmp_path / "in")], out=out, steps=steps, workers=1, progress=False,
+                              unit_bytes=unit_bytes)
+        assert manifest["run"]["units"] == (1 if name == "packed" else 41)
+        table = read_ledger(out)
+        rows[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+        assert [(r["source"], r["loc"]) for r in table.to_pylist()] == sorted(
+            (r["source"], r["loc"]) for r in table.to_pylist())  # in input order: by file, then line
+    assert rows["packed"] == rows["apart"]
+    assert sum('"duplicate' in r or "exact_dedup" in r and '"kept": false' in r for r in rows["packed"]) >= 2
