@@ -15,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 from tokenmill.errors import InputError, MissingExtraError
@@ -76,46 +75,44 @@ def split_misrouted(track: str, files: list, routes: list, given: dict) -> tuple
     return kept_files, kept_routes, skipped
 
 
-def take_records(batches: Iterable[Any], limit: int | None) -> Iterator[Any]:
-    """The reader's batches cut after the first ``limit`` records (rows and rejects, in file order)."""
-    if limit is None:
-        yield from batches
-        return
-    left = limit
-    for raw in batches:
-        if left <= 0:
-            return
-        size = len(raw) + len(raw.rejects)
-        if size <= left:
-            left -= size
-            yield raw
-            continue
-        yield _head(raw, left)
-        return
-
-
-def _head(raw: Any, k: int) -> Any:
-    """The first ``k`` records of one batch: rows and rejects up to the k-th location."""
-    cutoff = sorted([*raw.locs, *(r.loc for r in raw.rejects)])[k - 1]
-    m = sum(1 for loc in raw.locs if loc <= cutoff)
-    size = len(raw) + len(raw.rejects)
-    return replace(
-        raw, locs=raw.locs[:m], rows=None if raw.rows is None else raw.rows[:m],
-        table=None if raw.table is None else raw.table.slice(0, m),
-        rejects=[r for r in raw.rejects if r.loc <= cutoff], nbytes=raw.nbytes * k // max(size, 1),
-    )
-
-
 def per_source(units: list, results: list) -> dict[str, dict[str, int]]:
-    """Records read, kept and tokens written for every input (summed over its units), in input order."""
+    """Records read, kept and tokens written for every input (summed over its units), in input order: a unit
+    of packed files gives each file's own counts (``data["sources"]``, see :func:`count_sources`)."""
     out: dict[str, dict[str, int]] = {}
     for unit, result in zip(units, results):
         stats = result.stats
-        row = out.setdefault(unit.file.rel, {"records": 0, "kept": 0, "tokens": 0})
-        row["records"] += stats.input
-        row["kept"] += stats.kept
-        row["tokens"] += stats.tokens
+        rows = result.data.get("sources") or {
+            unit.file.rel: {"records": stats.input, "kept": stats.kept, "tokens": stats.tokens}}
+        for rel, counts in rows.items():
+            row = out.setdefault(rel, {"records": 0, "kept": 0, "tokens": 0})
+            for key in row:
+                row[key] += counts[key]
     return out
+
+
+def count_sources(batches: Iterable[Any], stats: Any, into: dict[str, dict[str, int]]) -> Iterator[Any]:
+    """``batches`` unchanged; the records, kept and tokens ``stats`` gains while each batch is read and then
+    processed (until the next one is asked for) are added to ``into[batch.source]``: a packed unit's counts
+    per file, for :func:`per_source`."""
+    source, mark = None, (0, 0, 0)
+
+    def add() -> None:
+        if source is not None:
+            row = into.setdefault(source, {"records": 0, "kept": 0, "tokens": 0})
+            row["records"] += stats.input - mark[0]
+            row["kept"] += stats.kept - mark[1]
+            row["tokens"] += stats.tokens - mark[2]
+
+    for raw in batches:
+        add()
+        source, mark = raw.source, (stats.input, stats.kept, stats.tokens)
+        yield raw
+    add()
+
+
+def file_counts(work: Any) -> dict[str, dict[str, int]]:
+    """Zero counts for every file of a work unit, in its order (a file that yields no batch still has its row)."""
+    return {f.rel: {"records": 0, "kept": 0, "tokens": 0} for f in work.files}
 
 
 def dry_run_plan(run: Any) -> dict:
@@ -127,7 +124,8 @@ def input_plan(workflow: str, planned: Any, out: Any, config: dict) -> dict:
     """What a run of ``workflow`` would read: each input with its route, size and units (a dry run)."""
     units_per_file: dict[str, int] = defaultdict(int)
     for u in planned.units:
-        units_per_file[u.file.rel] += 1
+        for f in u.files:  # a file packed with others counts the unit it shares
+            units_per_file[f.rel] += 1
     inputs = [{"path": f.rel, "format": f.format, "kind": r.kind, "confidence": r.confidence, "bytes": f.size,
                "units": units_per_file[f.rel]} for f, r in zip(planned.files, planned.routes)]
     return {"dry_run": True, "track": workflow, "out": str(out), "inputs": inputs, "units": len(planned.units),

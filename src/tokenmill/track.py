@@ -129,6 +129,9 @@ def staged_files(staging: Path) -> list[str]:
     return sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
 
 
+SOURCES_SHOWN = 20  # inputs the summary names with their counts; the manifest has every one
+
+
 def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     stream = stream or sys.stdout  # looked up at call time: sys.stdout may have been replaced since import
     c = manifest["counts"]
@@ -143,8 +146,10 @@ def print_summary(manifest: dict, out: Path, *, stream=None) -> None:
     if pretrain and (manifest["config"].get("eos") or {}).get("warning"):
         print(f"warning: {manifest['config']['eos']['warning']}", file=stream)
     sources = manifest.get("sources") or {}
-    for rel, row in sources.items() if len(sources) > 1 else ():
+    for rel, row in list(sources.items())[:SOURCES_SHOWN] if len(sources) > 1 else ():
         print(f"  {rel}: {row['kept']:,} kept of {row['records']:,} records, {row['tokens']:,} tokens", file=stream)
+    if len(sources) > SOURCES_SHOWN:  # 10,000 small files: not a screenful each
+        print(f"  ... and {len(sources) - SOURCES_SHOWN:,} more inputs (their counts: manifest.json, sources)", file=stream)
     for item in manifest.get("inputs") or []:  # what the router noticed (a label column, split evidence ...)
         for warning in item.get("warnings") or []:
             print(f"warning: {item.get('path')}: {warning}", file=stream)

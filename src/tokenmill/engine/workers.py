@@ -160,7 +160,10 @@ def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> Tok
 def _where(unit: Any) -> str:
     """A unit named with the file slice it reads, when its payload is an input work unit."""
     work = getattr(unit, "payload", unit)
-    return f"{unit.name} ({work.file.path}{_range(work)})" if hasattr(work, "file") else unit.name
+    if not hasattr(work, "file"):
+        return unit.name
+    more = f" and {len(work.packed)} more small file(s)" if getattr(work, "packed", ()) else ""
+    return f"{unit.name} ({work.file.path}{_range(work)}{more})"
 
 
 def _range(unit: Any) -> str:

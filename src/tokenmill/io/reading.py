@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from tokenmill.base.accounting import Reject
@@ -38,12 +39,59 @@ def read_unit(
     batch_rows: int = 4096,
     text_mode: str = "auto",
     columns: list[str] | None = None,
+    limit: int | None = None,
 ) -> Iterator[RawBatch]:
     """Stream the records of ``unit`` in batches of at most ``batch_rows`` records (rows plus rejects).
 
-    ``columns`` keeps only those keys or columns (missing ones are left out, not invented).
+    ``columns`` keeps only those keys or columns (missing ones are left out, not invented). A unit of several
+    packed files reads them one after the other, each batch of one file (``RawBatch.source``); ``limit``
+    keeps the first records of each file (``--limit``).
     """
     check_text_mode(text_mode)
+    if not unit.packed:
+        return take_records(_read_file(unit, batch_rows, text_mode, columns), limit)
+    return _read_pieces(unit, batch_rows, text_mode, columns, limit)
+
+
+def _read_pieces(unit: WorkUnit, batch_rows: int, text_mode: str, columns: list[str] | None,
+                 limit: int | None) -> Iterator[RawBatch]:
+    for piece in unit.pieces():
+        with closing(_read_file(piece, batch_rows, text_mode, columns)) as batches:
+            yield from take_records(batches, limit)
+
+
+def take_records(batches: Iterator[RawBatch], limit: int | None) -> Iterator[RawBatch]:
+    """The reader's batches of one file cut after the first ``limit`` records (rows and rejects, in file order)."""
+    if limit is None:
+        yield from batches
+        return
+    left = limit
+    for raw in batches:
+        if left <= 0:
+            return
+        size = len(raw) + len(raw.rejects)
+        if size <= left:
+            left -= size
+            yield raw
+            continue
+        yield _first(raw, left)
+        return
+
+
+def _first(raw: RawBatch, k: int) -> RawBatch:
+    """The first ``k`` records of one batch: rows and rejects up to the k-th location."""
+    cutoff = sorted([*raw.locs, *(r.loc for r in raw.rejects)])[k - 1]
+    m = sum(1 for loc in raw.locs if loc <= cutoff)
+    size = len(raw) + len(raw.rejects)
+    return replace(
+        raw, locs=raw.locs[:m], rows=None if raw.rows is None else raw.rows[:m],
+        table=None if raw.table is None else raw.table.slice(0, m),
+        rejects=[r for r in raw.rejects if r.loc <= cutoff], nbytes=raw.nbytes * k // max(size, 1),
+    )
+
+
+def _read_file(unit: WorkUnit, batch_rows: int, text_mode: str, columns: list[str] | None) -> Iterator[RawBatch]:
+    """The batches of a single-file unit, by its format's reader."""
     fmt = unit.file.format
     if unit.file.size == 0 and unit.start == 0 and fmt != "hf_dataset":
         return _empty_file(unit.file)
@@ -109,7 +157,7 @@ def _head(file: InputFile, n: int, text_mode: str) -> tuple[list[dict[str, Any]]
     elif file.format == "json":  # the first elements only: scanned, never the whole array parsed
         batches = read_json(unit, batch_rows=n, columns=None, whole=False)
     else:
-        batches = read_unit(unit, batch_rows=n)
+        batches = _read_file(unit, n, "auto", None)
     rows: list[dict[str, Any]] = []
     locs: list[int] = []
     rejects: list[Reject] = []

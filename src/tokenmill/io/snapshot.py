@@ -117,17 +117,18 @@ def check_resume(state_dir: Path, snap: dict[str, dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def check_unit_input(unit: WorkUnit, before: dict[str, Any]) -> None:
-    """Raise when ``unit``'s file changed since the run's snapshot (called when the unit ends)."""
-    try:
-        now = file_snapshot(unit.file.path)
-    except OSError as exc:
-        raise InputError(f"input {unit.file.path} disappeared or became unreadable while {unit.name} read it "
-                         f"({exc.strerror or exc}); restore it and run again to resume") from exc
-    changed = differences(before, now)
-    if changed:
-        raise InputError(f"input {unit.file.path} changed while {unit.name} read it ({', '.join(changed)}); nothing "
-                         "of that unit was committed: let the writer finish, then run again (or --overwrite)")
+def check_unit_input(unit: WorkUnit, snapshot: dict[str, dict[str, Any]]) -> None:
+    """Raise when any file of ``unit`` changed since the run's ``snapshot`` (called when the unit ends)."""
+    for file in unit.files:
+        try:
+            now = file_snapshot(file.path)
+        except OSError as exc:
+            raise InputError(f"input {file.path} disappeared or became unreadable while {unit.name} read it "
+                             f"({exc.strerror or exc}); restore it and run again to resume") from exc
+        changed = differences(snapshot[file.path], now)
+        if changed:
+            raise InputError(f"input {file.path} changed while {unit.name} read it ({', '.join(changed)}); nothing "
+                             "of that unit was committed: let the writer finish, then run again (or --overwrite)")
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class CheckedTask:
     def __call__(self, unit: Any, staging: Path) -> Any:
         result = self.task(unit, staging)
         work = getattr(unit, "payload", unit)  # an engine unit carries the input's work unit
-        check_unit_input(work, self.snapshot[work.file.path])
+        check_unit_input(work, self.snapshot)
         return result
 
 

@@ -3,7 +3,8 @@
 Every command that reads inputs plans them here, so that each gets the same walk (symbolic-link cycles
 and unreadable entries skipped and named), ``--exclude``, routing with its refusal of the other track's
 data (``--force`` takes it anyway, ``--skip-misrouted`` leaves it out and names it), the check of every
-explicit mapping against the fields each input has, and the work units (``--limit``: one unit per input).
+explicit mapping against the fields each input has, and the work units (small files packed together;
+``--limit``: every input read from its start, never split).
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ def plan_inputs(
     unit_bytes: int | None = None,
     limit: int | None = None,
     on_files: Callable[[list], Any] | None = None,
+    pack: bool = True,
 ) -> Inputs:
     """Plan the inputs of a run of ``track`` (``pretrain`` or ``sft``: the kind of data the command takes;
     :data:`ANY`: every kind, no refusal).
 
     ``on_files(files)`` runs once the files are known, before routing (an executor starts its workers).
+    ``pack=False``: every file keeps units of its own (a job whose units know a record by its line alone).
     """
     files, walk_skipped = expand_inputs_report(list(map(str, paths)), text_mode=text_mode)
     files, excluded = selection.exclude_files(files, exclude)
@@ -76,7 +79,7 @@ def plan_inputs(
         unmapped = [r for f, r in zip(files, routes) if f.rel not in given and "*" not in given]
         refuse_misrouted(track, unmapped, force=force)
     picked = {f.rel: given.get(f.rel) or given.get("*") or r.schema for f, r in zip(files, routes)}
-    units = plan_units(files, unit_bytes=unit_bytes if limit is None else 1 << 62)  # limit: one unit per input
+    units = plan_units(files, unit_bytes=unit_bytes, split=limit is None, pack=pack)  # limit: each input from its start
     return Inputs(files, routes, picked, units, walk_skipped=walk_skipped, excluded=excluded, misrouted=misrouted)
 
 

@@ -197,7 +197,8 @@ class JobOptions(Options):
     overwrite: bool = option(False, "start again: remove what an earlier tokenmill run wrote in --out (nothing else)",
                              boolean, kind="switch", fingerprint=False)
     unit_bytes: int | None = option(None, "work unit size, e.g. 64MiB (JSONL split by byte range, Parquet by row "
-                                    "group); default: the inputs' total size / 16, between 4 MiB and 64 MiB",
+                                    "group; files under 1/256 of it share units); default: the inputs' total "
+                                    "size / 16, between 4 MiB and 64 MiB",
                                     positive_size, metavar="SIZE")
     text_mode: str = option("auto", "documents in plain-text inputs: one per file, line or paragraph (default auto)",
                             choice("auto", "file", "line", "paragraph"))

@@ -105,6 +105,7 @@ class Job:
     # "end" publishes the run whole when it ends (its later stages read the earlier ones' files)
     publish: str = "end"
     progress: Callable[[Run], Callable] | None = None  # the job's own progress lines (default: a bar per stage)
+    pack: bool = True  # whether small files may share a unit (False: its units know a record by its line alone)
 
 
 @dataclass
@@ -155,10 +156,8 @@ class Run:
 
 
 def unit_size(unit: Any) -> int:
-    """Bytes of input in a work unit for progress and ETA (the whole file when it is not a byte range)."""
-    if unit.stop >= 0 and unit.file.format == "jsonl" and not unit.file.compression:
-        return unit.stop - unit.start
-    return unit.file.size
+    """Bytes of input in a work unit for progress and ETA (the whole files when it is not a byte range)."""
+    return unit.size
 
 
 def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None = None,
@@ -171,7 +170,7 @@ def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None
         on_files = job.warm(executor, inputs, options, tokenizer) if job.warm and executor is not None else None
         planned = plan_inputs(job.takes, inputs, text_mode=options.text_mode, schemas=schemas, exclude=options.exclude,
                               force=options.force, skip_misrouted=options.skip_misrouted, unit_bytes=options.unit_bytes,
-                              limit=options.limit, on_files=on_files)
+                              limit=options.limit, on_files=on_files, pack=job.pack)
         local, store = resolve_out(out, [*map(str, inputs), *(f.path for f in planned.files)])
         tok = _tokenizer(job, tokenizer, planned, options) if job.tokenizer else None
         this = Run(job, planned, Path(local), store, options, tok, _base_config(planned, options), started,

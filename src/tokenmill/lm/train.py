@@ -36,7 +36,6 @@ from tokenmill.lm.model import ARPA, BINARY, write_arpa, write_binary
 from tokenmill.lm.options import LmTrainOptions
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
 from tokenmill.track import staged_files
 
 COUNT_STAGE, BUILD_STAGE = "lm_count", "lm_build"
@@ -147,11 +146,11 @@ class CountTask:
         work, stats = unit.payload, Stats()
         sink = RejectSink(staging, work)
         counter = UnitCounts(self.settings.order, self.settings.chunk_words)
-        for raw in take_records(read_unit(work, text_mode=self.text_mode), self.limit):
+        for raw in read_unit(work, text_mode=self.text_mode, limit=self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
-            docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
+            docs, rejects = to_documents(raw, self.schemas.get(raw.source, {}))
             sink.add(rejects, stats)
             for text in docs.column("text").to_pylist():
                 found = list(normalize.sentences(text))

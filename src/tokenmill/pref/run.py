@@ -34,7 +34,7 @@ from tokenmill.pref.checks import Summary, margin_decision, pair_problem, trunca
 from tokenmill.pref.inputs import Pair, read_pairs
 from tokenmill.pref.tokenize import PairProblem, Tokenized, tokenize_pairs
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import render_plan, take_records
+from tokenmill.selection import render_plan
 from tokenmill.sft.options import PrefOptions
 from tokenmill.sft.render import check_stop_token
 from tokenmill.sft.run import resolve_template
@@ -66,11 +66,11 @@ class PrefTask:
                              tokenizer_info=self.tokenizer.info(chat_template=self.template.source),
                              max_tokens=self.shard_tokens)
         sink = RejectSink(staging, work)
-        schema = self.schemas.get(work.file.rel, {})
-        for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
+        for raw in read_unit(work, batch_rows=self.batch_rows, limit=self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
-            pairs, bad = read_pairs(raw.to_rows(), raw.locs, source=raw.source, schema=schema)
+            pairs, bad = read_pairs(raw.to_rows(), raw.locs, source=raw.source,
+                                    schema=self.schemas.get(raw.source, {}))
             sink.add(raw.rejects, stats)
             sink.add(bad, stats)
             self._write(self._checked(pairs, raw.source, sink, stats), raw.source, writer, sink, stats, summary)

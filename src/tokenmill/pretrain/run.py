@@ -33,7 +33,7 @@ from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
+from tokenmill.selection import count_sources, file_counts
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.steps.cascade import Cascade
@@ -95,12 +95,14 @@ class PretrainTask:
         bos = tok.bos_id if tok.add_bos else None
         # the steps run as one cascade that writes the unit's ledger part beside the shards
         ledger = UnitLedger(Cascade(tuple(self.steps)), staging, STAGE, unit.name) if self.steps else None
-        for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
+        sources = file_counts(work)  # a unit of packed files: the manifest's counts of each
+        batches = read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode, limit=self.limit)
+        for raw in count_sources(batches, stats, sources):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
             sink.add(raw.rejects, stats)
-            docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
+            docs, rejects = to_documents(raw, self.schemas.get(raw.source, {}))
             sink.add(rejects, stats)
             if ledger is not None:
                 docs = ledger.apply(docs, raw, rejects, stats)
@@ -111,7 +113,7 @@ class PretrainTask:
                 out.rank(docs)  # the first pass of a --val-count split: keys only, nothing encoded
                 continue
             for target, part in out.route(docs):
-                tokens = self._encode_into(target, part, bos, seconds, origins if self._origins(work) else None)
+                tokens = self._encode_into(target, part, bos, seconds, origins if self._origins(raw.source) else None)
                 stats.tokens += tokens
                 out.count(target, part.num_rows, tokens)
         sink.close()
@@ -120,11 +122,13 @@ class PretrainTask:
         data = {**out.close(), "ledger": ledger_file}  # closed first: the outputs are the final file names
         if origins:
             data["origins"] = origins
+        if work.packed:
+            data["sources"] = sources
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
-    def _origins(self, work: Any) -> bool:
-        """Whether the unit's documents carry their own origin (a tokenmill documents file: ``source`` mapped)."""
-        return bool(self.schemas.get(work.file.rel, {}).get("source"))
+    def _origins(self, source: str) -> bool:
+        """Whether an input's documents carry their own origin (a tokenmill documents file: ``source`` mapped)."""
+        return bool(self.schemas.get(source, {}).get("source"))
 
     def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter,
                      origins: dict[str, dict[str, int]] | None = None) -> int:

@@ -140,24 +140,42 @@ def unit_ledger(parts: list[Path], rejects: list[dict]) -> pa.Table | None:
     docs = _join(tables) if tables else None
     table = _with_rejects(docs, rejects)
     locs = pc.fill_null(table.column("loc"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    files = _file_ranks(table)
+    if files is not None:  # a unit of packed small files: by file (in the unit's order), then line
+        return table.take(pa.array(np.lexsort((locs, files))))
     if len(locs) < 2 or bool(np.all(locs[1:] >= locs[:-1])):
         return table  # already in input order (no reject lands among the documents): no copy
     order = np.argsort(locs, kind="stable")
     return table.take(pa.array(order))
 
 
-def _keys(table: pa.Table) -> list:
-    """A document's identity across stages: its line (its id where a stage kept no line)."""
+def _file_ranks(table: pa.Table) -> np.ndarray | None:
+    """Each row's file as its rank among the unit's files (sorted by path, the order a directory's small files
+    are packed in); None when the rows come from one file."""
+    sources = pc.fill_null(table.column("source").cast(pa.string()), "").combine_chunks()
+    names = pc.unique(sources)
+    if len(names) < 2:
+        return None
+    ranked = pa.array(sorted(names.to_pylist()))
+    return np.asarray(pc.index_in(sources, value_set=ranked).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _keys(table: pa.Table, with_file: bool) -> list:
+    """A document's identity across stages: its line, with its file when both parts name it (a unit of packed
+    small files); its id where a stage kept no line."""
     ids = table.column("id").to_pylist()
     locs = table.column("loc").to_pylist() if "loc" in table.column_names else [None] * len(ids)
-    return [("loc", loc) if loc is not None else ("id", i) for loc, i in zip(locs, ids)]
+    files = table.column("source").to_pylist() if with_file else [None] * len(ids)
+    return [("loc", f, loc) if loc is not None else ("id", i) for f, loc, i in zip(files, locs, ids)]
 
 
 def _lines(table: pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
-    """(order, sorted lines) of a part whose every row has a line (``loc``) and no two rows share one; None
-    otherwise (its rows are then matched by :func:`_keys`)."""
+    """(order, sorted lines) of a part whose every row has a line (``loc``), all of one file, and no two rows
+    share one; None otherwise (its rows are then matched by :func:`_keys`)."""
     if "loc" not in table.column_names:
         return None
+    if "source" in table.column_names and pc.count_distinct(table.column("source")).as_py() > 1:
+        return None  # a unit of packed small files: lines repeat from file to file
     col = table.column("loc")
     if col.null_count or not pa.types.is_integer(col.type):
         return None
@@ -174,6 +192,7 @@ def _join(tables: list[pa.Table]) -> pa.Table:
     n = first.num_rows
     first_lines = _lines(first)
     index: dict | None = None  # key -> row of ``first``, built only when some part lacks distinct lines
+    index_with_file = False
     cols: dict[str, pa.Array] = {c: first.column(c) for c in IDENTITY if c in first.column_names}
     reason = first.column("reason").cast(pa.string())
     stats = {c: first.column(c) for c in first.column_names if c not in (*IDENTITY, "kept", "reason")}
@@ -188,9 +207,10 @@ def _join(tables: list[pa.Table]) -> pa.Table:
             hit[hit] = ordered[pos[hit]] == theirs[hit]
             where[order[pos[hit]]] = later_lines[0][hit]
         else:
-            if index is None:
-                index = {k: i for i, k in enumerate(_keys(first))}
-            for j, k in enumerate(_keys(later)):
+            with_file = "source" in first.column_names and "source" in later.column_names
+            if index is None or index_with_file != with_file:
+                index, index_with_file = {k: i for i, k in enumerate(_keys(first, with_file))}, with_file
+            for j, k in enumerate(_keys(later, with_file)):
                 i = index.get(k)
                 if i is not None:
                     where[i] = j

@@ -38,7 +38,7 @@ from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.pack import best_fit_decreasing
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
+from tokenmill.selection import count_sources, file_counts
 from tokenmill.sft import verdicts
 from tokenmill.sft.corpus import (
     DOCS_STAGE,
@@ -128,7 +128,8 @@ class SftTask:
         sink = RejectSink(staging, work)
         curated = self.survivors.of_unit(work.index) if self.survivors is not None else None
         ledger = self.ledger(staging, unit)
-        for source, convs, locs in self.conversations(work, stats=stats, ledger=ledger, sink=sink):
+        sources = file_counts(work)  # a unit of packed files: the manifest's counts of each
+        for source, convs, locs in self.conversations(work, stats=stats, ledger=ledger, sink=sink, sources=sources):
             if curated is not None:
                 convs, locs = _surviving(convs, locs, curated, stats, ledger)
             kept: dict[int, tuple[Any, list]] = {}  # writer -> its examples of this batch, in order
@@ -169,16 +170,20 @@ class SftTask:
         if ledger is not None:
             data["ledger"] = ledger.close()
             seconds.update(ledger.seconds)
+        if work.packed:
+            data["sources"] = sources
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
-    def conversations(self, work: Any, *, stats: Stats, ledger: UnitLedger | None, sink: RejectSink | None = None):
+    def conversations(self, work: Any, *, stats: Stats, ledger: UnitLedger | None, sink: RejectSink | None = None,
+                      sources: dict | None = None):
         """``(source, conversations, locs)`` of every batch of one unit: read, normalised and validated, the
-        document steps applied (through ``ledger``). Unreadable and invalid records go to ``sink`` (when given)."""
-        schema = self.schemas.get(work.file.rel, {})
-        for raw in take_records(read_unit(work, batch_rows=self.batch_rows), self.limit):
+        document steps applied (through ``ledger``). Unreadable and invalid records go to ``sink`` (when given);
+        ``sources`` gets each file's counts (:func:`~tokenmill.selection.count_sources`)."""
+        batches = read_unit(work, batch_rows=self.batch_rows, limit=self.limit)
+        for raw in batches if sources is None else count_sources(batches, stats, sources):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
-            convs, rejects = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=schema,
+            convs, rejects = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=self.schemas.get(raw.source, {}),
                                             allow_consecutive=self.options.allow_consecutive)
             if sink is not None:
                 sink.add(raw.rejects, stats)
@@ -450,7 +455,8 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
 
     return Job("sft", "sft", stages, report, configure=configure, tokenizer=True, warm=token_warm("sft"),
                pull=lambda run: ("",) if seq_len else ("steps/",) if inline else (),  # packing: every shard; funnel: parts
-               describe=lambda run: {"chat_template": run.plan.template.origin}, publish="units")
+               describe=lambda run: {"chat_template": run.plan.template.origin}, publish="units",
+               pack=not steps)  # the steps' ledger and the corpus steps' survivors know a record by its line
 
 
 def _curated(run: Run, task: SftTask, corpus: tuple, curation: dict) -> dict:

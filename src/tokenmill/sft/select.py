@@ -52,7 +52,7 @@ from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import render_plan, take_records
+from tokenmill.selection import render_plan
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.select_options import SftSelectOptions
@@ -243,7 +243,8 @@ def select_job(how: Selection, *, quality_rules: Any = None) -> Job:
             section["warning"] = "; ".join(w for w in short if w)
         return {"report": section, "outputs": [SELECTED, LEDGER_FILE]}
 
-    return Job("sft select", "sft", stages, report, configure=configure, counts=counts)
+    return Job("sft select", "sft", stages, report, configure=configure, counts=counts,
+               pack=False)  # its scores know a record by its line within the unit
 
 
 SCORE_STAGE, PICK_STAGE = "select_score", "select"
@@ -269,10 +270,10 @@ class ScoreTask:
         work = unit.payload
         stats, sink, convs, where = Stats(), RejectSink(staging, work), [], []
         rows: list[dict] = []
-        for raw in take_records(read_unit(work), self.limit):
+        for raw in read_unit(work, limit=self.limit):
             stats.input += len(raw) + len(raw.rejects)
             got, bad = normalize_rows(raw.to_rows(), raw.locs, source=raw.source,
-                                      schema=self.schemas.get(work.file.rel, {}))
+                                      schema=self.schemas.get(raw.source, {}))
             for r in [*raw.rejects, *bad]:
                 rows.append({"id": None, "source": r.source, "loc": r.loc, "reason": f"rejected:{r.reason}"})
             sink.add(raw.rejects, stats)

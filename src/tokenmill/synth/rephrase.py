@@ -122,7 +122,7 @@ class RephraseTask:
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)
-            docs, rejects = to_documents(raw, self.schemas.get(unit.payload.file.rel, {}))
+            docs, rejects = to_documents(raw, self.schemas.get(raw.source, {}))
             sink.add(rejects, stats)
             self._rephrase(docs, stats, rows, usage)
         sink.close()

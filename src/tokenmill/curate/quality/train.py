@@ -34,7 +34,6 @@ from tokenmill.io import expand_inputs, read_unit
 from tokenmill.job.inputs import ANY
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
 
 READ_STAGE, FIT_STAGE = "quality_read", "quality_fit"
 MODEL_FILE = "model.bin"
@@ -130,10 +129,11 @@ class ReadTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         work = unit.payload
         stats, sink, texts, marks, columns = Stats(), RejectSink(staging, work), [], [], set()
-        fixed, field, text_field = self.classes[work.file.path], self.labels.label_field, self.labels.text_field
-        for raw in take_records(read_unit(work, text_mode=self.text_mode), self.limit):
+        field, text_field, path = self.labels.label_field, self.labels.text_field, {f.rel: f.path for f in work.files}
+        for raw in read_unit(work, text_mode=self.text_mode, limit=self.limit):
             stats.input += len(raw) + len(raw.rejects)
             sink.add(raw.rejects, stats)
+            fixed = self.classes[path[raw.source]]
             for loc, row in zip(raw.locs, raw.to_rows()):
                 columns.update(row)
                 problem = row_problem(row, text_field, field)

@@ -27,7 +27,6 @@ from tokenmill.io.documents import to_documents
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
 from tokenmill.steps.cascade import Cascade, CascadeResult
 from tokenmill.steps.ledger import concat_ledger, kept_locs, ledger_part, write_table
 
@@ -156,12 +155,12 @@ class ReadTask:
         sink = RejectSink(staging, work)
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for raw in take_records(read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode), self.limit):
+            for raw in read_unit(work, batch_rows=self.batch_rows, text_mode=self.text_mode, limit=self.limit):
                 stats.input += len(raw) + len(raw.rejects)
                 stats.bytes_in += raw.nbytes
                 stats.extra.update({f"skipped:{k}": v for k, v in raw.skipped.items()})
                 sink.add(raw.rejects, stats)
-                docs, rejects = to_documents(raw, self.schemas.get(work.file.rel, {}))
+                docs, rejects = to_documents(raw, self.schemas.get(raw.source, {}))
                 sink.add(rejects, stats)
                 if docs.num_rows:
                     yield _with_loc(docs, kept_locs(raw, rejects))
