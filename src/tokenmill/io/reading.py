@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -56,8 +56,13 @@ def read_unit(
 def _read_pieces(unit: WorkUnit, batch_rows: int, text_mode: str, columns: list[str] | None,
                  limit: int | None) -> Iterator[RawBatch]:
     for piece in unit.pieces():
-        with closing(_read_file(piece, batch_rows, text_mode, columns)) as batches:
+        batches = _read_file(piece, batch_rows, text_mode, columns)
+        try:
             yield from take_records(batches, limit)
+        finally:  # a file cut at --limit is closed before the next one opens
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
 
 
 def take_records(batches: Iterator[RawBatch], limit: int | None) -> Iterator[RawBatch]:

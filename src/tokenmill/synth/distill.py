@@ -35,7 +35,6 @@ from tokenmill.job.options import JobOptions
 from tokenmill.records import record_id
 from tokenmill.report.accounting import Reject, Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import take_records
 from tokenmill.synth.client import Client, Reply
 from tokenmill.synth.rephrase import add_usage, failure
 from tokenmill.synth.run import Prompt, load_prompt, run_synth
@@ -155,7 +154,7 @@ class DistillTask:
         stats, lines = Stats(), []
         sink = RejectSink(staging, unit.payload)
         usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        for raw in take_records(read_unit(unit.payload, batch_rows=self.batch_rows), self.limit):
+        for raw in read_unit(unit.payload, batch_rows=self.batch_rows, limit=self.limit):
             stats.input += len(raw) + len(raw.rejects)
             stats.bytes_in += raw.nbytes
             sink.add(raw.rejects, stats)

@@ -141,7 +141,7 @@ class ReadTask:
                     sink.add([Reject(raw.source, loc, problem[0], f"{raw.source}:{loc}: {problem[1]}", raw=row)], stats)
                     continue
                 texts.append(row[text_field])
-                marks.append(bool(to_label(row.get(field))) if fixed is None else fixed)
+                marks.append(fixed if fixed is not None else bool(to_label(row.get(field or ""))))
         stats.kept = len(texts)
         rel = f"_work/{READ_STAGE}/{unit.name}.parquet"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
