@@ -128,12 +128,13 @@ def test_curate_resumes_and_refuses_other_settings(tmp_path):
     for i in range(2):
         write_corpus(tmp_path / "in" / f"f{i}.jsonl")
     steps = [{"name": "pii"}]
-    first = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
+    small = {"workers": 1, "unit_bytes": 1024}  # several units (two small files would share one)
+    first = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, report=False, **small)
     marker = statekit.reopen(tmp_path / "out", "curate_v1") / "unit-000001.json"
     marker.unlink()  # as if the run had been killed before its last unit committed
     before = (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns
-    again = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, workers=1, report=False)
+    again = run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=steps, report=False, **small)
     assert again["counts"] == first["counts"] and "unit-000001" in statekit.committed(tmp_path / "out", "curate_v1")
     assert (tmp_path / "out" / first["documents"][0]).stat().st_mtime_ns == before  # unit 0 was not redone
     with pytest.raises(ConfigError, match="other inputs or settings"):
-        run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=[{"name": "pii", "email": False}], workers=1)
+        run_curate([str(tmp_path / "in")], out=tmp_path / "out", steps=[{"name": "pii", "email": False}], **small)

@@ -17,13 +17,13 @@ IDENTITY = ("id", "source", "loc", "url")
 def oracle_join(tables: list[pa.Table]) -> pa.Table:
     first = tables[0]
     n = first.num_rows
-    index = {k: i for i, k in enumerate(ledger._keys(first))}
+    index = {k: i for i, k in enumerate(ledger._keys(first, False))}
     cols = {c: first.column(c) for c in IDENTITY if c in first.column_names}
     reason = np.array(first.column("reason").to_pylist(), dtype=object)
     stats = {c: first.column(c) for c in first.column_names if c not in (*IDENTITY, "kept", "reason")}
     for later in tables[1:]:
         where = np.full(n, -1, dtype=np.int64)
-        for j, k in enumerate(ledger._keys(later)):
+        for j, k in enumerate(ledger._keys(later, False)):
             i = index.get(k)
             if i is not None:
                 where[i] = j

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenmill.engine import warm
+from tokenmill.engine import warm, workers
 from tokenmill.tokenize import backends
 from tokenmill.tokenize.sources import resolve
 from tokenmill.tokenize.tokenizer import load_tokenizer
@@ -147,7 +147,7 @@ def test_the_server_imports_the_modules_named_before_it_started_and_passes_none_
     if "forkserver" in multiprocessing.get_all_start_methods():
         from multiprocessing import forkserver
 
-        assert forkserver._forkserver._preload_modules[0] == warm.SERVER_MODULE  # the server's first import
+        assert forkserver._forkserver._preload_modules[0] == workers.SERVER_MODULE  # the server's first import
 
 
 def test_the_server_module_does_nothing_outside_a_fork_server(monkeypatch):

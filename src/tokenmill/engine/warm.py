@@ -32,25 +32,24 @@ import base64
 import contextlib
 import gc
 import importlib
-import multiprocessing
 import os
 import pickle
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from tokenmill.base.inputs import estimate_units
-from tokenmill.engine.workers import (
+from tokenmill.engine.workers import (  # importing it guards the fork server
     MAIN_PID_VARIABLE,
     alive,
     die_with_parent,
     guard_forked_children,
+    guard_forkserver,
+    in_fork_server,
     server_only,
     watch_main_process,
 )
 
-SERVER_MODULE = "tokenmill.engine._server"
 MODULES_VARIABLE = server_only("TOKENMILL_SERVER_MODULES")
 ENCODER_VARIABLE = server_only("TOKENMILL_PREBUILD_TOKENIZER")
 STEPS_VARIABLE = server_only("TOKENMILL_WARM_STEPS")
@@ -65,19 +64,6 @@ TASK_MODULES = {
 
 
 # ---- in the driver: what the server will do ---------------------------------------------------------------
-
-def guard_forkserver() -> None:
-    """Make the fork server (started later, by whichever pool comes first) run :func:`serve` as it starts."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return
-    from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
-
-    if in_fork_server():  # the fork server itself is no run's main process
-        return
-    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
-    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != SERVER_MODULE]
-    forkserver.set_forkserver_preload([SERVER_MODULE, *current])
-
 
 def preload_in_forkserver(modules: Sequence[str]) -> None:
     """Have the fork server import ``modules`` once as it starts (after its guard), so that every process it
@@ -224,26 +210,5 @@ def warm_steps() -> list[str]:
     return warmed
 
 
-def in_fork_server() -> bool:
-    """Whether this process is a fork server starting (its preload modules are imported from its ``main``)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return False
-    from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
-
-    return _inside(forkserver.main)
-
-
 def _ours(step: Any) -> bool:
     return type(step).__module__.startswith("tokenmill.")
-
-
-def _inside(function: Any) -> bool:
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code is function.__code__:
-            return True
-        frame = frame.f_back
-    return False
-
-
-guard_forkserver()  # at import: whichever pool starts the fork server first (the tokenizer loader's too)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import multiprocessing
 import os
 import pickle
 import signal
@@ -143,6 +144,43 @@ def worker_environment() -> dict[str, str]:
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+SERVER_MODULE = "tokenmill.engine._server"  # the fork server's one preload module (engine/warm.py's serve)
+
+
+def guard_forkserver() -> None:
+    """Make the fork server (started later, by whichever pool comes first) run :func:`serve` as it starts."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
+
+    if in_fork_server():  # the fork server itself is no run's main process
+        return
+    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())
+    current = [m for m in getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"] if m != SERVER_MODULE]
+    forkserver.set_forkserver_preload([SERVER_MODULE, *current])
+
+
+def in_fork_server() -> bool:
+    """Whether this process is a fork server starting (its preload modules are imported from its ``main``)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    from multiprocessing import forkserver  # noqa: PLC0415 -- only where the start method exists
+
+    return _inside(forkserver.main)
+
+
+def _inside(function: Any) -> bool:
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+guard_forkserver()  # at import: whichever pool starts the fork server first (the tokenizer loader's too)
 
 
 def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> TokenmillError:
