@@ -156,3 +156,14 @@ def test_dry_run_writes_nothing_and_limit_reads_the_first_records(tmp_path, caps
     assert main(["select", "--target", ref, "--from", *raw, "--n", "5", "--min-words", "0", "--limit", "10",
                  "--out", str(tmp_path / "lim"), "--no-progress"]) == 0
     assert json.loads((tmp_path / "lim" / "manifest.json").read_text())["counts"]["input"] == 20  # 10 per file
+
+
+def test_a_finished_run_run_again_is_resumed_with_the_same_bytes(tmp_path):
+    """The fit stage's features and the model are dropped once the run has used them: the same command on the
+    finished output reads no dropped file and writes the same documents and ledger (it was a traceback)."""
+    raw, ref = write_pool(tmp_path)
+    assert _select(raw, ref, tmp_path / "out") == 0
+    before = {p.relative_to(tmp_path / "out"): p.read_bytes() for p in (tmp_path / "out").rglob("*.parquet")}
+    assert _select(raw, ref, tmp_path / "out") == 0
+    after = {p.relative_to(tmp_path / "out"): p.read_bytes() for p in (tmp_path / "out").rglob("*.parquet")}
+    assert after == before and before

@@ -235,19 +235,35 @@ def doc_keys(table) -> list[str]:
 
 @dataclass(frozen=True)
 class ScoreTask:
+    """Each unit's weights and keys. The model (``ratio``) is made in the driver when the task is first sent to
+    a worker or first run, never at planning: a finished run's planning must read no dropped file."""
+
     step: Dsir
     out: str
-    ratio: np.ndarray
     features: tuple[str, ...]
+    ratio: np.ndarray | None = None
+
+    def ready(self) -> np.ndarray:
+        if self.ratio is None:
+            out = Path(self.out)
+            object.__setattr__(self, "ratio", model(self.step, out / "_work/dsir/model.npz",
+                                                    [out / f for f in self.features]))
+        assert self.ratio is not None
+        return self.ratio
+
+    def __getstate__(self) -> dict:
+        self.ready()  # in the driver, once: workers receive the model, not the features to make it from
+        return dict(self.__dict__)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        ratio = self.ready()
         part = unit.payload
         names = pq.read_schema(Path(self.out) / part.docs).names
         table = pq.read_table(Path(self.out) / part.docs, columns=[c for c in ("id", "source", "loc") if c in names])
         features = Path(self.out) / self.features[unit.index]
         with np.load(features) as f:
             per_doc, words = f["per_doc"], f["words"]
-        weight = unit_weights(features.with_suffix(".buckets"), per_doc, self.ratio)
+        weight = unit_weights(features.with_suffix(".buckets"), per_doc, ratio)
         rel = f"_work/{SCORE}/{unit.name}.npz"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         with open(staging / rel, "wb") as fh:
@@ -272,8 +288,7 @@ def unit_weights(path: Path, per_doc: np.ndarray, ratio: np.ndarray) -> np.ndarr
 def _plan_score(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
     features = tuple(r.data["features"] for r in ctx.results[FIT])
-    ratio = model(step, ctx.out / "_work/dsir/model.npz", [ctx.out / f for f in features])
-    return StagePlan(cm.units_of(parts), ScoreTask(step, str(ctx.out), ratio, features), cm.stage_params(step),
+    return StagePlan(cm.units_of(parts), ScoreTask(step, str(ctx.out), features), cm.stage_params(step),
                      drop=(f"_work/{FIT}",))
 
 
@@ -341,4 +356,4 @@ def _plan_draw(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
     decided = draw(step, ctx.out / "_work/dsir/draw.json", [ctx.out / s for s in scores])
     return StagePlan(cm.units_of(parts), DrawTask(step, str(ctx.out), decided, scores),
                      cm.stage_params(step, cut=decided["cut"], n=decided["n"]),
-                     drop=(f"_work/{SCORE}", "_work/dsir"))
+                     drop=(f"_work/{SCORE}",))  # the model and the cut stay (two small files): a rerun plans from them
