@@ -467,13 +467,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_sft_select(args: argparse.Namespace) -> int:
-    from tokenmill.sft.select import cmd_select
+    from tokenmill.cli.sft_select import cmd_select
 
     return cmd_select(args)
 
 
 def cmd_pref(args: argparse.Namespace) -> int:
-    from tokenmill.pref.run import cmd_pref as run
+    from tokenmill.cli.pref import cmd_pref as run
 
     cfg = _settings(args)
     return run(args, cfg, out=cfg["out"], engine=_executor(args, cfg))
@@ -486,7 +486,7 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def cmd_lm(args: argparse.Namespace) -> int:
-    from tokenmill.lm.train import cmd_lm as run
+    from tokenmill.cli.lm import cmd_lm as run
 
     return run(args)
 

@@ -3,6 +3,8 @@ imports neither numpy nor pyarrow."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
 
 from tokenmill.job.options import add_options
@@ -17,3 +19,27 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--out", required=True, help="output directory (or s3://bucket/prefix): model.arpa, model.tmlm, "
                    "manifest.json")
     add_options(t, "lm train", LmTrainOptions, other="SFT track")
+
+
+def cmd_lm(args: argparse.Namespace) -> int:
+    """``tokenmill lm train``."""
+    from tokenmill.engine.store import shown
+    from tokenmill.lm.train import LmSettings, train
+    from tokenmill.selection import render_plan
+
+    options = LmTrainOptions.from_flags(args)
+    settings = LmSettings(order=options.order, language=options.language, prune=options.prune or LmSettings.prune)
+    m = train(list(options.text), out=args.out, settings=settings, options=options)
+    if options.dry_run:
+        print(render_plan(m))
+        return 0
+    model = m["model"]
+    grams = ", ".join(f"{n:,} {k}-grams" for k, n in enumerate(model["ngrams"], start=1))
+    print(f"lm train: {m['counts']['kept']:,} documents, {m['counts']['tokens']:,} words -> {grams} "
+          f"({model['bytes']['model.tmlm'] / 1e6:.1f} MB binary) -> {args.out}")
+    print(m["identity"])
+    for warning in m.get("warnings") or []:
+        print(f"warning: {warning}", file=sys.stderr)
+    out = shown(args.out)
+    print(f"model: {out / 'model.arpa'} (KenLM), {out / 'model.tmlm'}\nmanifest: {out / 'manifest.json'}")
+    return 0

@@ -3,9 +3,11 @@ neither numpy nor pyarrow (as :mod:`tokenmill.cli.sft_select`)."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 from typing import Any
 
-from tokenmill.job.options import PrefJobOptions, add_flags, add_options
+from tokenmill.job.options import JobOptions, PrefJobOptions, add_flags, add_options, checked_flags, flag_values
 from tokenmill.sft.options import PrefOptions
 
 
@@ -21,3 +23,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ray-address", help="join this Ray cluster, e.g. auto or HEAD:6379")
     add_options(p, "pref", PrefJobOptions, other="SFT or pretraining track")
     add_flags(p, PrefOptions)
+
+
+def cmd_pref(args: argparse.Namespace, settings: dict, *, out: Any, engine: dict) -> int:
+    """``tokenmill pref``: ``settings`` are the checked pipeline file and flags (cli._settings)."""
+    from tokenmill.pref.run import print_pref_summary, run_pref
+    from tokenmill.selection import render_plan
+
+    pref = checked_flags(args, PrefOptions)  # its own options, flags only
+    options = JobOptions.from_settings({**flag_values(args, PrefJobOptions), **settings, "workers": None})
+    manifest = run_pref(settings["inputs"], out=out, tokenizer=settings.get("tokenizer", "default"),
+                        shard_tokens=settings.get("shard_tokens", 1 << 28),
+                        options=_with_workers(options, engine), executor=engine.get("executor"),
+                        schemas=settings.get("schema"), **pref)
+    if options.dry_run:
+        print(render_plan(manifest))
+        return 0
+    print_pref_summary(manifest, settings["out"])
+    return 0
+
+
+def _with_workers(options: JobOptions, engine: dict) -> JobOptions:
+    return dataclasses.replace(options, workers=engine.get("workers"))

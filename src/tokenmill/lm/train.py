@@ -15,14 +15,11 @@ distinct n-grams of every order (the model before pruning), never the text.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.engine.store import shown
 from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
@@ -33,7 +30,6 @@ from tokenmill.lm import normalize
 from tokenmill.lm.counts import UnitCounts, merged_order, merged_vocab
 from tokenmill.lm.estimate import estimate
 from tokenmill.lm.model import ARPA, BINARY, write_arpa, write_binary
-from tokenmill.lm.options import LmTrainOptions
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
 from tokenmill.track import staged_files
@@ -189,24 +185,3 @@ class BuildTask:
                 **model.info, "estimate": "interpolated modified Kneser-Ney",
                 "bytes": {name: (staging / name).stat().st_size for name in (ARPA, BINARY)}}
         return UnitResult(outputs=[ARPA, BINARY], data={"model": info})
-
-
-def cmd_lm(args: Any) -> int:
-    options = LmTrainOptions.from_flags(args)
-    settings = LmSettings(order=options.order, language=options.language, prune=options.prune or LmSettings.prune)
-    m = train(list(options.text), out=args.out, settings=settings, options=options)
-    if options.dry_run:
-        from tokenmill.selection import render_plan
-
-        print(render_plan(m))
-        return 0
-    model = m["model"]
-    grams = ", ".join(f"{n:,} {k}-grams" for k, n in enumerate(model["ngrams"], start=1))
-    print(f"lm train: {m['counts']['kept']:,} documents, {m['counts']['tokens']:,} words -> {grams} "
-          f"({model['bytes']['model.tmlm'] / 1e6:.1f} MB binary) -> {args.out}")
-    print(m["identity"])
-    for warning in m.get("warnings") or []:
-        print(f"warning: {warning}", file=sys.stderr)
-    out = shown(args.out)
-    print(f"model: {out / 'model.arpa'} (KenLM), {out / 'model.tmlm'}\nmanifest: {out / 'manifest.json'}")
-    return 0

@@ -14,7 +14,6 @@ envelope and data card as ``tokenmill sft``.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,14 +26,13 @@ from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
-from tokenmill.job.options import JobOptions, PrefJobOptions, checked_flags, flag_values
+from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.pref.checks import Summary, margin_decision, pair_problem, truncate
 from tokenmill.pref.inputs import Pair, read_pairs
 from tokenmill.pref.tokenize import PairProblem, Tokenized, tokenize_pairs
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import render_plan
 from tokenmill.sft.options import PrefOptions
 from tokenmill.sft.render import check_stop_token
 from tokenmill.sft.run import resolve_template
@@ -203,22 +201,3 @@ def print_pref_summary(manifest: dict, out: Any, stream: Any = None) -> None:
     print_summary(manifest, out, stream=stream)
     for line in summary_lines(manifest):
         print(line, file=sys.stderr if line.startswith("warning:") else stream)
-
-
-def cmd_pref(args: Any, settings: dict, *, out: Any, engine: dict) -> int:
-    """``tokenmill pref``: ``settings`` are the checked pipeline file and flags (cli._settings)."""
-    pref = checked_flags(args, PrefOptions)  # its own options, flags only
-    options = JobOptions.from_settings({**flag_values(args, PrefJobOptions), **settings, "workers": None})
-    manifest = run_pref(settings["inputs"], out=out, tokenizer=settings.get("tokenizer", "default"),
-                        shard_tokens=settings.get("shard_tokens", 1 << 28),
-                        options=_with_workers(options, engine), executor=engine.get("executor"),
-                        schemas=settings.get("schema"), **pref)
-    if options.dry_run:
-        print(render_plan(manifest))
-        return 0
-    print_pref_summary(manifest, settings["out"])
-    return 0
-
-
-def _with_workers(options: JobOptions, engine: dict) -> JobOptions:
-    return dataclasses.replace(options, workers=engine.get("workers"))

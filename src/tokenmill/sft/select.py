@@ -29,7 +29,6 @@ could not be read or normalised, ``<rule>:<reason>`` for one the quality rules d
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,19 +43,16 @@ from tokenmill.curate import ngrams
 from tokenmill.curate.quality.classifier import load_model, predict_hq
 from tokenmill.curate.quality.sft import SftQuality
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
-from tokenmill.engine.store import shown
-from tokenmill.errors import ConfigError, UsageError
+from tokenmill.errors import ConfigError
 from tokenmill.io import read_unit
 from tokenmill.job.options import JobOptions
 from tokenmill.job.run import Job, Results, Run
 from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.report.rejects import RejectSink
-from tokenmill.selection import render_plan
 from tokenmill.sft.frames import without_frames
 from tokenmill.sft.normalize import normalize_rows
-from tokenmill.sft.select_options import SftSelectOptions
-from tokenmill.sft.taskmix import LABELS, RULE, THRESHOLD, TaskLabels, check_mix, label_prompts, mix_shortfall, parse_mix, quotas
+from tokenmill.sft.taskmix import LABELS, RULE, THRESHOLD, TaskLabels, check_mix, label_prompts, mix_shortfall, quotas
 from tokenmill.track import staged_files
 
 _MERSENNE = np.uint64((1 << 61) - 1)
@@ -411,34 +407,3 @@ def _message(m: dict) -> dict:
     if m.get("name"):
         out["name"] = m["name"]
     return out
-
-
-def cmd_select(args: Any) -> int:
-
-    options = SftSelectOptions.from_flags(args)
-    how = Selection(n=options.n, per_cluster=options.per_cluster, score=options.score, model=options.model,
-                    mix=_mix_flag(options.mix))
-    m = select(args.inputs, out=args.out, how=how, quality_rules=SftQuality(check_language=options.check_language),
-               options=options)
-    if options.dry_run:
-
-        print(render_plan(m))
-        return 0
-    r = m["report"]
-    print(f"sft select: {m['counts']['kept']:,} kept of {m['counts']['input']:,} records "
-          f"({r['scored']:,} scored in {r['clusters']:,} prompt clusters, largest {r['largest_cluster']}) -> {args.out}")
-    print(m["identity"])
-    if r.get("warning"):
-        print(f"warning: {r['warning']}", file=sys.stderr)
-    print(f"selected: {shown(args.out) / 'selected.jsonl'}\nmanifest: {shown(args.out) / 'manifest.json'}")
-    return 0
-
-
-def _mix_flag(value: str | None) -> dict[str, float] | None:
-    """``--mix``'s value parsed; a bad one is a one-line usage error naming what to change."""
-    if value is None:
-        return None
-    try:
-        return parse_mix(value)
-    except ValueError as exc:
-        raise UsageError(f"--mix {value!r}: {exc}") from None
