@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,9 @@ class Cluster:
         where there is no ``ray`` command."""
         if RAY is None:
             raise RuntimeError("no `ray` command beside this Python or on PATH")
-        temp = self.root / f"{name}-tmp"
+        # Ray's socket paths (temp dir + session_<date>_<pid>/sockets/plasma_store) must fit in 107 bytes: the
+        # node's temp dir is a short one under the system's temporary directory, not below the test's tmp_path
+        temp = Path(tempfile.mkdtemp(prefix=f"tmray-{name}-", dir="/tmp" if os.path.isdir("/tmp") else None))
         log = self.root / f"{name}.log"
         where = ["--head", "--port", str(free_port()), "--include-dashboard", "false"] if head else ["--address", self.address]
         cmd = [RAY, "start", *where, "--block", "--num-cpus", "1", "--temp-dir", str(temp), "--node-ip-address",
@@ -142,3 +145,5 @@ class Cluster:
     def stop(self) -> None:
         for node in reversed(self.nodes):
             node.stop()
+        for node in self.nodes:
+            shutil.rmtree(node.temp_dir, ignore_errors=True)
