@@ -8,25 +8,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tokenmill.engine.outdir import hold_finished, is_tokenmill_output
+from tokenmill.engine.store import hold_store, is_remote, local_copy, open_store, publish_card
+from tokenmill.errors import ConfigError, InputError
+from tokenmill.job.options import add_job_flags
+from tokenmill.report.datacard import card_data, read_manifest, rebuild
+
 
 def add_parser(sub: Any) -> None:
-    """The ``card`` parser (its job flags are added by the command line: the report package sits below the job
-    driver's)."""
     p = sub.add_parser("card", help="rebuild a run's data card (datacard.md, a Hugging Face dataset card, and "
                                     "datacard.json) from its manifest and ledger")
     p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run, or its "
                    "s3://bucket/prefix")
+    add_job_flags(p, "card", "dry_run")
 
 
-def cmd_card(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Held as every output is (``engine/outdir.py``): only a directory a tokenmill run wrote, never while a run
     writes it, never over a ``datacard.*`` of the user's; the card is recorded as written (``--overwrite``
     removes it)."""
-    from tokenmill.engine.outdir import hold_finished
-    from tokenmill.engine.store import is_remote
-    from tokenmill.errors import InputError
-    from tokenmill.report.datacard import rebuild
-
     if is_remote(args.directory):
         return _card_remote(args.directory, dry_run=args.dry_run)
     if not Path(args.directory).is_dir():
@@ -44,10 +44,6 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 def _dry_run(directory: Path) -> int:
     """What ``tokenmill card DIR`` would write, from the run's records, with the same refusals; nothing written."""
-    from tokenmill.engine.outdir import is_tokenmill_output
-    from tokenmill.errors import ConfigError
-    from tokenmill.report.datacard import card_data, read_manifest
-
     if not is_tokenmill_output(directory):
         raise ConfigError(f"{directory} is not a tokenmill output; `tokenmill card` writes only into a directory a "
                           "tokenmill run wrote")
@@ -64,9 +60,6 @@ def _card_remote(url: str, *, dry_run: bool) -> int:
     """``tokenmill card s3://bucket/prefix``: the card of a finished run on object storage, made from its local
     copy (``store.local_copy``) and uploaded under the prefix's lock object; refused, as locally, for a prefix
     tokenmill did not write and over a ``datacard.*`` there that no run published (a user's own)."""
-    from tokenmill.engine.store import hold_store, local_copy, open_store, publish_card
-    from tokenmill.report.datacard import card_data, read_manifest, rebuild
-
     store = open_store(url, role="input")
     local = local_copy(url)  # refused when the prefix holds no finished run (no manifest.json)
     if dry_run:

@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenmill.base.files import atomic_write
+from tokenmill.curate.decontam.step import eval_sources
+from tokenmill.curate.workflows.curate import run_curate
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_options, option, paths, positive_int
+from tokenmill.selection import render_plan
+from tokenmill.steps.build import build_step
 
 REPORT = "decontamination.json"
 EXAMPLES = 5  # removed documents shown per benchmark in decontamination.json (the first one printed)
@@ -27,7 +33,6 @@ EXAMPLES = 5  # removed documents shown per benchmark in decontamination.json (t
 @dataclass(frozen=True, kw_only=True)
 class DecontamOptions(JobOptions):
     """``tokenmill decontaminate``: the job flags, the eval sets and how a document matches them."""
-
     evals: tuple[str, ...] = option((), "eval files or directories (JSONL, JSON, CSV, Parquet): a file is one "
                                     "benchmark, a directory one benchmark of all its files; repeatable", paths,
                                     cli="--eval", kind="extend", metavar="FILE")
@@ -91,9 +96,6 @@ def _check_usage(args: argparse.Namespace, options: DecontamOptions) -> None:
 def benchmark_report(manifest: dict, spec: dict, out: Path | None = None) -> dict:
     """Per benchmark: its files, items read, documents removed (from the run's counts) and, from the ledger in
     ``out``, up to :data:`EXAMPLES` of them with the n-gram they share and the eval item."""
-    from tokenmill.curate.decontam.step import eval_sources
-    from tokenmill.steps.build import build_step
-
     step = build_step(spec, where="decontaminate")
     index = step.index()
     files: dict[str, list[str]] = {}
@@ -141,12 +143,7 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_decontaminate(args: argparse.Namespace) -> int:
-    from tokenmill.base.files import atomic_write
-    from tokenmill.curate.workflows.curate import run_curate
-    from tokenmill.engine.store import shown
-    from tokenmill.steps.build import build_step
-
+def run(args: argparse.Namespace) -> int:
     options = DecontamOptions.from_flags(args)
     _check_usage(args, options)
     spec = step_spec(options)
@@ -160,7 +157,6 @@ def cmd_decontaminate(args: argparse.Namespace) -> int:
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workflow="decontaminate", finish=write_report,
                           **options.run_kwargs(), workers=options.workers)
     if options.dry_run:
-        from tokenmill.selection import render_plan
 
         print(render_plan(manifest))
         return 0

@@ -1,5 +1,4 @@
-"""The ``tokenmill lm`` parser and options, apart from :mod:`tokenmill.lm.train`, so that building the CLI's parser
-imports neither numpy nor pyarrow."""
+"""``tokenmill lm train``: its parser (options: :mod:`tokenmill.lm.options`) and its run (:mod:`tokenmill.lm.train`)."""
 
 from __future__ import annotations
 
@@ -7,8 +6,11 @@ import argparse
 import sys
 from typing import Any
 
+from tokenmill.engine.store import shown
 from tokenmill.job.options import add_options
 from tokenmill.lm.options import LmTrainOptions
+from tokenmill.lm.train import LmSettings, train
+from tokenmill.selection import render_plan
 
 
 def add_parser(sub: Any) -> None:
@@ -21,12 +23,8 @@ def add_parser(sub: Any) -> None:
     add_options(t, "lm train", LmTrainOptions, other="SFT track")
 
 
-def cmd_lm(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``tokenmill lm train``."""
-    from tokenmill.engine.store import shown
-    from tokenmill.lm.train import LmSettings, train
-    from tokenmill.selection import render_plan
-
     options = LmTrainOptions.from_flags(args)
     settings = LmSettings(order=options.order, language=options.language, prune=options.prune or LmSettings.prune)
     m = train(list(options.text), out=args.out, settings=settings, options=options)

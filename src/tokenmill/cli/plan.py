@@ -7,28 +7,38 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from tokenmill.job.options import add_job_flags
+from tokenmill.base.files import atomic_write
+from tokenmill.engine.store import shown
+from tokenmill.errors import UsageError
+from tokenmill.job.driver import check_own_folder, hold_own_folder
+from tokenmill.job.options import PrintOptions, add_flags, add_job_flags, option, text
+from tokenmill.loader.plan import build_plan
+from tokenmill.loader.plan_html import render_plan_html
+from tokenmill.loader.recipe import load_recipe
+from tokenmill.loader.runlog import check_run
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanOptions(PrintOptions):
+    """``tokenmill plan`` (and ``--dry-run``, the job flag)."""
+
+    check: str | None = option(None, "compare a run's consumed-token log with the plan", text, metavar="LOG_DIR")
+    tokenizer: str | None = option(None, "the model's tokenizer: every source must have been written with it", text,
+                                   metavar="SPEC")
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="plan a training recipe: tokens per source and phase, epochs, warnings")
     p.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML; docs/recipes.md)")
     p.add_argument("--out", help="directory (or s3://bucket/prefix) for plan.json and plan.html")
-    p.add_argument("--check", metavar="LOG_DIR", help="compare a run's consumed-token log with the plan")
-    p.add_argument("--tokenizer", help="the model's tokenizer: every source must have been written with it")
-    p.add_argument("--json", action="store_true", help="print the plan (or the check) as JSON")
+    add_flags(p, PlanOptions)
     add_job_flags(p, "plan", "dry_run")
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from tokenmill.engine.store import shown
-    from tokenmill.errors import UsageError
-    from tokenmill.job.driver import check_own_folder
-    from tokenmill.loader.plan import build_plan
-    from tokenmill.loader.recipe import load_recipe
-
+def run(args: argparse.Namespace) -> int:
     if args.out is None and args.check is None:
         raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
     if args.out is not None:
@@ -47,8 +57,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _check(plan: dict, args: argparse.Namespace) -> int:
-    from tokenmill.loader.runlog import check_run
-
     result = check_run(plan, args.check)
     print(json.dumps(result, indent=2) if args.json else render_check(result))
     return 1 if result["problems"] else 0
@@ -59,10 +67,6 @@ def write_plan(plan: dict, out: Any) -> None:
     work directory, then published), guarded like every ``--out``: a folder tokenmill did not write, or
     another command's output, is refused; an earlier plan there is replaced (exactly the files it recorded
     as written: a user's files stay, ``engine/outdir.py``)."""
-    from tokenmill.base.files import atomic_write
-    from tokenmill.job.driver import hold_own_folder
-    from tokenmill.loader.plan_html import render_plan_html
-
     with hold_own_folder(out, workflow="plan") as local:
         atomic_write(local / "plan.json", (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
         atomic_write(local / "plan.html", render_plan_html(plan).encode("utf-8"))

@@ -1,5 +1,5 @@
-"""The ``tokenmill pref`` parser, apart from :mod:`tokenmill.pref.run`, so that building the CLI's parser imports
-neither numpy nor pyarrow (as :mod:`tokenmill.cli.sft_select`)."""
+"""``tokenmill pref``: its parser (options: :class:`~tokenmill.job.options.PrefJobOptions` and
+:class:`~tokenmill.sft.options.PrefOptions`) and its run (:mod:`tokenmill.pref.run`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import argparse
 import dataclasses
 from typing import Any
 
+from tokenmill.cli import jobs
 from tokenmill.job.options import JobOptions, PrefJobOptions, add_flags, add_options, checked_flags, flag_values
+from tokenmill.pref.run import print_pref_summary, run_pref
+from tokenmill.selection import render_plan
 from tokenmill.sft.options import PrefOptions
 
 
@@ -18,18 +21,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", help="output directory (pair shards, manifest.json, rejects.jsonl, datacard.md), or "
                    "s3://bucket/prefix")
     p.add_argument("--config", help="YAML pipeline file (flags override it)")
-    p.add_argument("--engine", choices=["local", "ray"], help="where units run: a local process pool (default) or a "
-                   "Ray cluster (needs tokenmill[ray]); overrides engine.name of --config")
-    p.add_argument("--ray-address", help="join this Ray cluster, e.g. auto or HEAD:6379")
+    jobs.add_engine_options(p)
     add_options(p, "pref", PrefJobOptions, other="SFT or pretraining track")
     add_flags(p, PrefOptions)
 
 
-def cmd_pref(args: argparse.Namespace, settings: dict, *, out: Any, engine: dict) -> int:
-    """``tokenmill pref``: ``settings`` are the checked pipeline file and flags (cli._settings)."""
-    from tokenmill.pref.run import print_pref_summary, run_pref
-    from tokenmill.selection import render_plan
-
+def run(args: argparse.Namespace) -> int:
+    """``tokenmill pref``: the pipeline file and the flags on top (:func:`tokenmill.cli.jobs.settings`)."""
+    settings = jobs.settings(args)
+    engine, out = jobs.executor(args, settings), settings["out"]
     pref = checked_flags(args, PrefOptions)  # its own options, flags only
     options = JobOptions.from_settings({**flag_values(args, PrefJobOptions), **settings, "workers": None})
     manifest = run_pref(settings["inputs"], out=out, tokenizer=settings.get("tokenizer", "default"),

@@ -9,14 +9,16 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from tokenmill.curate.quality.train import Labels, quality_job
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import JobOptions, add_options, option, paths, text
+from tokenmill.job.run import run as run_job
+from tokenmill.selection import render_plan
 
 
 @dataclass(frozen=True, kw_only=True)
 class QualityTrainOptions(JobOptions):
     """``tokenmill quality train``: the job flags it takes, the labelled texts and the fit's parameters."""
-
     positive: tuple[str, ...] = option((), "high-quality reference text", paths, kind="list", metavar="FILE")
     negative: tuple[str, ...] = option((), "raw web text", paths, kind="list", metavar="FILE")
     labelled: tuple[str, ...] = option((), "one labelled set (1/true = high quality)", paths, kind="list", metavar="FILE")
@@ -70,13 +72,9 @@ def _print_balance(scores: dict, chunk: int) -> None:
               f"{held[smaller]:,} {smaller} example(s): add {smaller} documents", file=sys.stderr)
 
 
-def cmd_quality(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """A run of the ``quality train`` job (:mod:`tokenmill.curate.quality.train`) through the one driver: --out a
     directory (local or ``s3://``), guarded, locked and resumed as every job's is."""
-    from tokenmill.curate.quality.train import Labels, quality_job
-    from tokenmill.job.run import run as run_job
-    from tokenmill.selection import render_plan
-
     options = QualityTrainOptions.from_flags(args)
     labels = Labels(options.positive, options.negative, options.labelled, options.label_field, options.text_field)
     params = _params(list(options.param))

@@ -16,15 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokenmill.curate.workflows.curate import run_curate
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_options, integer, number, option, paths
+from tokenmill.selection import render_plan
+from tokenmill.steps.build import build_step
 
 
 @dataclass(frozen=True, kw_only=True)
 class SelectOptions(JobOptions):
     """``tokenmill select``: the job flags, the reference and the size of the draw (the ``dsir`` step's
     parameters, which it checks)."""
-
     target: tuple[str, ...] = option((), "the reference documents (files, directories)", paths, kind="list",
                                      metavar="REF")
     n: int | None = option(None, "documents to draw", integer, metavar="N", parse=int)
@@ -83,18 +86,13 @@ def summary(manifest: dict, out: Path | Url) -> str:
             f"words never drawn) -> {out / 'documents'}")
 
 
-def cmd_select(args: argparse.Namespace) -> int:
-    from tokenmill.curate.workflows.curate import run_curate
-    from tokenmill.engine.store import shown
-    from tokenmill.steps.build import build_step
-
+def run(args: argparse.Namespace) -> int:
     options = SelectOptions.from_flags(args)
     spec = step_spec(args, options)
     build_step(spec, where="select")  # a bad option or an empty reference stops here, before any work
     manifest = run_curate(args.inputs, out=args.out, steps=[spec], workflow="select", **options.run_kwargs(),
                           **_executor(args, options))
     if options.dry_run:
-        from tokenmill.selection import render_plan
 
         print(render_plan(manifest))
         return 0

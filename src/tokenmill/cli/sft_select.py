@@ -1,5 +1,5 @@
-"""The ``tokenmill sft-select`` (``tokenmill sft select``) parser and options, apart from :mod:`tokenmill.sft.select`,
-so that building the CLI's parser imports neither numpy nor pyarrow (every command pays for what it builds)."""
+"""``tokenmill sft select`` (``tokenmill sft-select``): its parser (options: :mod:`tokenmill.sft.select_options`) and
+its run (:mod:`tokenmill.sft.select`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import argparse
 import sys
 from typing import Any
 
+from tokenmill.curate.quality.sft import SftQuality
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import add_options
+from tokenmill.selection import render_plan
+from tokenmill.sft.select import Selection, select
 from tokenmill.sft.select_options import SftSelectOptions
+from tokenmill.sft.taskmix import parse_mix
 
 
 def add_parser(sub: Any) -> None:
@@ -21,13 +26,8 @@ def add_parser(sub: Any) -> None:
     add_options(p, "sft-select", SftSelectOptions, other="pretraining track")
 
 
-def cmd_select(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``tokenmill sft select``."""
-    from tokenmill.curate.quality.sft import SftQuality
-    from tokenmill.engine.store import shown
-    from tokenmill.selection import render_plan
-    from tokenmill.sft.select import Selection, select
-
     options = SftSelectOptions.from_flags(args)
     how = Selection(n=options.n, per_cluster=options.per_cluster, score=options.score, model=options.model,
                     mix=_mix_flag(options.mix))
@@ -48,8 +48,6 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 def _mix_flag(value: str | None) -> dict[str, float] | None:
     """``--mix``'s value parsed; a bad one is a one-line usage error naming what to change."""
-    from tokenmill.sft.taskmix import parse_mix
-
     if value is None:
         return None
     try:

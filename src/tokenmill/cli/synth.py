@@ -7,14 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
 from tokenmill.job.options import JobOptions, add_options, integer, number, option, positive_size, text
+from tokenmill.selection import render_plan
+from tokenmill.synth.client import Client, Generation, settings_problems
+from tokenmill.synth.distill import distill
+from tokenmill.synth.rephrase import rephrase
+from tokenmill.synth.run import print_synth_summary
 
 
 @dataclass(frozen=True, kw_only=True)
 class SynthOptions(JobOptions):
     """What both synth commands take: the job flags, the server and the generation."""
-
     unit_bytes: int | None = option(8 << 20, "work unit size (default 8MiB): each unit commits on its own",
                                     positive_size, metavar="SIZE")
     server: str | None = option(None, "base URL of an OpenAI-compatible server, e.g. http://localhost:8000", text,
@@ -38,7 +43,6 @@ class SynthOptions(JobOptions):
 @dataclass(frozen=True, kw_only=True)
 class RephraseOptions(SynthOptions):
     """``tokenmill synth rephrase``."""
-
     style: str = option("wikipedia", "wikipedia, qa, easy or hard (default wikipedia)", text, metavar="STYLE")
     chunk_chars: int = option(6000, "longest piece sent at once (split on paragraphs)", integer, metavar="N", parse=int)
 
@@ -46,7 +50,6 @@ class RephraseOptions(SynthOptions):
 @dataclass(frozen=True, kw_only=True)
 class DistillOptions(SynthOptions):
     """``tokenmill synth distill``."""
-
     samples: int = option(1, "answers drawn per prompt with a known answer (default 1)", integer, metavar="N", parse=int)
 
 
@@ -68,7 +71,6 @@ def _check_flags(options: SynthOptions) -> None:
     """Bad numbers and a cache path that is a file are usage errors, before the server is asked anything."""
     # the synth modules here, not at the top: build_parser imports this module for every command it does not
     # define itself, and tokenmill.synth.client alone takes 0.1 s to import
-    from tokenmill.synth.client import settings_problems
 
     problems = settings_problems(retries=options.retries, timeout=options.timeout, concurrency=options.concurrency,
                                  cache_dir=Path(options.cache_dir) if options.cache_dir else None)
@@ -80,12 +82,7 @@ def _check_flags(options: SynthOptions) -> None:
         raise UsageError("; ".join(problems))
 
 
-def cmd_synth(args: argparse.Namespace) -> int:
-    from tokenmill.engine.store import shown
-    from tokenmill.selection import render_plan
-    from tokenmill.synth.client import Client, Generation
-    from tokenmill.synth.run import print_synth_summary
-
+def run(args: argparse.Namespace) -> int:
     options = OPTIONS[args.synth].from_flags(args)
     _check_flags(options)
     client = Client(options.server, options.model,
@@ -93,12 +90,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
                     concurrency=options.concurrency, retries=options.retries, timeout=options.timeout,
                     cache_dir=Path(options.cache_dir) if options.cache_dir else None)
     if args.synth == "rephrase":
-        from tokenmill.synth.rephrase import rephrase
 
         manifest = rephrase(args.inputs, out=args.out, client=client, style=options.style,
                             prompt_file=options.prompt_file, chunk_chars=options.chunk_chars, options=options)
     else:
-        from tokenmill.synth.distill import distill
 
         manifest = distill(args.inputs, out=args.out, client=client, samples=options.samples,
                            prompt_file=options.prompt_file, options=options)

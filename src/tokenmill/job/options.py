@@ -92,6 +92,12 @@ def seed(v: Any) -> int:
     return v
 
 
+def non_negative(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"expected a whole number, 0 or more, got {v!r}")
+    return v
+
+
 def integer(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValueError(f"expected a whole number, got {type(v).__name__} {v!r}")
@@ -184,6 +190,14 @@ class Options:
             except ValueError as exc:
                 found.append(f"{f.name}={value!r}: {exc}")
         return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrintOptions(Options):
+    """What the commands that print a result (``inspect``, ``funnel``, ``audit``, ``stats``, ``plan``) take."""
+
+    json: bool = option(False, "print the result as JSON instead of a table", boolean, kind="switch", in_file=False,
+                        fingerprint=False)
 
 
 @dataclass(frozen=True, kw_only=True)
