@@ -151,3 +151,27 @@ def test_at_most_three_arrows_run_up_the_layers():
     where = {arrow: sorted(m for m, ts in graph.items() for t in ts if (_package(m), _package(t)) == arrow)
              for arrow in upward}
     assert len(upward) <= MAX_UPWARD, where
+
+
+# imports of tokenmill's own modules inside functions: each hides an edge of the graph above from the reader of the
+# module's top. Those left are the light paths' (the command line before a track's fork server, the fork server's
+# preload) and optional extras, each with its reason beside it
+MAX_IN_FUNCTIONS = 30
+
+
+def _imports_in_functions() -> list[str]:
+    found = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for stmt in ast.walk(fn):
+                own = (isinstance(stmt, ast.ImportFrom) and (stmt.level or (stmt.module or "").startswith("tokenmill"))
+                       or isinstance(stmt, ast.Import) and any(a.name.startswith("tokenmill") for a in stmt.names))
+                if own:
+                    found.append(f"{module}:{stmt.lineno}")
+    return sorted(set(found))  # an import in a nested function is walked from each function around it: once here
+
+
+def test_few_imports_inside_functions():
+    found = _imports_in_functions()
+    assert len(found) <= MAX_IN_FUNCTIONS, found
