@@ -18,7 +18,7 @@ def _interrupted(args):
 ])
 def test_the_hint_after_ctrl_c_names_overwrite_when_given(tmp_path, monkeypatch, capsys, extra, hint):
     (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
-    monkeypatch.setattr("tokenmill.cli.track_runs.run", _interrupted)
+    monkeypatch.setattr("tokenmill.cli.pretrain.run", _interrupted)
     code = cli.main(["pretrain", str(tmp_path / "a.txt"), "--out", str(tmp_path / "out"), *extra])
     assert code == cli.EXIT_INTERRUPTED
     assert f"interrupted: {hint}" in capsys.readouterr().err

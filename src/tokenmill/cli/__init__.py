@@ -53,9 +53,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the parsed command: its module's ``run`` (or its ``RUN_MODULE``'s, imported now)."""
+    """Run the parsed command: its module's ``run``, or that of the module its ``RUN_MODULE`` names for it (imported
+    now)."""
     module = command_module(args.command)
-    runs = getattr(module, "RUN_MODULE", None)
+    runs = getattr(module, "RUN_MODULE", {}).get(args.command)
     return (importlib.import_module(f"tokenmill.cli.{runs}") if runs else module).run(args)
 
 

@@ -4,7 +4,8 @@ classes) and their runs.
 The parsers are built, and a token track's fork server started (``job/early.py``), before the track itself is
 imported (a small run's start-up is mostly imports; the pool's workers fork from the server, not from this
 process): so this module holds the parsers and imports only options, and the runs are
-:mod:`tokenmill.cli.track_runs` (``RUN_MODULE``), imported once the server is starting.
+:mod:`tokenmill.cli.pretrain`, :mod:`tokenmill.cli.sft` and :mod:`tokenmill.cli.curate` (``RUN_MODULE``), each
+imported (with its track alone) once the server is starting.
 """
 
 from __future__ import annotations
@@ -31,4 +32,4 @@ def add_parser(sub: Any) -> None:
                     "or s3://bucket/prefix")
 
 
-RUN_MODULE = "track_runs"
+RUN_MODULE = {"pretrain": "pretrain", "sft": "sft", "curate": "curate"}  # each run: a module of its own
