@@ -60,31 +60,43 @@ Stat = tuple[int, int, int]  # inode, mtime (ns), size: a file rewritten in plac
 
 
 def check_output_path(out: str | os.PathLike, inputs: Iterable[str]) -> None:
-    """Refuse an ``--out`` that is a file, is an input, holds an input or lies inside an input directory."""
+    """Refuse an ``--out`` that is a file, is an input, holds an input or lies inside an input directory.
+
+    Every input's real path is compared (links resolved), each directory's resolved once: a run over 10,000 files
+    of one folder resolves one folder, and the links among the files."""
+    from tokenmill.io.formats import local_path  # io sits above the engine: imported when used
+
     target = Path(out)
     if target.exists() and not target.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory; give a directory path for the shards")
-    resolved = _real(target)
+    resolved = os.path.realpath(target)
+    folders: dict[str, str] = {}
     for given in inputs:
-        from tokenmill.io.formats import local_path  # io sits above the engine: imported when used
-
         local = local_path(given)
         if local is None:
             continue
-        source = _real(Path(local))
-        if source == resolved or _inside(source, resolved):
+        source = _real_in(local, folders)
+        if source == resolved or _under(source, resolved):
             raise ConfigError(f"--out {out} holds the input {given}; write the output to a directory of its own")
-        if _inside(resolved, source):
+        if _under(resolved, source):
             raise ConfigError(f"--out {out} lies inside the input directory {given}; a later run would read "
                               "its own output back: choose an --out outside every input")
 
 
-def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
+def _real_in(path: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(path)``, its folder's real path taken from (and kept in) ``folders``."""
+    head, tail = os.path.split(os.path.join(os.getcwd(), path))  # not normalised: realpath resolves links before ..
+    if tail in ("", ".", ".."):
+        return os.path.realpath(path)
+    if head not in folders:
+        folders[head] = os.path.realpath(head)
+    joined = os.path.join(folders[head], tail)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 
-def _inside(path: Path, directory: Path) -> bool:
-    return path != directory and directory in path.parents
+def _under(path: str, directory: str) -> bool:
+    """``path`` lies strictly inside ``directory`` (both real, absolute)."""
+    return path != directory and path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def is_tokenmill_output(out: Path) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from tokenmill.io import expand_inputs, sample_records
 from tokenmill.route.classify import classify_rows
@@ -27,7 +27,8 @@ class Route:
     fields: dict[str, list[str]] = field(default_factory=dict)  # fields sampled -> their keys one level down
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The route as plain values (its dicts and lists shared, not copied: a manifest lists thousands)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def inspect(paths: list[str], *, sample: int = 200, text_mode: str = "auto") -> list[Route]:
