@@ -6,7 +6,8 @@ draws, not an estimate: tokens are the real (non-pad) tokens of the samples each
 
 A source's ``epochs`` are the tokens the run reads of its folder over the folder's distinct tokens, with the
 share read more than once and the share never read (:mod:`tokenmill.loader.coverage`): a source served at
-two windows is read in two orders, and every source naming one folder is counted together.
+two windows is read pass by pass (the second window reads what the first left), and every source naming one
+folder is counted together.
 
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
 are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
@@ -149,8 +150,8 @@ def _exhausted(data: RecipeDataset) -> list[str]:
     """A warning for each component that runs out of fresh samples before the end of the phase it is in."""
     out = []
     for c, key in enumerate(data.names):
-        size = len(data.datasets[c])
-        if data.blend.counts(len(data))[key] <= size:
+        size = data.fresh_samples(c)
+        if size is None or data.blend.counts(len(data))[key] <= size:
             continue
         k = _first_over(data, key, size)
         i = data.blend.phase_of(k)
