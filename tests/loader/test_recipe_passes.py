@@ -40,10 +40,10 @@ def sources(write_shards):
     return {"web": [d.size for d, _ in web], "sft": [d.size for d, _ in sft]}
 
 
-def _recipe(tmp_path, phases: str, *, batch=4, world=1):
+def _recipe(tmp_path, phases: str, *, batch=4, world=1, mode="concat"):
     path = tmp_path / "recipe.yaml"
     path.write_text(f"seq_len: 32\nbatch: {batch}\nworld_size: {world}\n"
-                    f"sources: {{web: {{path: web}}, sft: {{path: sft}}}}\nphases:\n{phases}")
+                    f"sources: {{web: {{path: web, mode: {mode}}}, sft: {{path: sft}}}}\nphases:\n{phases}")
     return path
 
 
@@ -89,9 +89,10 @@ def _passes(samples, total: int) -> list[tuple[np.ndarray, int | None]]:
     return out + [(np.flatnonzero(seen == 0), None)]
 
 
-@pytest.mark.parametrize("phases, spent", [(TWO, 1), (ALTERNATING, 1)])
-def test_a_pretraining_source_at_two_windows_reads_each_pass_once(sources, tmp_path, phases, spent):
-    data = RecipeDataset(_recipe(tmp_path, phases))
+@pytest.mark.parametrize("phases, mode, spent", [(TWO, "concat", 1), (ALTERNATING, "concat", 1),
+                                                 (ALTERNATING, "boundary", 1)])
+def test_a_pretraining_source_at_two_windows_reads_each_pass_once(sources, tmp_path, phases, mode, spent):
+    data = RecipeDataset(_recipe(tmp_path, phases, mode=mode))
     total = sum(sources["web"])
     passes = _passes(_served(data, WEB, total), total)
     assert len(passes) == spent + 1
@@ -164,9 +165,10 @@ def test_resume_in_the_second_window_with_another_world_size_is_exact(sources, t
     assert np.unique(np.concatenate(web)).size == sum(x.size for x in web)  # within the pass: no token twice
 
 
-@pytest.mark.parametrize("phases", [ONCE, TWO, ALTERNATING, SFT_TWO])
-def test_the_plan_counts_the_tokens_the_loader_serves(sources, tmp_path, phases):
-    path = _recipe(tmp_path, phases, world=2)
+@pytest.mark.parametrize("phases, mode", [(ONCE, "concat"), (TWO, "concat"), (ALTERNATING, "concat"),
+                                         (ALTERNATING, "boundary"), (SFT_TWO, "concat")])
+def test_the_plan_counts_the_tokens_the_loader_serves(sources, tmp_path, phases, mode):
+    path = _recipe(tmp_path, phases, world=2, mode=mode)
     recipe = load_recipe(path)
     plan = build_plan(recipe)
     data = RecipeDataset(recipe)

@@ -92,11 +92,12 @@ class View:
             return _merged(self.lo[k] + vlo - self.cum[k], self.lo[k] + vhi - self.cum[k], None)
         plan = self._packs
         keep = ~taken[np.repeat(np.arange(plan.n_packs), np.diff(plan.pack_offsets))]
-        lo = self.lo[plan.order[keep]] + (0 if plan.starts is None else plan.starts[keep])
+        if plan.starts is None:  # whole items (bfd): those of no drawn pack (or none: longer than the window)
+            unread = np.ones(self.lo.size, np.bool_)
+            unread[plan.order[~keep]] = False
+            return _merged(self.lo[unread], self.hi[unread], self.offsets)
+        lo = (self.lo[plan.order[keep]] + plan.starts[keep]).astype(np.int64)  # boundary: every piece is packed
         hi = lo + plan.seq_lens[keep]
-        packed = np.zeros(self.lo.size, np.bool_)
-        packed[plan.order] = True  # bfd leaves out the examples longer than the window: still unread
-        lo, hi = np.r_[lo, self.lo[~packed]].astype(np.int64), np.r_[hi, self.hi[~packed]].astype(np.int64)
         order = np.argsort(lo, kind="stable")
         return _merged(lo[order], hi[order], self.offsets)
 
@@ -207,6 +208,8 @@ class Passes:
                                                   seed=segment_seed(d.seed, d.epoch, s))
             self.segments.append(Segment(c, given[c], n, view, d, full))
             given[c] += n
+            if s == len(segments) - 1:
+                break
             if n > len(view):  # the pass is spent: new passes at this window, the last one read in part
                 view, n = full, (n - len(view)) % len(full) or len(full)
             rest = view.left(n)
