@@ -129,6 +129,8 @@ def test_sft_examples_at_two_windows_are_drawn_once_per_pass(sources, tmp_path):
         assert np.bincount(doc, minlength=lengths.size)[left].tolist() == lengths[left].tolist()  # whole examples
         assert window is not None and (lengths[left] > window).all()
     assert passes[0][0].size == 0  # every example fits the long window: the first pass read all of them
+    recipe = load_recipe(tmp_path / "recipe.yaml")
+    assert not [w for w in build_plan(recipe)["warnings"] if "longer than the window" in w]  # none left out
 
 
 def test_a_source_at_one_window_and_the_first_window_serve_what_they_served(sources, tmp_path):

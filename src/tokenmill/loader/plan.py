@@ -131,12 +131,14 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
 
 def _too_long(data: RecipeDataset) -> list[str]:
     """A warning for each SFT source (packed whole, ``bfd``) holding examples longer than a window it is served
-    at: the loader leaves them out (an example is never cut), so the plan's tokens do not count them either."""
+    at (the longest, for a source read pass by pass): the loader leaves them out (an example is never cut), so
+    the plan's tokens do not count them either."""
     out = []
     for (name, window), key in data.keys.items():
-        d = data.datasets[data.names.index(key)]
-        if d.mode != "bfd":
-            continue
+        c = data.names.index(key)
+        d = data.datasets[c]
+        if d.mode != "bfd" or (c in data.passes and window < max(n for s, n in data.keys if s == name)):
+            continue  # read pass by pass: what one window cannot hold the longest window of the source reads
         lengths = d.corpus.lengths.astype(np.int64)
         over = lengths > window
         if over.any():
