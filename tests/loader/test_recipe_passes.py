@@ -193,3 +193,22 @@ def test_the_plan_counts_the_tokens_the_loader_serves(sources, tmp_path, phases,
     result = check_run(plan, tmp_path / "log")
     assert result["problems"] == [] and result["served_samples"] == plan["total_samples"]
     assert [p["consumed"] for p in result["phases"]] == [p["tokens"] for p in plan["phases"]]
+
+
+def test_the_plan_warns_at_the_step_where_the_pass_is_spent(sources, tmp_path):
+    path = _recipe(tmp_path, TWO)
+    data = RecipeDataset(path)
+    total, seen = sum(sources["web"]), None
+    read = np.zeros(total, bool)
+    for k in range(len(data)):
+        ids = data[k]["input_ids"].astype(np.int64) - WEB
+        if ids.max() < total:
+            if read[ids].any():
+                seen = k
+                break
+            read[ids] = True
+    assert seen is not None
+    said = [w for w in build_plan(load_recipe(path))["warnings"] if "runs out of fresh samples" in w]
+    assert said == [f"source 'web' (seq_len 128) runs out of fresh samples at step {data.step_of(seen)}, "
+                    f"{100 * (seen - data.blend.starts[1]) / (len(data) - data.blend.starts[1]):.0f}% into phase "
+                    "'long': the rest repeats it"]
