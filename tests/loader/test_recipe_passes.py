@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tokenmill.loader import PackedLoader, RecipeDataset, check_run, load_recipe
+from tokenmill.loader.passes import View
 from tokenmill.loader.plan import build_plan
 
 WEB, SFT = 2, 20_000  # the first id of each source's stream
@@ -212,3 +213,33 @@ def test_the_plan_warns_at_the_step_where_the_pass_is_spent(sources, tmp_path):
     assert said == [f"source 'web' (seq_len 128) runs out of fresh samples at step {data.step_of(seen)}, "
                     f"{100 * (seen - data.blend.starts[1]) / (len(data) - data.blend.starts[1]):.0f}% into phase "
                     "'long': the rest repeats it"]
+
+
+@pytest.mark.parametrize("mode", ["concat", "bfd", "boundary"])
+def test_a_view_reads_and_leaves_each_token_of_its_intervals_once(mode):
+    """The core step: the samples a view gives and the intervals it leaves cover what it was given, each token
+    once (bfd: whole examples, some longer than the window; boundary: pieces of documents)."""
+    rng = np.random.default_rng(2)
+    offsets = np.r_[0, np.cumsum(rng.integers(0, 90, 300))]
+    if mode == "concat":  # unread runs across documents
+        cuts = np.sort(rng.choice(int(offsets[-1]), 80, replace=False))
+        lo, hi = cuts[0::2], cuts[1::2]
+    else:  # whole documents (bfd) or a part of each (boundary)
+        docs = np.sort(rng.choice(300, 120, replace=False))
+        lo, hi = offsets[docs], offsets[docs + 1]
+        if mode == "boundary":
+            lo = lo + (hi - lo) // 3
+    given = np.zeros(int(offsets[-1]), np.int64)
+    for a, b in zip(lo, hi):
+        given[a:b] = 1
+    view = View(lo.astype(np.int64), hi.astype(np.int64), window=64, mode=mode, seed=5, offsets=offsets)
+    assert len(view) > 3
+    for drawn in (0, len(view) // 3, len(view)):
+        read = np.zeros_like(given)
+        for i in range(drawn):
+            for d, at, n in zip(*view.pieces(i)):
+                assert 0 <= at and at + n <= offsets[d + 1] - offsets[d]
+                read[offsets[d] + at: offsets[d] + at + n] += 1
+        for a, b in zip(*view.left(drawn)):
+            read[a:b] += 1
+        assert np.array_equal(read, given)

@@ -141,12 +141,14 @@ def _merged(lo: np.ndarray, hi: np.ndarray, offsets: np.ndarray | None) -> tuple
     given: ``bfd`` and ``boundary`` never pack across documents)."""
     keep = hi > lo
     lo, hi = lo[keep], hi[keep]
+    if not lo.size:
+        return lo, hi
     join = hi[:-1] == lo[1:]
     if offsets is not None and join.any():
         doc = np.searchsorted(offsets, lo, "right")
         join &= doc[:-1] == doc[1:]
-    first = np.r_[True, ~join] if lo.size else np.zeros(0, np.bool_)
-    return lo[first], hi[np.r_[first[1:], True]] if lo.size else hi
+    first = np.r_[True, ~join]
+    return lo[first], hi[np.r_[first[1:], True]]
 
 
 def full_view(d) -> View:
