@@ -1,11 +1,12 @@
 """How often the run reads each token of a shard folder: epochs, the share read more than once, the share never
 read.
 
-"Tokens drawn / tokens available" hides repetition. A source used at two windows (``web`` and ``web@32768``)
-is two packed datasets over one folder, each with its own order: at 0.90 epochs, 21% of its tokens can be
-read twice while 31% are never read. Two source names for one folder each counted their own draws (4.5 + 1.5
-epochs of what is 6.0 epochs of one folder). So the reads of every component serving a folder (by its real
-path, links resolved) are laid over that folder's tokens and counted together.
+"Tokens drawn / tokens available" hides repetition. Two source names for one folder each counted their own
+draws (4.5 + 1.5 epochs of what is 6.0 epochs of one folder), and two sources read one folder in two orders.
+So the reads of every component serving a folder (by its real path, links resolved) are laid over that
+folder's tokens and counted together. A source used at several windows is read pass by pass
+(:mod:`tokenmill.loader.passes`): its reads are those of each segment's view of the pass, and of the new
+passes a segment starts, so nothing is read twice until a pass is spent.
 
 Algorithm. A component that gives ``D`` of its ``n`` samples over the run reads each ``D // n`` times, and
 once more the ``D % n`` first of its order (:func:`~tokenmill.loader.order.permute`, as the loader serves
@@ -65,7 +66,14 @@ def coverage(data) -> dict[str, Coverage]:
 
 
 def _folder_coverage(data, comps: list[int], totals: dict[str, int]) -> Coverage:
-    ranges = [_ranges(data.datasets[c], totals[data.names[c]]) for c in comps]
+    ranges, continued = [], []
+    for c in comps:
+        passes = data.passes.get(c)
+        if passes is None:
+            ranges.append(_ranges(data.datasets[c], totals[data.names[c]]))
+        elif all(passes is not p for p in continued):  # a source read pass by pass: all its windows at once
+            continued.append(passes)
+            ranges.append(_in_folder(data.datasets[c].corpus, *passes.reads()))
     starts, ends, times = (np.concatenate(parts) for parts in zip(*ranges))
     base = _base(data.datasets[comps[0]].corpus)
     offsets = np.r_[0, np.cumsum(base.lengths.astype(np.int64))]
@@ -91,8 +99,11 @@ def _ranges(d, drawn: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, times read) of the token ranges of the folder's stream that component ``d`` reads when it
     gives ``drawn`` samples."""
     docs, at, lens, entry = _pieces(d)
-    times = _times(d, drawn)[entry]
-    corpus = d.corpus
+    return _in_folder(d.corpus, docs, at, lens, _times(d, drawn)[entry])
+
+
+def _in_folder(corpus, docs, at, lens, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, times) in the folder's stream of the pieces read ``times`` (documents of ``corpus``)."""
     if hasattr(corpus, "doc_map"):  # a cap or upsampling: virtual documents are base documents
         docs = corpus.doc_map[docs]
     offsets = np.r_[0, np.cumsum(_base(corpus).lengths.astype(np.int64))]

@@ -116,12 +116,7 @@ class PackedDataset:
         n = len(self)
         if not isinstance(k, (int, np.integer)) or not -n <= k < n:
             raise IndexError(f"sample index {k!r} out of range for {n} samples")
-        docs, starts, lens = self.pieces(int(k) % n)
-        ids, mask, weights = self.corpus.read(docs, starts, lens)
-        sample = {"input_ids": ids, "loss_mask": mask, "seq_lens": lens.astype(np.int32)}
-        if weights is not None:
-            sample["loss_weights"] = weights
-        return sample
+        return packed_sample(self.corpus, *self.pieces(int(k) % n))
 
     def pieces(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(documents, start inside each, lengths) of sample ``k`` of this epoch."""
@@ -130,6 +125,15 @@ class PackedDataset:
             start = entry * self.seq_len
             return window_pieces(self._doc_offsets, start, start + self.seq_len)
         return self._packs.pack(entry)
+
+
+def packed_sample(corpus, docs, starts, lens) -> dict:
+    """The sample made of the pieces ``(docs[j], starts[j], lens[j])`` of ``corpus``."""
+    ids, mask, weights = corpus.read(docs, starts, lens)
+    sample = {"input_ids": ids, "loss_mask": mask, "seq_lens": np.asarray(lens).astype(np.int32)}
+    if weights is not None:
+        sample["loss_weights"] = weights
+    return sample
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:

@@ -6,7 +6,8 @@ draws, not an estimate: tokens are the real (non-pad) tokens of the samples each
 
 A source's ``epochs`` are the tokens the run reads of its folder over the folder's distinct tokens, with the
 share read more than once and the share never read (:mod:`tokenmill.loader.coverage`): a source served at
-two windows is read in two orders, and every source naming one folder is counted together.
+two windows is read pass by pass (the second window reads what the first left), and every source naming one
+folder is counted together.
 
 Warnings: a source repeated beyond 4 epochs (Muennighoff et al. 2023: past about 4 epochs repeated tokens
 are worth much less than fresh ones; counted over every source naming the same folder, and said so), a
@@ -130,12 +131,14 @@ def _warnings(data: RecipeDataset, phases: list[dict], sources: dict) -> list[st
 
 def _too_long(data: RecipeDataset) -> list[str]:
     """A warning for each SFT source (packed whole, ``bfd``) holding examples longer than a window it is served
-    at: the loader leaves them out (an example is never cut), so the plan's tokens do not count them either."""
+    at (the longest, for a source read pass by pass): the loader leaves them out (an example is never cut), so
+    the plan's tokens do not count them either."""
     out = []
     for (name, window), key in data.keys.items():
-        d = data.datasets[data.names.index(key)]
-        if d.mode != "bfd":
-            continue
+        c = data.names.index(key)
+        d = data.datasets[c]
+        if d.mode != "bfd" or (c in data.passes and window < max(n for s, n in data.keys if s == name)):
+            continue  # read pass by pass: what one window cannot hold the longest window of the source reads
         lengths = d.corpus.lengths.astype(np.int64)
         over = lengths > window
         if over.any():
@@ -149,8 +152,8 @@ def _exhausted(data: RecipeDataset) -> list[str]:
     """A warning for each component that runs out of fresh samples before the end of the phase it is in."""
     out = []
     for c, key in enumerate(data.names):
-        size = len(data.datasets[c])
-        if data.blend.counts(len(data))[key] <= size:
+        size = data.fresh_samples(c)
+        if size is None or data.blend.counts(len(data))[key] <= size:
             continue
         k = _first_over(data, key, size)
         i = data.blend.phase_of(k)

@@ -6,7 +6,8 @@ each phase a schedule phase ending at its last step. So the order, the per-sourc
 across phases and the exact resume with another world size are the schedule's own; what this adds is
 the recipe's vocabulary (phases and sources by name), phases that train every token
 (``ignore_loss_mask``), the validation split of each source per phase, and token counts per sample
-taken from the packing plan (no token is read to count them).
+taken from the packing plan (no token is read to count them). A source used at several windows is read
+pass by pass: a window continues where the one before stopped (:mod:`tokenmill.loader.passes`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import numpy as np
 
 from tokenmill.engine.store import readable
 from tokenmill.errors import ConfigError, TokenmillError
-from tokenmill.loader.dataset import PackedDataset
+from tokenmill.loader.dataset import PackedDataset, packed_sample
 from tokenmill.loader.order import epoch_seed, permute
+from tokenmill.loader.passes import Passes, continued
 from tokenmill.loader.recipe import Phase, Recipe, Source, load_recipe
 from tokenmill.loader.schedule import ScheduledBlend
 from tokenmill.shards import open_shards
@@ -90,6 +92,7 @@ class RecipeDataset:
         self.blend = ScheduledBlend(components, self._schedule(), num_samples=recipe.total_samples,
                                     global_batch_size=recipe.global_batch, seed=recipe.seed, epoch=epoch)
         self._pack_tokens: dict[int, np.ndarray] = {}
+        self.passes: dict[int, Passes] = continued(self.blend, self.source_of_component)
 
     def _schedule(self) -> list[dict]:
         """One schedule phase per recipe phase, ending at its last step; a recipe with one batch size keeps the
@@ -107,7 +110,8 @@ class RecipeDataset:
 
     names = property(lambda self: self.blend.names)
     datasets = property(lambda self: self.blend.datasets)
-    fingerprint = property(lambda self: "recipe:" + self.blend.fingerprint)
+    # a source read pass by pass across windows serves other samples than two packings did: another fingerprint
+    fingerprint = property(lambda self: ("recipe:passes:" if self.passes else "recipe:") + self.blend.fingerprint)
     seed = property(lambda self: self.blend.seed)
     epoch = property(lambda self: self.blend.epoch)
     seq_len = property(lambda self: max(self.blend.phase_seq_lens))
@@ -120,6 +124,7 @@ class RecipeDataset:
     def set_epoch(self, epoch: int) -> None:
         self.blend.set_epoch(epoch)
         self._pack_tokens.clear()
+        self.passes = continued(self.blend, self.source_of_component)
 
     def __len__(self) -> int:
         return len(self.blend)
@@ -149,8 +154,28 @@ class RecipeDataset:
     def source_of(self, k: int) -> str:
         return self.source_of_component[self.names[self.blend.route(int(k))[0]]]
 
+    def pieces(self, k: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """(component, documents of its corpus, start inside each, lengths) of sample ``k``."""
+        c, j = self.blend.route(int(k))
+        d, passes = self.datasets[c], self.passes.get(c)
+        docs, starts, lens = passes.pieces(c, j) if passes else d.pieces(j % len(d))
+        return c, docs, starts, lens
+
+    def fresh_samples(self, c: int) -> int | None:
+        """Samples component ``c`` gives before one of them reads its source a second time (None: none does)."""
+        passes = self.passes.get(c)
+        if passes is None:
+            return len(self.datasets[c])
+        first = passes.first_repeat()
+        return first[1] if first and first[0] == c else None
+
     def __getitem__(self, k) -> dict:
-        sample = self.blend[k]
+        c = self.blend.route(int(k))[0] if 0 <= k < len(self) else None
+        if c in self.passes:
+            _, docs, starts, lens = self.pieces(k)
+            sample = packed_sample(self.datasets[c].corpus, docs, starts, lens)
+        else:
+            sample = self.blend[k]
         if self.phase_of(k).ignore_loss_mask:  # this phase trains every token: masks and weights dropped
             sample = {**sample, "loss_mask": np.ones_like(sample["loss_mask"])}
             sample.pop("loss_weights", None)
@@ -166,6 +191,8 @@ class RecipeDataset:
         d = self.datasets[c]
         if hi <= lo:
             return 0
+        if c in self.passes:
+            return self.passes[c].tokens(c, lo, hi)
         if d.mode == "concat":
             return (hi - lo) * d.seq_len
         per_entry = self._pack_tokens.get(c)
