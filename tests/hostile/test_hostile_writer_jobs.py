@@ -295,3 +295,18 @@ def test_a_file_export_writes_the_envelope_and_the_exported_runs_data_card_besid
     md = (tmp_path / "target.datacard.md").read_text()
     assert "## Export" in md and {"bin": "flat token file", "megatron": "Megatron-LM"}[to] in md
     assert "target.datacard.md" in said  # the summary names every file written
+
+
+def test_a_plan_writes_the_envelope_naming_its_recipe_and_its_digest(tmp_path, capsys):
+    argv = _argv("plan", tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "target" / "manifest.json").read_text())
+    assert ENVELOPE <= set(manifest) and manifest["track"] == "plan"
+    recipe = tmp_path / "recipe.yaml"
+    assert manifest["config"]["recipe"] == str(recipe)
+    assert manifest["config"]["recipe_sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
+    assert manifest["inputs"][0] == {"path": str(recipe), "format": "recipe", "sha256": manifest["config"]["recipe_sha256"]}
+    plan = json.loads((tmp_path / "target" / "plan.json").read_text())
+    assert [i["path"] for i in manifest["inputs"][1:]] == [s["path"] for s in plan["sources"].values()]
+    assert manifest["counts"]["tokens"] == plan["tokens_drawn"] > 0
+    assert not (tmp_path / "target" / "datacard.md").exists()  # a plan is not data: no card (its --out help says so)
