@@ -4,7 +4,9 @@ refused, ``--overwrite`` replaces only its own, ``--dry-run`` writes nothing (is
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -70,13 +72,21 @@ def test_a_file_export_to_s3_is_the_local_bytes(to, bucket, tmp_path, capsys):
     assert main(["export", str(shards), "--to", to, "--out", url, "--seq-len", "8", "--dry-run"]) == 0
     assert "nothing written" in capsys.readouterr().out and _objects(fs, f"{name}/flat") == {}
     assert main(["export", str(shards), "--to", to, "--out", url, "--seq-len", "8"]) == 0, capsys.readouterr().err
-    local = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("tokens")}
-    assert _objects(fs, f"{name}/flat") == local  # the same bytes, nothing else: no lock, no temporary object
+    local = _timeless({p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("tokens")})
+    assert "tokens.manifest.json" in local and "tokens.datacard.md" in local  # the export's envelope and card
+    assert _timeless(_objects(fs, f"{name}/flat")) == local  # the same bytes, nothing else: no lock, no .tmp
     assert not [p for p in (tmp_path / "cache" / "out").rglob("*") if p.is_file()]  # the work copy is gone
     assert main(["export", str(shards), "--to", to, "--out", url]) == 1
     assert "pass --overwrite" in capsys.readouterr().err
     assert main(["export", str(shards), "--to", to, "--out", url, "--seq-len", "8", "--overwrite"]) == 0
-    assert _objects(fs, f"{name}/flat") == local
+    assert _timeless(_objects(fs, f"{name}/flat")) == local
+
+
+def _timeless(files: dict[str, bytes]) -> dict[str, bytes]:
+    """An export's files with its manifest's ``run`` (its seconds and memory) left out."""
+    manifest = json.loads(files.get("tokens.manifest.json", b"{}"))
+    manifest.pop("run", None)
+    return {**files, "tokens.manifest.json": json.dumps(manifest, sort_keys=True).encode()}
 
 
 def test_an_s3_target_the_export_did_not_write_is_refused(bucket, tmp_path, capsys):
@@ -106,3 +116,37 @@ def test_a_missing_bucket_names_the_out(bucket, tmp_path):
                             env=os.environ.copy())
     assert result.returncode == 1 and "no-such-bucket-here" in result.stderr and "Traceback" not in result.stderr, \
         result.stderr
+
+
+# a real `tokenmill export` killed with SIGKILL once it has uploaded two objects of its export
+KILLED_IN_UPLOAD = """
+import os, signal, sys
+from tokenmill.engine.store import Store
+real, seen = Store.put, []
+def put(self, path, rel):
+    real(self, path, rel)
+    seen.append(rel)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+Store.put = put
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("to", ["bin", "hf"])
+def test_an_export_killed_in_its_upload_is_done_again_by_the_same_command(to, bucket, tmp_path, capsys):
+    if to == "hf":
+        pytest.importorskip("datasets")
+    fs, name = bucket
+    argv = ["export", str(_shards(tmp_path)), "--to", to, "--seq-len", "8", "--out", f"s3://{name}/x/tokens"]
+    killed = subprocess.run([sys.executable, "-c", KILLED_IN_UPLOAD, *argv], capture_output=True, text=True,
+                            timeout=120, env=os.environ.copy())
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(_objects(fs, f"{name}/x")) == 3  # two objects of the export, and the dead run's lock object
+    assert main(argv) == 0, capsys.readouterr().err  # no --overwrite: the killed run's work directory is there
+    again = _objects(fs, f"{name}/x")
+    assert main([*argv[:-1], f"s3://{name}/clean/tokens"]) == 0
+    clean = _objects(fs, f"{name}/clean")
+    assert sorted(again) == sorted(clean) and len(again) >= 5
+    assert [k for k in again if again[k] != clean[k] and not k.endswith(("manifest.json", "state.json"))] == []

@@ -217,3 +217,96 @@ def test_an_hf_export_writes_the_envelope_and_the_exported_runs_data_card(tmp_pa
     (target / "datacard.json").unlink()
     assert main(["card", str(target)]) == 0
     assert (target / "datacard.md").read_bytes() == before  # rebuilt from the same records
+
+
+# a real `tokenmill export` killed with SIGKILL as it renames its second finished file into place (``hf``: moves its
+# second dataset file into --out): the first is there, the rest are not
+KILLED_IN_PUBLISH = """
+import os, signal, sys
+from pathlib import Path
+real, seen = os.replace, []
+target = Path(sys.argv[sys.argv.index("--out") + 1])
+def replace(src, dst):
+    dst = Path(dst)
+    if (dst.parent == target or dst.parent == target.parent and dst.name.startswith(target.name)) \\
+            and not dst.name.endswith(".tmp") and "_state" not in dst.parts:
+        seen.append(dst)
+        if len(seen) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+os.replace = replace
+from tokenmill.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _export_files(tmp_path: Path, name: str) -> dict[str, bytes]:
+    """What an export named ``name`` wrote under ``tmp_path`` (a folder's files, or the files named after it), its
+    manifest's ``run`` (its time and memory) left out and its own name taken out."""
+    root = tmp_path / name
+    paths = [p for p in root.rglob("*") if p.is_file() and "_state" not in p.relative_to(root).parts] if root.is_dir() \
+        else [p for p in tmp_path.iterdir() if p.name.startswith(name)]
+    files = {str(p.relative_to(tmp_path)).replace(name, "OUT"): p.read_bytes().replace(name.encode(), b"OUT")
+             for p in paths}
+    for rel, key in [(r, k) for r in files for k in ("run", "_fingerprint") if r.endswith(TIMED[k])]:
+        doc = json.loads(files[rel])
+        doc.pop(key)
+        files[rel] = json.dumps(doc, sort_keys=True).encode()
+    return files
+
+
+TIMED = {"run": "manifest.json", "_fingerprint": "/state.json"}  # the run's time; a random id `datasets` gives a save
+
+
+@pytest.mark.parametrize("to", ["bin", "megatron", "hf"])
+def test_export_killed_between_two_renames_then_the_same_command_again_writes_the_same_bytes(to, tmp_path):
+    """Killed with part of its files in place (what ``--overwrite`` was needed for): the same command again, no
+    flag, does the export again and ends with the files of a clean export, byte for byte, no ``.tmp`` left."""
+    if to == "hf":
+        pytest.importorskip("datasets")
+    argv = [*_argv(f"export {to}", tmp_path), "--seq-len", "8"]
+    argv = [*argv[:-4], *argv[-2:], *argv[-4:-2]]  # --out last
+    killed = subprocess.run([sys.executable, "-c", KILLED_IN_PUBLISH, *argv], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert _export_files(tmp_path, "target")  # part of the export is in place
+    again = hk.cli(*argv)
+    assert again.returncode == 0, again.stderr
+    assert main([*argv[:-1], str(tmp_path / "clean")]) == 0
+    assert _export_files(tmp_path, "target") == _export_files(tmp_path, "clean")
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert hk.cli(*argv).returncode == 1  # a finished export is replaced only with --overwrite
+
+
+@pytest.mark.parametrize("to", ["bin", "megatron"])
+def test_a_file_export_writes_the_envelope_and_the_exported_runs_data_card_beside_its_files(to, tmp_path, capsys):
+    argv = _argv(f"export {to}", tmp_path)
+    assert main([*argv, "--seq-len", "8"]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    shards = tmp_path / "shards"
+    manifest = json.loads((tmp_path / "target.manifest.json").read_text())
+    assert ENVELOPE <= set(manifest) and manifest["track"] == "export" and manifest["config"]["to"] == to
+    assert manifest["counts"] == json.loads((shards / "manifest.json").read_text())["counts"]  # nothing dropped
+    assert {"seconds", "peak_rss", "units"} <= set(manifest["run"])
+    files = {"bin": ["target", "target.json"], "megatron": ["target.bin", "target.idx"]}[to]
+    assert manifest["export"]["files"] == files and manifest["export"]["seq_len"] == 8
+    card = json.loads((tmp_path / "target.datacard.json").read_text())
+    assert {k: v for k, v in card.items() if k != "export"} == json.loads((shards / "datacard.json").read_text())
+    assert card["export"]["sequences"] == manifest["export"]["sequences"] and f"{card['export']['sequences']:,} sequences" in said
+    md = (tmp_path / "target.datacard.md").read_text()
+    assert "## Export" in md and {"bin": "flat token file", "megatron": "Megatron-LM"}[to] in md
+    assert "target.datacard.md" in said  # the summary names every file written
+
+
+def test_a_plan_writes_the_envelope_naming_its_recipe_and_its_digest(tmp_path, capsys):
+    argv = _argv("plan", tmp_path)
+    assert main(argv) == 0, capsys.readouterr().err
+    manifest = json.loads((tmp_path / "target" / "manifest.json").read_text())
+    assert ENVELOPE <= set(manifest) and manifest["track"] == "plan"
+    recipe = tmp_path / "recipe.yaml"
+    assert manifest["config"]["recipe"] == str(recipe)
+    assert manifest["config"]["recipe_sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
+    assert manifest["inputs"][0] == {"path": str(recipe), "format": "recipe", "sha256": manifest["config"]["recipe_sha256"]}
+    plan = json.loads((tmp_path / "target" / "plan.json").read_text())
+    assert [i["path"] for i in manifest["inputs"][1:]] == [s["path"] for s in plan["sources"].values()]
+    assert manifest["counts"]["tokens"] == plan["tokens_drawn"] > 0
+    assert not (tmp_path / "target" / "datacard.md").exists()  # a plan is not data: no card (its --out help says so)

@@ -16,10 +16,13 @@ from tokenmill.report.datacard import card_data, read_manifest, rebuild
 
 
 def add_parser(sub: Any) -> None:
+    """The ``card`` parser (its job flags are added by the command line: the report package sits below the job
+    driver's)."""
     p = sub.add_parser("card", help="rebuild a run's data card (datacard.md, a Hugging Face dataset card, and "
                                     "datacard.json) from its manifest and ledger")
     p.add_argument("directory", metavar="DIR", help="output directory of a tokenmill curate or pretrain run, or its "
-                   "s3://bucket/prefix")
+                   "s3://bucket/prefix; the card is written into that run, recorded as its files (its manifest is the "
+                   "envelope: the card has none of its own, nor a card of a card)")
     add_job_flags(p, "card", "dry_run")
 
 

@@ -6,10 +6,15 @@ Needs no torch: the plan reads shard headers and ``.idx`` offsets only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from tokenmill import __version__
+from tokenmill.base.accounting import Stats
 from tokenmill.base.files import atomic_write
 from tokenmill.engine.store import shown
 from tokenmill.errors import UsageError
@@ -19,6 +24,7 @@ from tokenmill.loader.plan import build_plan
 from tokenmill.loader.plan_html import render_plan_html
 from tokenmill.loader.recipe import load_recipe
 from tokenmill.loader.runlog import check_run
+from tokenmill.report.manifest import peak_rss_mb
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,19 +39,21 @@ class PlanOptions(PrintOptions):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="plan a training recipe: tokens per source and phase, epochs, warnings")
     p.add_argument("recipe", metavar="RECIPE", help="a recipe file (YAML; docs/recipes.md)")
-    p.add_argument("--out", help="directory (or s3://bucket/prefix) for plan.json and plan.html")
+    p.add_argument("--out", help="directory (or s3://bucket/prefix) for plan.json, plan.html and manifest.json (the "
+                   "envelope every command writes, naming the recipe and its sha256; a plan is not data, so no data card)")
     add_flags(p, PlanOptions)
     add_job_flags(p, "plan", "dry_run")
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     if args.out is None and args.check is None:
         raise UsageError("give --out DIR (write plan.json and plan.html) or --check LOG_DIR")
     if args.out is not None:
         check_own_folder(args.out, workflow="plan")  # refused before the plan is built, writing nothing
     plan = build_plan(load_recipe(args.recipe), tokenizer=args.tokenizer)
     if args.out is not None and not args.dry_run:
-        write_plan(plan, args.out)
+        write_plan(plan, args.out, recipe=args.recipe, started=started)
     if args.check is not None:
         return _check(plan, args)
     print(json.dumps(plan, indent=2) if args.json else render_plan(plan))
@@ -62,14 +70,38 @@ def _check(plan: dict, args: argparse.Namespace) -> int:
     return 1 if result["problems"] else 0
 
 
-def write_plan(plan: dict, out: Any) -> None:
-    """Write ``plan.json`` and ``plan.html`` into ``out`` (a directory, or an ``s3://`` prefix: written in its
-    work directory, then published), guarded like every ``--out``: a folder tokenmill did not write, or
-    another command's output, is refused; an earlier plan there is replaced (exactly the files it recorded
-    as written: a user's files stay, ``engine/outdir.py``)."""
+def write_plan(plan: dict, out: Any, *, recipe: str | Path | None = None, started: float | None = None) -> None:
+    """Write ``plan.json``, ``plan.html`` and, last, ``manifest.json`` (:func:`plan_manifest`) into ``out`` (a
+    directory, or an ``s3://`` prefix: written in its work directory, then published), guarded like every
+    ``--out``: a folder tokenmill did not write, or another command's output, is refused; an earlier plan there
+    is replaced (exactly the files it recorded as written: a user's files stay, ``engine/outdir.py``)."""
     with hold_own_folder(out, workflow="plan") as local:
         atomic_write(local / "plan.json", (json.dumps(plan, indent=2) + "\n").encode("utf-8"))
         atomic_write(local / "plan.html", render_plan_html(plan).encode("utf-8"))
+        manifest = plan_manifest(plan, recipe=recipe, started=time.monotonic() if started is None else started)
+        atomic_write(local / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
+
+
+def plan_manifest(plan: dict, *, recipe: str | Path | None, started: float) -> dict:
+    """The envelope every command writes, for a plan: its inputs are the recipe (with the sha256 of its bytes) and
+    the sources' shard folders; it reads shard headers, no record, so its counts are the tokens it draws."""
+    path = Path(recipe or plan["recipe"] or "")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    sources = [{"path": s["path"], "format": "tokenmill shards", "source": name, "documents": s["documents"],
+                "tokens": s["tokens_available"], "track": s["track"]} for name, s in plan["sources"].items()]
+    stats = Stats(tokens=plan["tokens_drawn"])
+    return {
+        "tokenmill": __version__, "track": "plan",
+        "inputs": [{"path": str(path), "format": "recipe", "sha256": digest}, *sources],
+        "config": {"recipe": str(path), "recipe_sha256": digest, "fingerprint": plan["fingerprint"],
+                   "seq_len": plan["seq_len"], "global_batch": plan["global_batch"], "total_steps": plan["total_steps"]},
+        "counts": stats.to_dict(),
+        "identity": f"a plan reads no record: {plan['total_samples']:,} samples, {plan['tokens_drawn']:,} tokens drawn "
+                    f"from {len(sources)} source(s)",
+        "run": {"seconds": round(time.monotonic() - started, 3), "peak_rss": peak_rss_mb([]), "units": len(sources),
+                "engine": "this process"},
+        "rejects_file": None, "skipped_inputs": [], "warnings": plan["warnings"],
+    }
 
 
 def render_plan(plan: dict) -> str:

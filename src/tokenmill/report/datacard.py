@@ -320,13 +320,19 @@ def _task_mix_text(mix: dict | None) -> list[str]:
     return ["\n## Task mix\n", head + "\n".join(f"- {line}" for line in lines)]
 
 
+EXPORT_FORMATS = {"hf": "a Hugging Face `datasets` folder", "megatron": "a Megatron-LM indexed dataset (`.bin`, `.idx`)",
+                  "bin": "one flat token file (nanoGPT's `.bin`)"}
+
+
 def _export_text(export: dict | None) -> list[str]:
     if not export:
         return []
     shape = f"windows of {export['seq_len']:,} tokens" if export.get("seq_len") else "one sequence per document"
-    return ["\n## Export\n", f"Exported as a Hugging Face `datasets` folder: {export['sequences']:,} sequences "
-            f"({shape}), {export['tokens']:,} tokens" + (", with labels (-100 where no loss is taken)"
-                                                         if export.get("labels") else "") + "."]
+    form = export.get("format") or "hf"
+    labels = (", with labels (-100 where no loss is taken)" if form == "hf" else ", with its loss mask (`.mask`)") \
+        if export.get("labels") else ""
+    return ["\n## Export\n", f"Exported as {EXPORT_FORMATS.get(form, form)}: {export['sequences']:,} sequences "
+            f"({shape}), {export['tokens']:,} tokens{labels}."]
 
 
 def _warnings(found: list[str]) -> list[str]:

@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill._extras import require
-from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, written_by
+from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, read_record, written_by
 from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError, ShardError
 from tokenmill.shards.checked import verify_checksums
-from tokenmill.shards.export_record import write_record
+from tokenmill.shards.export_record import RECORD_SUFFIXES, write_file_record, write_record
 from tokenmill.shards.export_remote import export_remote
 from tokenmill.shards.pairs_export import check_export, pair_tables
 from tokenmill.shards.reader import ShardSet, open_shards
@@ -60,8 +60,11 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
     (``--overwrite`` removes exactly what the earlier export wrote, a user's files stay), the files of
     ``bin`` and ``megatron`` by a lock beside them. An ``s3://`` target is written locally, then uploaded
     (``shards/export_remote.py``: the same refusals against the bucket's objects).
-    Every file is written under a temporary name and renamed once whole, so a run killed midway leaves no
-    target file: the same command again writes the same bytes.
+    Every file is written under a temporary name and renamed once whole; a run killed midway leaves an
+    unfinished export (:func:`unfinished`), which the same command again, with no ``--overwrite``, does again:
+    the same bytes. Beside the files of ``bin`` and ``megatron`` go the export's manifest envelope and data card
+    (``OUT.manifest.json``, ``OUT.datacard.json``, ``OUT.datacard.md``: ``shards/export_record.py``); the ``hf``
+    folder holds its own.
     """
     started = time.monotonic()
     writers = {"megatron": _to_megatron, "hf": _to_hf, "bin": _to_bin}
@@ -85,20 +88,36 @@ def export(directory: str | os.PathLike, *, to: str, out: str | os.PathLike, seq
         check_output_path(out, [str(directory)])
     if to == "megatron":
         _refuse_masks(ds)
-    check_target(to, out, overwrite=overwrite)  # every refusal before anything is written
+    check_target(to, out, overwrite=overwrite or unfinished(to, out))  # every refusal before anything is written
     if dry_run:
         return {"format": to, "seq_len": seq_len, "dry_run": True, **planned(ds, to, out, seq_len)}
     if to == "hf":
-        with hold_output(out, overwrite=overwrite, workflow="export"):
-            check_target(to, out, overwrite=overwrite)  # again under the lock: what a run just finished left
+        again = overwrite or unfinished(to, out)  # a killed export is done again: its record is still open
+        with hold_output(out, overwrite=again, workflow="export"):
+            check_target(to, out, overwrite=again)  # again under the lock: what a run just finished left
             summary = _to_hf(ds, out, seq_len)
             write_record(out, ds, Path(directory), summary, seq_len=seq_len, started=started)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         with hold_path(out):
-            check_target(to, out, overwrite=overwrite)
+            check_target(to, out, overwrite=overwrite or unfinished(to, out))  # under the lock: a dead run's .tmp
             summary = writers[to](ds, out, seq_len)
+            record = write_file_record(out, ds, Path(directory), summary, to=to, seq_len=seq_len, started=started,
+                                       at=_tmp)
+            _publish([*summary["paths"], *record])
+            summary["paths"] = [*summary["paths"], *record]
     return {"format": to, "seq_len": seq_len, **summary}
+
+
+def unfinished(to: str, out: Path) -> bool:
+    """Whether ``out`` holds an export killed before its end, which the next export of that format does again
+    (no ``--overwrite`` needed): an ``hf`` directory whose record of written files is still open
+    (``engine/outdir.py``), or a file export with a temporary file left (a target file is renamed from its
+    ``.tmp`` once whole, the format's record first, so a kill between two renames leaves one). Asked again
+    under the target's lock, where a record still open or a ``.tmp`` is a dead run's, never a live one's."""
+    if to == "hf":
+        return out.is_dir() and written_by(out) == "export" and "open" in (read_record(out) or {})
+    return any(_tmp(p).is_file() for p in targets(to, out))
 
 
 def iter_batches(ds: ShardSet, *, seq_len: int | None, batch_tokens: int = BATCH_TOKENS):
@@ -156,10 +175,11 @@ def planned(ds: ShardSet, to: str, out: Path, seq_len: int | None) -> dict:
 
 def targets(to: str, out: Path) -> list[Path]:
     """The paths an export to ``to`` at ``out`` writes (a directory for hf)."""
+    record = [Path(f"{out}{suffix}") for suffix in RECORD_SUFFIXES]  # the envelope and the data card
     if to == "megatron":
-        return [Path(f"{out}.bin"), Path(f"{out}.idx")]
+        return [Path(f"{out}.bin"), Path(f"{out}.idx"), *record]
     if to == "bin":
-        return [out, Path(f"{out}.json"), Path(f"{out}.mask")]
+        return [out, Path(f"{out}.json"), Path(f"{out}.mask"), *record]
     return [out]
 
 
@@ -218,8 +238,9 @@ def _tmp(path: str | Path) -> Path:
 
 
 def _publish(paths: list[str]) -> None:
-    """Rename the finished temporary files to their targets, the format's record (``.json``, ``.idx``: what
-    :func:`_own_export` reads) first: a run killed between two renames leaves an export ``--overwrite`` takes."""
+    """Rename the finished temporary files to their targets, the records (``.json``, ``.idx``) first and the
+    format's own (what :func:`_own_export` reads) first of all: a run killed between two renames leaves a ``.tmp``,
+    so the next export of the format does it again (:func:`unfinished`)."""
     for path in sorted(paths, key=lambda p: not p.endswith((".json", ".idx"))):
         os.replace(_tmp(path), path)
 
@@ -234,7 +255,6 @@ def _to_megatron(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
             lengths.append(np.diff(batch.offsets))
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     write_megatron_index(_tmp(f"{out}.idx"), lengths, dtype)
-    _publish([f"{out}.bin", f"{out}.idx"])
     return {"paths": [f"{out}.bin", f"{out}.idx"], "n_sequences": len(lengths), "n_tokens": int(lengths.sum())}
 
 
@@ -286,7 +306,6 @@ def _to_bin(ds: ShardSet, out: Path, seq_len: int | None) -> dict:
     }  # fmt: skip
     _tmp(f"{out}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
     paths = [str(out), f"{out}.json"] + ([str(mask_path)] if mask_path else [])
-    _publish(paths)
     return {"paths": paths, "n_sequences": n_seq, "n_tokens": n_tok, "dtype": dtype.name, "dtype_note": note}
 
 

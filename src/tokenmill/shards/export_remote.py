@@ -6,7 +6,8 @@ tokenmill export of that format wrote it (``bin``: its ``.json`` sidecar; ``mega
 ``hf``: a prefix whose ``manifest.json`` is an export's). The bucket's lock object is held while uploading
 (``engine/store.py``: one run at a time). Each object appears whole; the format's record (sidecar, index,
 ``manifest.json``, the very first for ``hf``) is uploaded first, so a run killed midway leaves a target that
-``--overwrite`` takes, and the same command with ``--overwrite`` uploads the same bytes. The work directory
+``--overwrite`` takes; on the machine that ran it, its work directory is left too, and the same command again,
+with no ``--overwrite``, uploads the same bytes. The work directory
 is ``$TOKENMILL_CACHE/out/<hash of the URL>`` (``work_dir_for``), emptied of the export once uploaded.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from tokenmill.engine.store import Store, hold_store, open_store, work_dir_for
 from tokenmill.errors import ConfigError
+from tokenmill.shards.export_record import RECORD_SUFFIXES
 
 RECORDS = (".json", ".idx", "manifest.json")  # what says an object set is a tokenmill export: uploaded first
 
@@ -33,7 +35,9 @@ def split_url(url: str) -> tuple[str, str]:
 
 def remote_names(to: str, name: str) -> list[str]:
     """The object names an export to ``to`` writes under its prefix (``hf``: everything below it)."""
-    return {"megatron": [f"{name}.bin", f"{name}.idx"], "bin": [name, f"{name}.json", f"{name}.mask"]}.get(to, [])
+    record = [f"{name}{suffix}" for suffix in RECORD_SUFFIXES]  # the export's envelope and data card
+    return {"megatron": [f"{name}.bin", f"{name}.idx", *record],
+            "bin": [name, f"{name}.json", f"{name}.mask", *record]}.get(to, [])
 
 
 def check_remote(store: Store, to: str, name: str, *, overwrite: bool) -> None:
@@ -66,19 +70,26 @@ def export_remote(directory: Any, *, to: str, url: str, seq_len: int | None, ove
     """Export to object storage: ``local_export(out=...)`` into the work directory, then the upload."""
     prefix, name = (url.rstrip("/"), "") if to == "hf" else split_url(url)
     store = open_store(prefix)
-    check_remote(store, to, name, overwrite=overwrite)  # before anything is written
     work = work_dir_for(url)
     local = work / "export" if to == "hf" else work / name
+    check_remote(store, to, name, overwrite=overwrite or _killed(work))  # before anything is written
     if dry_run:
         summary = local_export(out=local, overwrite=True, dry_run=True)
         return {**summary, "paths": [store.url] if to == "hf" else [store.where(Path(p).name) for p in summary["paths"]]}
     work.mkdir(parents=True, exist_ok=True)
     with hold_store(store):
-        check_remote(store, to, name, overwrite=overwrite)  # again under the lock
+        check_remote(store, to, name, overwrite=overwrite or _killed(work))  # again under the lock
         summary = local_export(out=local, overwrite=True, dry_run=False)
         rels = _upload(store, to, local, summary)
     shutil.rmtree(work, ignore_errors=True)
     return {**summary, "paths": [store.where(r) for r in rels] if to != "hf" else [store.url]}
+
+
+def _killed(work: Path) -> bool:
+    """Whether an export into this URL was killed before its end: its work directory, emptied once the upload
+    is done, still holds files. The same export again then replaces what that one uploaded, with no
+    ``--overwrite`` (:func:`check_remote` still refuses objects no tokenmill export wrote)."""
+    return work.is_dir() and any(p.is_file() for p in work.rglob("*"))
 
 
 def _upload(store: Store, to: str, local: Path, summary: dict) -> list[str]:
@@ -88,12 +99,14 @@ def _upload(store: Store, to: str, local: Path, summary: dict) -> list[str]:
                  and p.relative_to(local).parts[0] != "_state"}
     else:
         files = {Path(p).name: Path(p) for p in summary["paths"]}
-    for rel in sorted(files, key=_upload_order):
+    first = {"hf": "manifest.json", "bin": f"{local.name}.json", "megatron": f"{local.name}.idx"}[to]
+    for rel in sorted(files, key=lambda rel: _upload_order(rel, first)):
         store.put(files[rel], rel)
     return sorted(files)
 
 
-def _upload_order(rel: str) -> tuple[int, str]:
-    """``manifest.json`` first (what says an ``hf`` prefix is an export: ``state.json`` or ``datacard.json`` up
-    without it left a target ``--overwrite`` refused forever), then the other records, then the data."""
-    return (0 if rel == "manifest.json" else 1 if rel.endswith(RECORDS) else 2, rel)
+def _upload_order(rel: str, first: str) -> tuple[int, str]:
+    """The format's record first (what :func:`_own` reads: ``manifest.json`` for ``hf``, ``state.json`` or
+    ``datacard.json`` up without it left a target ``--overwrite`` refused forever), then the other records, then
+    the data."""
+    return (0 if rel == first else 1 if rel.endswith(RECORDS) else 2, rel)
