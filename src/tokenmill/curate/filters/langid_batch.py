@@ -175,10 +175,12 @@ class BatchIdentifier:
 
 
 def _counted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_counts=True)``, from one sort."""
+    """``np.unique(keys, return_counts=True)``, from one sort. The keys come text after text, each text's in a
+    range of its own: numpy's stable sort (timsort) merges those ranges almost for free, in about half the
+    time of the default quicksort (2.3 million keys of 1,281 real pages); any sort gives the same array."""
     if len(keys) == 0:
         return keys, np.zeros(0, dtype=np.int64)
-    keys = np.sort(keys)
+    keys = np.sort(keys, kind="stable")
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     return keys[first], np.diff(np.r_[first, len(keys)])
 
