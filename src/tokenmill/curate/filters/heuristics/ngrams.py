@@ -71,7 +71,12 @@ def iter_grams(w: Words, sizes: list[int]) -> Iterator[tuple[int, Grams]]:
             key = h ^ (row.astype(np.uint64) * _ROW)
         may = _may_repeat(key)
         if may is not None:  # the keys that surely occur once leave before the sort
-            cand, h, row, key = cand[may], h[may], row[may], key[may]
+            del row, key  # made again for those left: a copy beside each would raise the peak
+            cand, h = cand[may], h[may]
+            row = w.parents[cand]
+            with np.errstate(over="ignore"):
+                key = h ^ (row.astype(np.uint64) * _ROW)
+            del may
         grams = _group(n, cand, row, key)
         keep = grams.size[grams.group] > 1
         del row, key
@@ -83,14 +88,19 @@ def iter_grams(w: Words, sizes: list[int]) -> Iterator[tuple[int, Grams]]:
 
 def _may_repeat(key: np.ndarray) -> np.ndarray | None:
     """Indices of the keys that may occur more than once: those sharing a bucket (the key's top bits after a
-    multiply) with another key; ``None`` (all of them) for a few keys. Exact: a key alone in its bucket is
+    multiply) with another key; ``None`` (all of them) for a few keys, or when at most a tenth would leave (a
+    long repetitive document: the copies would cost more than they save). Exact: a key alone in its bucket is
     unique. Costs one ``bincount`` over about 2.5 buckets per key (at most ``2**MAX_BUCKET_BITS``)."""
     if len(key) < MIN_PREFILTER:
         return None
     bits = min(MAX_BUCKET_BITS, (len(key) * 5 // 2).bit_length())
     with np.errstate(over="ignore"):
         bucket = ((key * _MIX) >> np.uint64(64 - bits)).astype(np.intp)
-    return np.flatnonzero(np.bincount(bucket, minlength=1 << bits)[bucket] > 1)
+    shared = np.bincount(bucket, minlength=1 << bits)[bucket] > 1
+    del bucket
+    if np.count_nonzero(shared) * 10 > len(key) * 9:
+        return None
+    return np.flatnonzero(shared)
 
 
 def _group(n: int, start: np.ndarray, row: np.ndarray, key: np.ndarray) -> Grams:
