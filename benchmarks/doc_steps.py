@@ -257,7 +257,7 @@ def table(inputs: dict, after: dict, before: dict | None, dt: dict) -> list[str]
     if before:
         head += " after / before (first, second) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for target in [*STEPS, "chain"]:
+    for target in [t for t in [*STEPS, "chain"] if t in next(iter(after.values()))]:  # those run (--steps)
         for which in inputs:
             a = after[which][target]
             rate = a["docs"] / a["cpu_s"]
