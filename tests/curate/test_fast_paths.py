@@ -261,3 +261,29 @@ def test_iter_grams_yields_what_repeated_grams_holds():
         for field in ("start", "row", "group", "first", "size"):
             np.testing.assert_array_equal(getattr(g, field), getattr(held[n], field))
     assert seen == [2, 4, 7]
+
+
+@pytest.mark.parametrize("bits", [1, 16, 22])
+def test_ngram_prefilter_drops_only_ngrams_that_occur_once(bits, monkeypatch):
+    """The bucket count before each sort leaves out only keys alone in their bucket: with every key counted
+    (2 buckets: every key shares one, and none leaves; more: many are alone) Gopher repetition scores what it
+    scores with every key sorted."""
+    from tokenmill.curate.filters.heuristics import ngrams
+    from tokenmill.curate.filters.heuristics.gopher import GopherRepetition
+    from tokenmill.curate.filters.heuristics.text import split_words, text_column
+
+    rng = random.Random(bits)
+    small = ["a", "b", "the", "cat", "sat", "on", "mat"]
+    texts = [" ".join(rng.choice(small) for _ in range(rng.randint(0, 300))) for _ in range(80)]
+    batch = pa.record_batch({"text": pa.array(texts + [t or "" for t in random_batch(bits, 120).column("text").to_pylist()],
+                                              pa.large_string())})
+    step = GopherRepetition(top_n_grams=((1, 0.2), (2, 0.2), (3, 0.18), (4, 0.16)))
+    w = split_words(text_column(batch))
+    kept = lambda: [len(g.start) for _, g in ngrams.iter_grams(w, [2, 5])]  # noqa: E731
+    monkeypatch.setattr(ngrams, "MIN_PREFILTER", 1 << 62)
+    want, every = step.score(batch), kept()
+    monkeypatch.setattr(ngrams, "MIN_PREFILTER", 0)
+    monkeypatch.setattr(ngrams, "MAX_BUCKET_BITS", bits)
+    fewer = kept()
+    assert fewer[0] == every[0] if bits == 1 else fewer[0] < every[0]
+    same_scored(step.score(batch), want)

@@ -22,8 +22,9 @@ library's, and the softmax's ``exp`` is a double-precision polynomial made of IE
 multiplications (tested under every numpy dispatch level and several OpenBLAS kernels).
 
 Memory: the model as float32 (about 57 MB) and two int32 automaton tables (about 80 MB), the :class:`Tables`,
-plus about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 4 MB by default). The tables are
-memory-mapped from a cache that every process shares (:mod:`tokenmill.curate.filters.langid_cache`).
+plus about 40 bytes per input byte of a sub-batch (``chunk_bytes``, 1 MB by default: 4 MB cost a process's first
+batch about 0.1 s more of system CPU, the first touch of 160 MB of temporaries, and sped nothing up after it). The
+tables are memory-mapped from a cache that every process shares (:mod:`tokenmill.curate.filters.langid_cache`).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def tables_of(ident: Any) -> Tables:
 class BatchIdentifier:
     """Classifies with a model's :class:`Tables` (or a ``LanguageIdentifier``, converted)."""
 
-    def __init__(self, model: Any, *, chunk_bytes: int = 4 << 20):
+    def __init__(self, model: Any, *, chunk_bytes: int = 1 << 20):
         tables = model if isinstance(model, Tables) else tables_of(model)
         self.tables = tables
         self.ptc, self.pc, self.depth = tables.ptc, tables.pc, tables.depth
@@ -175,10 +176,12 @@ class BatchIdentifier:
 
 
 def _counted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_counts=True)``, from one sort."""
+    """``np.unique(keys, return_counts=True)``, from one sort. The keys come text after text, each text's in a
+    range of its own: numpy's stable sort (timsort) merges those ranges almost for free, in about half the
+    time of the default quicksort (2.3 million keys of 1,281 real pages); any sort gives the same array."""
     if len(keys) == 0:
         return keys, np.zeros(0, dtype=np.int64)
-    keys = np.sort(keys)
+    keys = np.sort(keys, kind="stable")
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     return keys[first], np.diff(np.r_[first, len(keys)])
 

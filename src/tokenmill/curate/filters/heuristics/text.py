@@ -586,12 +586,23 @@ def _infix_split(cores: Pieces) -> Pieces:
 
 
 def _symbol_tokens(runs: Pieces) -> Pieces:
-    """Edge runs split into words: one per character, a run of periods whole."""
+    """Edge runs split into words: one per character, a run of periods whole. From the UTF-8 bytes: a word
+    starts at each run's first byte and at every character's first byte that is not a period after a period."""
     runs = _nonempty(runs)
-    marked = pc.replace_substring_regex(runs.values, r"(\.+|[^.])", _MARK + r"\1")
-    pieces = from_lists(pc.split_pattern(marked, _MARK))
-    parents = runs.parents[pieces.parents]
-    return _nonempty(Pieces(pieces.values, parents, np.bincount(parents, minlength=runs.n_rows)))
+    if len(runs.parents) == 0:
+        return runs
+    off = _offsets(runs.values)
+    lo = int(off[0])
+    body = _data(runs.values)[lo: int(off[-1])]
+    begins = (body & 0xC0) != 0x80
+    period = body == 46
+    begins[1:] &= ~(period[1:] & period[:-1])
+    begins[off[:-1] - lo] = True
+    at = np.flatnonzero(begins)
+    offsets = np.append(at, len(body)).astype(np.int64)
+    values = pa.LargeStringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(body.tobytes()))
+    parents = runs.parents[np.searchsorted(off[1:] - lo, at, side="right")]
+    return Pieces(values, parents, np.bincount(parents, minlength=runs.n_rows))
 
 
 def _positions(start: np.ndarray, counts: np.ndarray) -> np.ndarray:
