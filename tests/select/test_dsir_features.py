@@ -12,7 +12,16 @@ import pyarrow as pa
 import pytest
 
 from tokenmill.curate.select import dsir
-from tokenmill.curate.select.features import BucketCache, bucket_of, by_document, ngrams, tokenize, weights_of, words_of
+from tokenmill.curate.select.features import (
+    BucketCache,
+    bucket_of,
+    by_document,
+    fingerprint,
+    ngrams,
+    tokenize,
+    weights_of,
+    words_of,
+)
 
 TRICKY = ["Café déjà vu: 120⁰C at 3.88$ — naïve Ⓐ x²+y₂ ½", "ΟΔΟΣ ΑΣ Β σΣ", "İstanbul ǅ ß ﬁ K", "Ꭰ Ᏼ ꭰ",
           "\ufeffbom\u00a0nbsp\u2009thin x\u0085y a\x1cb\x1fc", "ZWJ\u200djoin ZWNJ\u200cx", "emoji 🙂🙂ok 𝐀𝐁",
@@ -64,19 +73,47 @@ def _package_bucket(s: str, buckets: int) -> int:
     return int(hashlib.sha256(s.encode("utf-8")).hexdigest(), 16) % buckets
 
 
+def _pairs(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of the first few words, each once: the bigrams a batch asks the cache for."""
+    n = min(len(words), 6)
+    left, right = np.divmod(np.arange(n * n), n)
+    return left, right
+
+
+def _lookup_is_the_packages(cache: BucketCache, words: list[str], buckets: int) -> None:
+    left, right = _pairs(words)
+    uni, bi = cache.lookup(pa.array(words), left, right, buckets)
+    assert uni.tolist() == [_package_bucket(w, buckets) for w in words] == bucket_of(words, buckets).tolist()
+    assert bi.tolist() == [_package_bucket(f"{words[a]} {words[b]}", buckets) for a, b in zip(left, right)]
+
+
 def test_the_cache_gives_the_packages_buckets_and_stays_within_its_size():
     grams = list(dict.fromkeys([w for t in TRICKY for w in words_of(t or "")] + ["a b", "ok 𝐀𝐁", "x"]))
     cache = BucketCache(size=8)
     for buckets in (10_000, 7, 10_000):  # a new bucket count forgets the old buckets
-        for batch in (grams[:5], grams, grams[3:20], grams[:6]):  # hits, misses and overflows of the cap
-            got = cache.lookup(pa.array(batch), buckets)
-            assert got.tolist() == [_package_bucket(s, buckets) for s in batch]
-            assert got.tolist() == bucket_of(batch, buckets).tolist()
-            assert len(cache) <= 8
+        for batch in (grams[:5], grams, grams[3:20], grams[:6], grams[:6]):  # hits, misses, overflows of the cap
+            _lookup_is_the_packages(cache, batch, buckets)
+            assert len(cache.words) <= 8 and len(cache.pair_key) <= 8
     cache = BucketCache(size=1000)
-    cache.lookup(pa.array(grams), 10_000)
-    cache.lookup(pa.array(grams[::-1]), 10_000)
-    assert len(cache) == len(grams)  # each string held once, hashed once
+    _lookup_is_the_packages(cache, grams, 10_000)
+    _lookup_is_the_packages(cache, grams[::-1], 10_000)
+    assert len(cache.words) == len(grams)  # each word held once, hashed once
+    assert len(cache.pair_key) == 72  # the first six words' pairs, then the last six's
+
+
+def _thue_morse(n: int) -> tuple[str, str]:
+    t = "a"
+    while len(t) < n:
+        t += t.translate(str.maketrans("ab", "ba"))
+    return t, t.translate(str.maketrans("ab", "ba"))
+
+
+def test_two_words_of_one_fingerprint_still_get_their_own_buckets():
+    one, other = _thue_morse(1024)  # a Thue-Morse word and its complement: one polynomial hash modulo 2**64
+    assert one != other and fingerprint(pa.array([one]))[0] == fingerprint(pa.array([other]))[0]
+    cache = BucketCache(size=100)
+    for batch in ([one, "x"], [other, "x", "y"], [one, other], ["y", one]):  # held, then asked for by the other
+        _lookup_is_the_packages(cache, batch, 10_000)
 
 
 @pytest.mark.realdata
