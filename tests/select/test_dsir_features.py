@@ -9,6 +9,7 @@ import zipfile
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tokenmill.curate.select import dsir
@@ -67,6 +68,34 @@ def test_a_batch_holds_at_most_its_characters_unless_one_document_is_longer(monk
     monkeypatch.setattr(dsir, "BATCH_CHARS", 10)
     texts = ["abcd", "efgh", "ijkl", "x" * 25, None, "mn"]
     assert list(dsir._batches(texts)) == [["abcd", "efgh"], ["ijkl"], ["x" * 25], [None, "mn"]]
+
+
+def _part(tmp_path, texts: list[str]):
+    path = tmp_path / "part.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts, "source": ["s"] * len(texts)}),
+                   path, compression="zstd")
+    return path
+
+
+def test_a_unit_is_read_about_its_batch_characters_at_a_time(tmp_path, monkeypatch):
+    texts = [f"document {i} " * 5 for i in range(200)]  # 70 to 80 characters each
+    monkeypatch.setattr(dsir, "BATCH_CHARS", 800)
+    batches = list(dsir.unit_texts(_part(tmp_path, texts)))
+    assert [t for b in batches for t in b] == texts
+    assert len(batches) > 10 and max(sum(map(len, b)) for b in batches) <= 2 * 800
+
+
+def test_the_draw_reads_the_drawn_documents_as_they_are_and_blanks_the_rest(tmp_path, monkeypatch):
+    texts = [f"text {i} " * (i % 7 + 1) for i in range(300)]
+    path = _part(tmp_path, texts)
+    drawn = np.random.default_rng(0).random(300) < 0.1
+    monkeypatch.setattr(dsir, "BATCH_CHARS", 500)  # many reads
+    got = dsir.drawn_only(path, drawn)
+    whole = pq.read_table(path)
+    assert got.schema == whole.schema
+    assert got.filter(pa.array(drawn)).equals(whole.filter(pa.array(drawn)))
+    assert set(got.filter(pa.array(~drawn)).column("text").to_pylist()) == {""}
+    assert got.column("id").equals(whole.column("id"))
 
 
 def _package_bucket(s: str, buckets: int) -> int:

@@ -18,10 +18,11 @@ before it:
    writes its ledger part (``dsir.log_weight``, ``dsir.words``, ``kept``, reason ``dsir_v1:not_drawn`` or
    ``dsir_v1:too_short``).
 
-Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters) while featurising (the
-buckets go to disk a batch at a time) and :data:`SCORE_NGRAMS` n-grams while scoring, whatever the unit's
-size; a per-process cache of hashed n-grams (bounded); in the draw's planner two float64s per document of the
-corpus (16 MB per million documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
+Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters, read as such from the
+unit's file) while featurising (the buckets go to disk a batch at a time), :data:`SCORE_NGRAMS` n-grams while
+scoring, and the drawn documents' text while drawing, whatever the unit's size; a per-process cache of hashed
+n-grams (bounded); in the draw's planner two float64s per document of the corpus (16 MB per million
+documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
 the scores are written. The weights and the draw depend only on the documents and the seed, so any worker
 count, unit size or engine gives the same documents; a resume in any stage gives the same bytes.
 """

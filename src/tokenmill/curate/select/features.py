@@ -10,9 +10,10 @@ document's log importance weight is ``sum over its n-grams of log(p_target + 1e-
 
 Cost: the package hashes every n-gram with SHA-256 in Python (about a microsecond each, twice: once to fit,
 once to score). Here each batch's distinct words are found once (Arrow's dictionary encoding), and its
-distinct word pairs once (``np.unique`` over pairs of word ids), and only those are hashed; everything per
-n-gram after that is numpy (a gather, a ``bincount``). Memory is one batch's n-grams and a ``buckets``-long
-count vector, whatever the corpus size.
+distinct word pairs once (a dictionary encoding of pairs of word ids), and of those only the ones a process
+has not met before are hashed (:class:`BucketCache`); everything per n-gram after that is numpy (a gather, a
+``bincount``). Memory is one batch's n-grams, the bounded cache and a ``buckets``-long count vector, whatever
+the corpus size.
 """
 
 from __future__ import annotations
