@@ -18,10 +18,11 @@ before it:
    writes its ledger part (``dsir.log_weight``, ``dsir.words``, ``kept``, reason ``dsir_v1:not_drawn`` or
    ``dsir_v1:too_short``).
 
-Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters) while featurising (the
-buckets go to disk a batch at a time) and :data:`SCORE_NGRAMS` n-grams while scoring, whatever the unit's
-size; a per-process cache of hashed n-grams (bounded); in the draw's planner two float64s per document of the
-corpus (16 MB per million documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
+Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters, read as such from the
+unit's file) while featurising (the buckets go to disk a batch at a time), :data:`SCORE_NGRAMS` n-grams while
+scoring, and the drawn documents' text while drawing, whatever the unit's size; a per-process cache of hashed
+n-grams (bounded); in the draw's planner two float64s per document of the corpus (16 MB per million
+documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
 the scores are written. The weights and the draw depend only on the documents and the seed, so any worker
 count, unit size or engine gives the same documents; a resume in any stage gives the same bytes.
 """
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.base.files import atomic_write
@@ -181,10 +184,23 @@ def bucket_dtype(buckets: int) -> type:
 
 
 def unit_texts(path: Path) -> Iterator[list]:
-    """A documents part's ``text`` column, :data:`BATCH_TEXTS` documents at a time (never the whole unit)."""
-    with pq.ParquetFile(path) as part:
-        for batch in part.iter_batches(batch_size=BATCH_TEXTS, columns=["text"]):
-            yield batch.column(0).to_pylist()
+    """A documents part's ``text`` column as Python strings, :func:`_text_batches` at a time."""
+    for batch in _text_batches(path):
+        yield batch.to_pylist()
+
+
+def _text_batches(path: Path) -> Iterator[pa.Array]:
+    """A documents part's ``text`` column, about :data:`BATCH_CHARS` bytes of it at a time (the rows per read
+    from the file's own sizes, its pages streamed a MiB at a time), never the whole unit: a read of 4096
+    documents was a whole unit of up to 64 MiB, held twice (Arrow's and Python's strings) beside its compressed
+    column, so the peak grew with the input's size."""
+    with pq.ParquetFile(path, buffer_size=1 << 20) as part:
+        meta = part.metadata
+        size = sum(meta.row_group(g).column(c).total_uncompressed_size for g in range(meta.num_row_groups)
+                   for c in range(meta.num_columns) if meta.row_group(g).column(c).path_in_schema == "text")
+        rows = max(1, min(BATCH_TEXTS, BATCH_CHARS * meta.num_rows // max(size, 1)))
+        for batch in part.iter_batches(batch_size=rows, columns=["text"]):
+            yield batch.column(0)
 
 
 @dataclass(frozen=True)
@@ -336,7 +352,6 @@ class DrawTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         part = unit.payload
-        table = cm.read_docs(Path(self.out), part)
         with np.load(Path(self.out) / self.scores[unit.index]) as s:
             weight, words, key = s["weight"], s["words"], s["key"]
         long_enough = words >= self.step.min_words
@@ -347,7 +362,23 @@ class DrawTask:
         reasons = [None if d else f"{prefix}:not_drawn" if ok else f"{prefix}:too_short"
                    for d, ok in zip(drawn, long_enough)]
         columns = {f"{self.step.name}.log_weight": weight, f"{self.step.name}.words": words}
+        table = drawn_only(Path(self.out) / part.docs, drawn)
         return cm.write_documents(staging, self.step.name, part, table, cm.Decision(columns, reasons))
+
+
+def drawn_only(path: Path, drawn: np.ndarray) -> pa.Table:
+    """A documents part with the text of the documents not ``drawn`` left empty (they are dropped, and the
+    ledger needs only their identity columns): the text read about :data:`BATCH_CHARS` bytes at a time, so
+    that the draw holds the drawn tenth of a unit, not the whole of it. The drawn rows are the part's own."""
+    schema = pq.read_schema(path)
+    table = pq.read_table(path, columns=[c for c in schema.names if c != "text"])
+    chunks, at = [], 0
+    for batch in _text_batches(path):
+        chunks.append(pc.if_else(pa.array(drawn[at:at + len(batch)]), batch, pa.scalar("", batch.type)))
+        at += len(batch)
+    field = schema.field("text")
+    text = pa.concat_arrays(chunks) if chunks else pa.array([], field.type)
+    return table.add_column(schema.names.index("text"), field, pa.chunked_array([text], field.type))
 
 
 def _plan_draw(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:

@@ -10,9 +10,10 @@ document's log importance weight is ``sum over its n-grams of log(p_target + 1e-
 
 Cost: the package hashes every n-gram with SHA-256 in Python (about a microsecond each, twice: once to fit,
 once to score). Here each batch's distinct words are found once (Arrow's dictionary encoding), and its
-distinct word pairs once (``np.unique`` over pairs of word ids), and only those are hashed; everything per
-n-gram after that is numpy (a gather, a ``bincount``). Memory is one batch's n-grams and a ``buckets``-long
-count vector, whatever the corpus size.
+distinct word pairs once (a dictionary encoding of pairs of word ids), and of those only the ones a process
+has not met before are hashed (:class:`BucketCache`); everything per n-gram after that is numpy (a gather, a
+``bincount``). Memory is one batch's n-grams, the bounded cache and a ``buckets``-long count vector, whatever
+the corpus size.
 """
 
 from __future__ import annotations
@@ -51,44 +52,118 @@ def bucket_of(strings: Iterable[str], buckets: int) -> np.ndarray:
 
 _DIGEST = operator.methodcaller("digest")
 _BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
-CACHE_SIZE = 1 << 20  # n-grams whose bucket a process remembers (about 20 MB: strings in one Arrow array)
+CACHE_SIZE = 1 << 20  # words, and word pairs, whose bucket a process remembers (about 40 MB in all)
+
+
+def fingerprint(strings: pa.Array) -> np.ndarray:
+    """A 64-bit polynomial hash of each string's UTF-8 bytes, in numpy (a few passes over the bytes): where
+    to look a string up in :class:`BucketCache`, which then compares the strings themselves, so a collision
+    costs speed, never a wrong bucket. Not the buckets' hash (that stays SHA-256)."""
+    strings = strings.cast(pa.large_string())
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[strings.offset:strings.offset + len(strings) + 1]
+    lengths = np.diff(offsets)
+    hashed = lengths.astype(np.uint64)
+    solid = lengths > 0
+    if solid.any():
+        data = np.frombuffer(strings.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]].astype(np.uint64) + 1
+        powers = np.cumprod(np.full(int(lengths.max()), _MULTIPLIER, dtype=np.uint64))
+        from_end = np.repeat(offsets[1:] - offsets[0], lengths) - np.arange(1, len(data) + 1)  # 0 at a last byte
+        hashed[solid] ^= np.add.reduceat(data * powers[from_end], (offsets[:-1] - offsets[0])[solid])
+    return hashed
+
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
 class BucketCache:
-    """The buckets of the n-grams a process has already hashed, so that a word or word pair is hashed once per
-    process rather than once per batch (the common ones recur in every batch). The strings are kept in one
-    Arrow array and looked up with Arrow's hash lookup (``index_in``): no Python object per string, so the
-    cache neither costs a dict's ~140 bytes per entry nor pins the heap of every batch it saw. Bounded: when
-    ``size`` strings are held and more come, it starts over empty, so memory stays flat at any corpus size."""
+    """The buckets of the words and word pairs a process has already hashed, so that each is hashed once per
+    process rather than once per batch (the common ones recur in every batch), looked up without rebuilding
+    anything per batch.
+
+    Words: their strings in one Arrow array (a word's place there is its cache id), their buckets, and their
+    :func:`fingerprint` s sorted, found with ``np.searchsorted`` and confirmed by comparing the strings
+    (a batch holding a word whose fingerprint another word has is featurised without the cache). Pairs: the
+    two words' cache ids in one int64, sorted, with the pair's bucket. No Python object per entry (about 40
+    bytes a word, 16 a pair). Bounded: past ``size`` words the cache starts over empty, past ``size`` pairs
+    the pairs do, so memory stays flat at any corpus size."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size, self.buckets = size, 0
-        self.strings, self.known = pa.array([], pa.large_string()), np.zeros(0, np.int64)
+        self.size = size
+        self._forget(0)
 
-    def lookup(self, strings: pa.Array, buckets: int) -> np.ndarray:
-        """:func:`bucket_of` of the distinct ``strings``, hashing only those not already held."""
-        strings = strings.cast(pa.large_string())
+    def lookup(self, words: pa.Array, left: np.ndarray, right: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+        """The buckets of the distinct ``words`` and of the pairs ``(words[left], words[right])`` (each pair
+        once), as :func:`bucket_of` gives them, hashing only those not already held."""
+        words = words.cast(pa.large_string())
         if buckets != self.buckets:  # another bucket count: the held buckets mean nothing for it
             self._forget(buckets)
-        at = np.asarray(pc.fill_null(pc.index_in(strings, value_set=self.strings), -1), dtype=np.int64)
-        found = np.full(len(strings), -1, dtype=np.int64)
-        found[at >= 0] = self.known[at[at >= 0]]
-        missing = np.nonzero(at < 0)[0]
-        if len(missing):
-            new = strings.take(pa.array(missing))
-            found[missing] = bucket_of(new.to_pylist(), buckets)
-            if len(self.known) + len(new) > self.size:
-                self._forget(buckets)
+        ids = self._word_ids(words)
+        if ids is None:
+            return bucket_of(words.to_pylist(), buckets), bucket_of(_joined(words, left, right).to_pylist(), buckets)
+        return self.word_bucket[ids], self._pair_buckets(words, ids, left, right)
+
+    def _word_ids(self, words: pa.Array) -> np.ndarray | None:
+        """Each word's cache id, the new ones hashed and added; None when two words share a fingerprint."""
+        key = fingerprint(words)
+        hit, ids = _find(self.word_key, self.word_at, key)
+        if hit.any() and not pc.all(pc.equal(words.filter(pa.array(hit)), self.words.take(pa.array(ids[hit])))).as_py():
+            return None
+        new = np.nonzero(~hit)[0]
+        if len(np.unique(key[new])) < len(new):
+            return None
+        if len(self.words) + len(new) > self.size:
+            self._forget(self.buckets)
+            return self._word_ids(words) if len(words) <= self.size else None
+        ids[new] = np.arange(len(self.words), len(self.words) + len(new))
+        fresh = words.take(pa.array(new))
+        self.words = pa.concat_arrays([self.words, fresh])
+        self.word_bucket = np.concatenate([self.word_bucket, bucket_of(fresh.to_pylist(), self.buckets)])
+        self.word_key, self.word_at = _merged(self.word_key, self.word_at, key[new], ids[new])
+        return ids
+
+    def _pair_buckets(self, words: pa.Array, ids: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        key = ids[left] << 32 | ids[right]  # ids < size < 2**31
+        hit, found = _find(self.pair_key, self.pair_bucket, key)
+        new = np.nonzero(~hit)[0]
+        if len(new):
+            found[new] = bucket_of(_joined(words, left[new], right[new]).to_pylist(), self.buckets)
+            if len(self.pair_key) + len(new) > self.size:
+                self.pair_key, self.pair_bucket = np.zeros(0, np.int64), np.zeros(0, np.int64)
             if len(new) <= self.size:
-                self.strings = pa.concat_arrays([self.strings, new])
-                self.known = np.concatenate([self.known, found[missing]])
+                self.pair_key, self.pair_bucket = _merged(self.pair_key, self.pair_bucket, key[new], found[new])
         return found
 
     def _forget(self, buckets: int) -> None:
-        self.buckets, self.strings, self.known = buckets, pa.array([], pa.large_string()), np.zeros(0, np.int64)
+        self.buckets, self.words = buckets, pa.array([], pa.large_string())
+        self.word_key, self.word_at, self.word_bucket = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        self.pair_key, self.pair_bucket = np.zeros(0, np.int64), np.zeros(0, np.int64)
 
     def __len__(self) -> int:
-        return len(self.known)
+        return len(self.words) + len(self.pair_key)
+
+
+def _find(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each of ``query`` is in ``keys`` (sorted) and its value there (-1 where not)."""
+    if not len(keys):
+        return np.zeros(len(query), bool), np.full(len(query), -1, np.int64)
+    order = np.argsort(query)
+    at = np.empty(len(query), np.int64)
+    at[order] = np.minimum(np.searchsorted(keys, query[order]), len(keys) - 1)  # in order: numpy's search
+    hit = keys[at] == query
+    return hit, np.where(hit, values[at], -1)
+
+
+def _merged(keys: np.ndarray, values: np.ndarray, new_keys: np.ndarray, new_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` (sorted, distinct) with ``new_keys`` (distinct, none in ``keys``) put in their places."""
+    order = np.argsort(new_keys)
+    at = np.searchsorted(keys, new_keys[order])
+    return np.insert(keys, at, new_keys[order]), np.insert(values, at, new_values[order])
+
+
+def _joined(words: pa.Array, left: np.ndarray, right: np.ndarray) -> pa.Array:
+    """``words[left] + " " + words[right]``: the package's bigram strings."""
+    return pc.binary_join_element_wise(words.take(pa.array(left)), words.take(pa.array(right)),
+                                       pa.scalar(" ", pa.large_string()))
 
 
 _CACHE = BucketCache()
@@ -111,10 +186,12 @@ def ngrams(texts: Sequence[str | None] | pa.Array, buckets: int = BUCKETS) -> Ng
         return Ngrams(np.zeros(0, np.int64), doc, lengths)
     enc = pc.dictionary_encode(tokens)
     ids = np.asarray(enc.indices, dtype=np.int64)
-    uni = _CACHE.lookup(enc.dictionary, buckets)[ids]
     pair = doc[:-1] == doc[1:]
-    bi, bi_doc = _bigrams(ids[:-1][pair], ids[1:][pair], enc.dictionary, buckets), doc[:-1][pair]
-    return Ngrams(np.concatenate([uni, bi]), np.concatenate([doc, bi_doc]), lengths)
+    left, right = ids[:-1][pair], ids[1:][pair]
+    pairs = pc.dictionary_encode(pa.array(left * len(enc.dictionary) + right))  # a hash table: no sort
+    distinct, where = np.asarray(pairs.dictionary), np.asarray(pairs.indices)
+    uni, bi = _CACHE.lookup(enc.dictionary, distinct // len(enc.dictionary), distinct % len(enc.dictionary), buckets)
+    return Ngrams(np.concatenate([uni[ids], bi[where]]), np.concatenate([doc, doc[:-1][pair]]), lengths)
 
 
 def tokenize(texts: Sequence[str | None] | pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray]:
@@ -144,27 +221,33 @@ SPACE, WORD, OTHER = 0, 1, 2
 
 def _split_table(lowered: list[str], where: np.ndarray, table: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Tokens of already lowercased documents whose code points are all in ``table``: runs of one class
-    (word or other) within a document, cut out of the UTF-8 bytes without the spaces."""
+    (word or other) within a document, cut out of the UTF-8 bytes without the spaces. The work is on the
+    UTF-8 bytes, each taking its code point's class (a run of code points of one class is a run of their
+    bytes): ASCII text, the common case, is never widened, and the temporaries are a few bytes per byte."""
     joined = "".join(lowered)
     if not joined:
         return pa.array([], type=pa.large_string()), np.zeros(0, np.int64)
-    cp = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
-    cls = table[cp]
+    raw = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+    cls = table[raw]  # right for ASCII, the common case; the other bytes are set below
+    sizes = np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered))  # code points, then bytes
+    if len(raw) > len(joined):
+        cp = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        wide = np.flatnonzero(cp >= 0x80)
+        width = _utf8_width(cp[wide])
+        cls[raw >= 0x80] = np.repeat(table[cp[wide]], width)  # each byte of a code point takes its class
+        of = np.searchsorted(np.cumsum(sizes), wide, side="right")
+        sizes += np.bincount(of, weights=width - 1, minlength=len(sizes)).astype(np.int64)
     first = np.zeros(len(lowered) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered)), out=first[1:])
+    np.cumsum(sizes, out=first[1:])
     solid = cls != SPACE
     start = solid.copy()
     start[1:] &= cls[1:] != cls[:-1]
-    heads = first[:-1][first[:-1] < len(cp)]
+    heads = first[:-1][sizes > 0]
     start[heads] = solid[heads]  # a document's first code point starts a token, whatever came before it
-    utf8 = _utf8_width(cp)
-    width = utf8.astype(np.int64)
-    width[~solid] = 0
-    data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)[np.repeat(solid, utf8)]
-    end = np.cumsum(width)
-    at = np.nonzero(start)[0]
-    offsets = np.append(end[at] - width[at], end[-1])
-    tokens = pa.LargeStringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(data.tobytes()))
+    at = np.flatnonzero(start)
+    data = raw[solid]
+    offsets = np.append(np.flatnonzero(start[solid]), len(data))
+    tokens = pa.LargeStringArray.from_buffers(len(at), pa.py_buffer(offsets), pa.py_buffer(data))
     return tokens, where[np.searchsorted(first, at, side="right") - 1]
 
 
@@ -188,18 +271,6 @@ def fast_table() -> np.ndarray:
     table[[ord(c) for c in regex.findall(r"\w", chars)]] = WORD
     table[[ord(c) for c in regex.findall(r"\s", chars)]] = SPACE
     return table
-
-
-def _bigrams(left: np.ndarray, right: np.ndarray, words: pa.Array, buckets: int) -> np.ndarray:
-    """The buckets of the word pairs ``(words[left], words[right])``, each distinct pair hashed once."""
-    if not len(left):
-        return np.zeros(0, np.int64)
-    key = left * len(words) + right
-    distinct, where = np.unique(key, return_inverse=True)
-    joined = pc.binary_join_element_wise(words.take(pa.array(distinct // len(words))),
-                                         words.take(pa.array(distinct % len(words))),
-                                         pa.scalar(" ", pa.large_string()))
-    return _CACHE.lookup(joined, buckets)[where]
 
 
 def counts(texts: Sequence[str | None], buckets: int = BUCKETS) -> np.ndarray:
