@@ -50,10 +50,11 @@ from tokenmill.errors import ConfigError
 
 if TYPE_CHECKING:
     from tokenmill.engine.stage import Unit
+    from tokenmill.pref.run import PrefTask
     from tokenmill.pretrain.run import PretrainTask
     from tokenmill.sft.run import SftTask
 
-TrackTask: TypeAlias = "PretrainTask | SftTask"  # a token track's task over one input unit (it carries its split)
+TrackTask: TypeAlias = "PretrainTask | SftTask | PrefTask"  # a token track's task over one input unit (it carries its split)
 
 VAL_DIR = "val"  # where the validation shards go, inside the run's output directory
 RANK_STAGE = "val_rank"
