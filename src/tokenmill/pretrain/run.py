@@ -37,7 +37,7 @@ from tokenmill.selection import count_sources, file_counts
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.steps.cascade import Cascade
-from tokenmill.steps.contract import AnyStep, CorpusStep, DocStep, is_corpus_step, step_identity, step_packages
+from tokenmill.steps.contract import AnyStep, CorpusStep, DocStep, Step, is_corpus_step, step_identity, step_packages
 from tokenmill.steps.ledger import UnitLedger
 from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
@@ -78,7 +78,7 @@ class PretrainTask:
     shard_tokens: int = 1 << 28
     text_mode: str = "auto"
     batch_rows: int = 512
-    steps: Sequence[DocStep] = field(default_factory=tuple)  # document steps (plain callables wrapped)
+    steps: Sequence[Step] = field(default_factory=tuple)  # document steps (plain callables wrapped; no corpus step)
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split (tokenmill.split): val/ shards beside the training ones
 

@@ -227,7 +227,7 @@ class SftTask:
         _count(report.tools_not_rendered_kept, missing_tool_support(self.template.source, conv))
         return rendered
 
-    def _verify(self, conv: dict, rendered: Any, plan: Any, report: SftReport) -> str:
+    def _verify(self, conv: dict, rendered: Any, plan: VerifyPlan, report: SftReport) -> str:
         """Check one example (the reference is built on the first check of the process); the difference when it
         differs and is to be rejected, else ""."""
 
