@@ -15,10 +15,18 @@ from __future__ import annotations
 import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import InputError, MissingExtraError
 from tokenmill.route import inspect_file
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tokenmill.base.accounting import Stats
+    from tokenmill.base.inputs import WorkUnit
+    from tokenmill.io.base import RawBatch
+    from tokenmill.job.inputs import Inputs
 
 _LISTED = 5
 
@@ -90,7 +98,7 @@ def per_source(units: list, results: list) -> dict[str, dict[str, int]]:
     return out
 
 
-def count_sources(batches: Iterable[Any], stats: Any, into: dict[str, dict[str, int]]) -> Iterator[Any]:
+def count_sources(batches: Iterable[RawBatch], stats: Stats, into: dict[str, dict[str, int]]) -> Iterator[RawBatch]:
     """``batches`` unchanged; the records, kept and tokens ``stats`` gains while each batch is read and then
     processed (until the next one is asked for) are added to ``into[batch.source]``: a packed unit's counts
     per file, for :func:`per_source`."""
@@ -110,17 +118,12 @@ def count_sources(batches: Iterable[Any], stats: Any, into: dict[str, dict[str, 
     add()
 
 
-def file_counts(work: Any) -> dict[str, dict[str, int]]:
+def file_counts(work: WorkUnit) -> dict[str, dict[str, int]]:
     """Zero counts for every file of a work unit, in its order (a file that yields no batch still has its row)."""
     return {f.rel: {"records": 0, "kept": 0, "tokens": 0} for f in work.files}
 
 
-def dry_run_plan(run: Any) -> dict:
-    """What a track run would do, without doing it: :func:`input_plan` and the tokenizer."""
-    return {**input_plan(run.track, run.inputs, run.where, run.config), "tokenizer": run.tokenizer.info()}
-
-
-def input_plan(workflow: str, planned: Any, out: Any, config: dict) -> dict:
+def input_plan(workflow: str, planned: Inputs, out: str | Path, config: dict) -> dict:
     """What a run of ``workflow`` would read: each input with its route, size and units (a dry run)."""
     units_per_file: dict[str, int] = defaultdict(int)
     for u in planned.units:

@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import orjson
@@ -47,6 +47,14 @@ import pyarrow.compute as pc
 
 from tokenmill.engine.stage import UnitResult
 from tokenmill.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tokenmill.engine.stage import Unit
+    from tokenmill.pref.run import PrefTask
+    from tokenmill.pretrain.run import PretrainTask
+    from tokenmill.sft.run import SftTask
+
+TrackTask: TypeAlias = "PretrainTask | SftTask | PrefTask"  # a token track's task over one input unit (it carries its split)
 
 VAL_DIR = "val"  # where the validation shards go, inside the run's output directory
 RANK_STAGE = "val_rank"
@@ -157,7 +165,7 @@ class RankTask:
     """The ranking stage's task: the track's task with a ranking split, run in a scratch directory (so no
     shard, reject or ledger file is committed); only the unit's ``count`` smallest pairs are kept."""
 
-    task: Any  # PretrainTask or SftTask whose split has ranking=True; its result data holds "val_pairs"
+    task: TrackTask  # its split has ranking=True; its result data holds "val_pairs"
     count: int
 
     def setup(self) -> None:
@@ -165,7 +173,7 @@ class RankTask:
         if callable(setup):
             setup()
 
-    def __call__(self, unit: Any, staging: Path) -> Any:
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         scratch = Path(tempfile.mkdtemp(prefix=f"{unit.name}-rank-", dir=staging.parent))
         try:
             inner = self.task(unit, scratch)

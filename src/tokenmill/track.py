@@ -25,7 +25,12 @@ from tokenmill.selection import per_source
 from tokenmill.split import RANK_STAGE, VAL_DIR, RankTask, find_cut, split_counts
 
 if TYPE_CHECKING:
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.job.options import JobOptions
     from tokenmill.job.run import Results, Run
+    from tokenmill.split import TrackTask
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 SHARDS_STAGE = "shards"
 
@@ -34,7 +39,8 @@ def token_warm(track: str) -> Callable[..., Callable[[list], None] | None]:
     """A token track's warm-up (``Job.warm``): the fork server started from the inputs' names and sizes before
     they are listed, then the pool once the files are known; the server preloads the track's modules and
     builds the tokenizer's fast encoder, while the driver routes."""
-    def warm(executor: Any, inputs: Sequence[str], options: Any, tokenizer: Any) -> Callable[[list], None] | None:
+    def warm(executor: Executor, inputs: Sequence[str], options: JobOptions,
+             tokenizer: TokenizerSpec | Tokenizer | None) -> Callable[[list], None] | None:
         prepare = getattr(executor, "prepare", None)
         if not callable(prepare):
             return None
@@ -57,7 +63,7 @@ def shards_stage(run: Run, task: Callable, *, bind: Callable[[StageContext], Cal
     return Stage(SHARDS_STAGE, 1, lambda ctx: StagePlan(units, bind(ctx) if bind else task))
 
 
-def track_stages(run: Run, task: Any, *, before: Callable | None = None, bind: Callable | None = None) -> list[Stage]:
+def track_stages(run: Run, task: TrackTask, *, before: Callable | None = None, bind: Callable | None = None) -> list[Stage]:
     """The track's stages: the ``shards`` stage, after a ``val_rank`` stage when ``--val-count`` needs its cut.
 
     Tasks over the input units are wrapped by ``run.guarded`` (the inputs' snapshot check); ``task.split`` (or

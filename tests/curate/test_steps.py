@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -191,3 +192,22 @@ def test_every_step_pickles_with_its_model_dropped():
     assert clone._identifier is None and clone == step
     clone.setup()
     assert np.isfinite(_run(clone, text=["hello there my friend"])[0]["score"][0])
+
+
+# --- building ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NamedOnly:
+    """A name and a version, but neither score and decide nor stages: not a step."""
+
+    name: str = "named_only"
+    version: int = 1
+
+
+def test_a_step_object_that_breaks_the_contract_is_refused_before_any_work():
+    """An object given in place of a spec is held to the contract like a built one (it used to be taken as it was,
+    and failed deep inside a worker)."""
+    with pytest.raises(ConfigError, match=r"p\.yaml: steps\[0\]: NamedOnly is not a step"):
+        build_steps([NamedOnly()], source="p.yaml")
+    (length,) = build_steps([{"name": "length", "min_chars": 2}])
+    assert build_steps([length]) == [length]

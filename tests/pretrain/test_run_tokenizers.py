@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from tokenmill.errors import TokenizerError
 from tokenmill.pretrain import run_pretrain
 from tokenmill.shards import open_shards
 from tokenmill.tokenize import load_tokenizer
@@ -57,3 +58,9 @@ def test_pretraining_shards_carry_no_chat_template_hash(tmp_path, corpus):
                                                for s in ds.shards)
     assert manifest["tokenizer"]["chat_template_hash"] == ""
     assert np.array_equal(ds[0]["input_ids"][-1:], [load_tokenizer(tok_dir).eos_id])
+
+
+def test_no_tokenizer_is_refused_naming_the_command(tmp_path, corpus):
+    with pytest.raises(TokenizerError, match=r"`tokenmill pretrain` writes tokens and was given no tokenizer"):
+        run_pretrain([str(corpus)], out=tmp_path / "out", tokenizer=None, workers=1, progress=False)
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -137,4 +137,9 @@ class Stage:
 
     @property
     def key(self) -> str:
-        return f"{self.name}_v{self.version}"
+        return stage_key(self.name, self.version)
+
+
+def stage_key(name: str, version: int) -> str:
+    """``<name>_v<version>``: where a stage's state lives (``_state/<key>``), and how a manifest lists it."""
+    return f"{name}_v{version}"

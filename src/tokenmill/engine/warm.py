@@ -36,7 +36,7 @@ import os
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.base.inputs import estimate_units
 from tokenmill.engine.workers import (  # importing it guards the fork server
@@ -49,6 +49,12 @@ from tokenmill.engine.workers import (  # importing it guards the fork server
     server_only,
     watch_main_process,
 )
+
+if TYPE_CHECKING:
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.steps.contract import Step
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 MODULES_VARIABLE = server_only("TOKENMILL_SERVER_MODULES")
 ENCODER_VARIABLE = server_only("TOKENMILL_PREBUILD_TOKENIZER")
@@ -75,7 +81,7 @@ def preload_in_forkserver(modules: Sequence[str]) -> None:
 
 
 @contextlib.contextmanager
-def encoder_hint(spec: Any) -> Iterator[None]:
+def encoder_hint(spec: TokenizerSpec | Tokenizer | None) -> Iterator[None]:
     """Name the tokenizer ``spec`` to a fork server started inside the block, which builds its fast encoder
     (local paths and ``"default"`` only: a hub name is resolved by the run itself, where its errors show)."""
     path = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None
@@ -87,7 +93,7 @@ def encoder_hint(spec: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def steps_hint(steps: Sequence[Any]) -> Iterator[None]:
+def steps_hint(steps: Sequence[Step]) -> Iterator[None]:
     """Name the steps to warm to a fork server started inside the block."""
     warm = [s for s in steps if _ours(s) and callable(getattr(s, "warm", None))]
     try:
@@ -101,7 +107,7 @@ def steps_hint(steps: Sequence[Any]) -> Iterator[None]:
         yield
 
 
-def start_workers(executor: Any, steps: Sequence[Any], *, unit_bytes: int | None) -> Callable[[list], None] | None:
+def start_workers(executor: Executor, steps: Sequence[Step], *, unit_bytes: int | None) -> Callable[[list], None] | None:
     """The ``on_files`` hook of :func:`tokenmill.job.plan_inputs` that starts a curate run's workers warm
     (None when the executor cannot start them ahead)."""
     prepare = getattr(executor, "prepare", None)
@@ -115,7 +121,7 @@ def start_workers(executor: Any, steps: Sequence[Any], *, unit_bytes: int | None
     return start
 
 
-def preload_modules(steps: Sequence[Any]) -> tuple[str, ...]:
+def preload_modules(steps: Sequence[Step]) -> tuple[str, ...]:
     """The modules a curate run's workers import: the tasks', then the steps' own."""
     own = [type(s).__module__ for s in steps if _ours(s)]
     return tuple(dict.fromkeys([*TASK_MODULES["curate"], *own]))
@@ -210,5 +216,5 @@ def warm_steps() -> list[str]:
     return warmed
 
 
-def _ours(step: Any) -> bool:
+def _ours(step: object) -> bool:
     return type(step).__module__.startswith("tokenmill.")

@@ -30,9 +30,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.errors import TokenmillError
+
+if TYPE_CHECKING:
+    from tokenmill.base.inputs import WorkUnit
+    from tokenmill.engine.stage import Unit
 
 _PR_SET_PDEATHSIG = 1
 
@@ -183,7 +187,7 @@ def _inside(function: Any) -> bool:
 guard_forkserver()  # at import: whichever pool starts the fork server first (the tokenizer loader's too)
 
 
-def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> TokenmillError:
+def worker_died(staging_root: Path, units: list[Unit], exc: BaseException) -> TokenmillError:
     """The error to raise for ``BrokenProcessPool``: which units were running, why, and how to go on."""
     running = {p.name for p in staging_root.iterdir()} if staging_root.is_dir() else set()
     named = [u for u in units if u.name in running]
@@ -195,16 +199,16 @@ def worker_died(staging_root: Path, units: list[Any], exc: BaseException) -> Tok
     )
 
 
-def _where(unit: Any) -> str:
+def _where(unit: Unit) -> str:
     """A unit named with the file slice it reads, when its payload is an input work unit."""
-    work = getattr(unit, "payload", unit)
+    work = unit.payload
     if not hasattr(work, "file"):
         return unit.name
     more = f" and {len(work.packed)} more small file(s)" if getattr(work, "packed", ()) else ""
     return f"{unit.name} ({work.file.path}{_range(work)}{more})"
 
 
-def _range(unit: Any) -> str:
+def _range(unit: WorkUnit) -> str:
     if unit.stop < 0:
         return ""
     what = "bytes" if unit.file.format == "jsonl" else "row groups" if unit.file.format == "parquet" else "batches"

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from tokenmill.base.files import atomic_write, atomic_write_lines
 from tokenmill.engine.outdir import hold_output
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
-from tokenmill.engine.store import STATE, publish_outputs, publish_state
+from tokenmill.engine.store import STATE, Store, publish_outputs, publish_state
 from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
 
@@ -58,7 +58,7 @@ class StageState:
     key: str
     # staging directories are private to one run (process id + start time), never shared with another
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns()}")
-    store: Any = None  # a tokenmill.engine.store.Store the committed units are published to, or None
+    store: Store | None = None  # the object store the committed units are published to
 
     @property
     def root(self) -> Path:
@@ -183,7 +183,7 @@ def run_workflow(
     overwrite: bool = False,
     finalize: Callable[[StageContext], Any] | None = None,
     locked: bool = False,
-    store: Any = None,
+    store: Store | None = None,
     pull: Sequence[str] = (),
 ) -> dict[str, list[UnitResult]]:
     """Run every stage in order, then ``finalize``; return each stage's results in unit order.
@@ -227,7 +227,7 @@ def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progres
     return results
 
 
-def _finalize_remote(store: Any, out: Path, results: dict, finalize, pull: Sequence[str]) -> dict:
+def _finalize_remote(store: Store, out: Path, results: dict, finalize, pull: Sequence[str]) -> dict:
     """Download what finalize reads, run it in the work directory, upload what it wrote (manifest last)."""
     download(store, out, (f"{STATE}/", *pull))
     if finalize is not None:

@@ -20,10 +20,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.errors import InputError
 from tokenmill.io.base import InputFile, WorkUnit
+
+if TYPE_CHECKING:
+    from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.io.formats import filesystem, local_path
 
 EDGE = 64 << 10
@@ -135,7 +138,7 @@ def check_unit_input(unit: WorkUnit, snapshot: dict[str, dict[str, Any]]) -> Non
 class CheckedTask:
     """A track's task that checks its unit's input against the run's snapshot before the unit commits."""
 
-    task: Any
+    task: Task
     snapshot: dict[str, dict[str, Any]]
 
     def setup(self) -> None:
@@ -143,15 +146,16 @@ class CheckedTask:
         if callable(setup):
             setup()
 
-    def __call__(self, unit: Any, staging: Path) -> Any:
+    def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         result = self.task(unit, staging)
-        work = getattr(unit, "payload", unit)  # an engine unit carries the input's work unit
+        work = unit.payload  # an engine unit carries the input's work unit
         check_unit_input(work, self.snapshot)
         return result
 
 
-def guard_inputs(task: Any, files: list[InputFile], *, state_dir: Path, fingerprint: str) -> CheckedTask:
-    """Snapshot ``files``, check them against an interrupted run of the same fingerprint, wrap ``task``.
+def snapshot_inputs(files: list[InputFile], *, state_dir: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
+    """Snapshot ``files`` and check them against an interrupted run of the same fingerprint; the snapshot (what
+    :class:`CheckedTask` checks each unit's input against).
 
     Called with the output locked, before the engine resumes or starts the run. A state directory of
     another run (other fingerprint) is left alone: the engine refuses it with its own message.
@@ -165,7 +169,7 @@ def guard_inputs(task: Any, files: list[InputFile], *, state_dir: Path, fingerpr
         (Path(state_dir) / FILE_NAME).unlink(missing_ok=True)  # a fresh run: no earlier snapshot applies
     if previous in (None, fingerprint) or _same_files(Path(state_dir), snap):
         check_resume(state_dir, snap)  # same files, other settings: a changed file is named, else the engine refuses
-    return CheckedTask(task, snap)
+    return snap
 
 
 def _same_files(state_dir: Path, snap: dict) -> bool:

@@ -48,10 +48,13 @@ from tokenmill.engine.store import pull as download
 from tokenmill.errors import ConfigError
 
 if TYPE_CHECKING:
+    from tokenmill.base.inputs import InputFile
+    from tokenmill.engine.store import Store
     from tokenmill.engine.workflow import Executor
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 
-def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Any]:
+def resolve_out(out: Any, inputs: Sequence[str]) -> tuple[Path, Store | None]:
     """The local directory a run writes in, and the object store it publishes to (None for a local ``--out``).
 
     A local ``out`` is checked against the inputs (``engine/outdir.py``); a URL (``s3://bucket/prefix``, or a
@@ -115,7 +118,8 @@ def hold_file(path: str | Path, *, overwrite: bool, ours: Callable[[Path], bool]
 
 
 @contextlib.contextmanager
-def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None, at_end: bool = False) -> Iterator[Path]:
+def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Store | None = None,
+             at_end: bool = False) -> Iterator[Path]:
     """Guard and lock ``out`` for one run of ``workflow`` (module docstring); yields the local directory.
 
     ``at_end``: the run is published to ``store`` when it ends (``publish_run``), so its work directory is
@@ -138,7 +142,7 @@ def hold_job(out: Path, *, workflow: str, overwrite: bool, store: Any = None, at
         yield out
 
 
-def check_own_folder(out: Any, *, workflow: str) -> tuple[Path, Any, bool]:
+def check_own_folder(out: Any, *, workflow: str) -> tuple[Path, Store | None, bool]:
     """For a command that writes a folder of its own in one go (``plan``): ``out`` resolved (a directory, or an
     ``s3://`` prefix and its work directory), the refusals of :func:`hold_job` made without writing anything,
     and whether it holds this command's earlier output (a rerun replaces exactly what that one recorded)."""
@@ -174,7 +178,7 @@ def _folder_files(local: Path) -> set[str]:
     return files
 
 
-def _take_prefix(store: Any, work: Path, *, workflow: str, overwrite: bool) -> None:
+def _take_prefix(store: Store, work: Path, *, workflow: str, overwrite: bool) -> None:
     """A prefix holding another workflow's run is refused unless ``overwrite``, which clears it; otherwise
     its stage fingerprints come into the work directory, so that a run of other settings is refused."""
     other = published_workflow(store)
@@ -186,7 +190,7 @@ def _take_prefix(store: Any, work: Path, *, workflow: str, overwrite: bool) -> N
     pull_fingerprints(store, work)
 
 
-def job_fingerprint(workflow: str, files: Sequence[Any], config: dict, *, tokenizer: Any = None) -> str:
+def job_fingerprint(workflow: str, files: Sequence[InputFile], config: dict, *, tokenizer: Tokenizer | None = None) -> str:
     """What a resume must match: the workflow, every input's path, size and format, the tokenizer, the options."""
     h = hashlib.sha256(workflow.encode())
     for f in files:

@@ -21,15 +21,19 @@ import glob
 import multiprocessing
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokenmill.base.inputs import HF_DATASET_MARKERS, InputFile, estimate_units, split_name
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 ENOUGH = 2  # files listed before the guess stops: two files are two units at least
 
 
 def start_fork_server(track: str, inputs: Sequence[str], *, workers: int | None, unit_bytes: int | None,
-                      tokenizer: Any) -> bool:
+                      tokenizer: TokenizerSpec | Tokenizer | None) -> bool:
     """Start the fork server of a ``track`` run on ``inputs`` now, if the run will start a pool (a guess);
     whether it was started. The server preloads the track's modules and builds ``tokenizer``'s fast encoder."""
     # here, not at the top: every command line imports this module (cli/__init__.py), and only a pool run needs these

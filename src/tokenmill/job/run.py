@@ -40,9 +40,9 @@ from tokenmill.base.accounting import Stats
 from tokenmill.engine import Stage, StageContext, Unit, UnitResult, run_workflow
 from tokenmill.engine.outdir import written_now
 from tokenmill.engine.store import publish_run
-from tokenmill.errors import ConfigError
+from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import sample_records
-from tokenmill.io.snapshot import CheckedTask, guard_inputs
+from tokenmill.io.snapshot import CheckedTask, snapshot_inputs
 from tokenmill.io.units import auto_unit_bytes
 from tokenmill.job.driver import hold_job, holding, job_fingerprint, pick_executor, resolve_out, stage_progress
 from tokenmill.job.inputs import Inputs, plan_inputs
@@ -56,7 +56,11 @@ from tokenmill.tokenize.isolated import load_tokenizer_isolated
 from tokenmill.tokenize.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from tokenmill.base.inputs import WorkUnit
+    from tokenmill.engine.stage import Task
+    from tokenmill.engine.store import Store
     from tokenmill.engine.workflow import Executor
+    from tokenmill.tokenize.sources import TokenizerSpec
 
 Results = dict[str, list[UnitResult]]
 
@@ -115,7 +119,7 @@ class Run:
     job: Job
     inputs: Inputs
     out: Path  # the local directory (an object-storage output's work directory)
-    store: Any  # the object store published to, or None
+    store: Store | None  # the object store published to
     options: JobOptions
     tokenizer: Tokenizer | None
     config: dict
@@ -150,18 +154,19 @@ class Run:
         """One engine unit per input work unit (its payload), named after it."""
         return [Unit(w.index, w.name, unit_size(w), w) for w in self.inputs.units]
 
-    def guarded(self, task: Any) -> CheckedTask:
+    def guarded(self, task: Task) -> CheckedTask:
         """``task`` over the input units, checking each unit's input against the run's snapshot before it commits."""
         return CheckedTask(task, self.snapshot)
 
 
-def unit_size(unit: Any) -> int:
+def unit_size(unit: WorkUnit) -> int:
     """Bytes of input in a work unit for progress and ETA (the whole files when it is not a byte range)."""
     return unit.size
 
 
 def run(job: Job, inputs: Sequence[str], *, out: Any, options: JobOptions | None = None,
-        executor: Executor | None = None, tokenizer: Any = "default", schemas: dict[str, dict] | None = None) -> dict:
+        executor: Executor | None = None, tokenizer: TokenizerSpec | Tokenizer | None = "default",
+        schemas: dict[str, dict] | None = None) -> dict:
     """Run ``job`` over ``inputs`` into ``out``; return its manifest (a dry run: its plan). Module docstring."""
     started = time.monotonic()
     options = options or JobOptions()
@@ -191,7 +196,7 @@ def _execute(this: Run, fingerprint: str, executor: Executor) -> None:
     stages = this.job.stages(this)
     this.stage_names = [s.name for s in stages]
     state = this.out / "_state" / stages[0].key
-    this.snapshot.update(guard_inputs(None, this.inputs.files, state_dir=state, fingerprint=fingerprint).snapshot)
+    this.snapshot.update(snapshot_inputs(this.inputs.files, state_dir=state, fingerprint=fingerprint))
     seconds: dict[str, float] = {}
     bars = False if this.options.no_progress else None  # None: a bar when stderr is a terminal
     progress = this.job.progress(this) if this.job.progress else stage_progress(bars, seconds)
@@ -242,12 +247,15 @@ def _base_config(planned: Inputs, options: JobOptions) -> dict:
     return config
 
 
-def _tokenizer(job: Job, spec: Any, planned: Inputs, options: JobOptions) -> Tokenizer:
+def _tokenizer(job: Job, spec: TokenizerSpec | Tokenizer | None, planned: Inputs, options: JobOptions) -> Tokenizer:
     """The run's tokenizer: ``spec`` loaded (in a short-lived child process unless the run has one worker:
     then this process encodes, and keeps the encoders it loads); documents' runs check the fast encoder
     against the reference on a few of their own documents."""
     if isinstance(spec, Tokenizer):  # already loaded; a tokenizers.Tokenizer object is a spec to load
         return spec
+    if spec is None:
+        raise TokenizerError(f"`tokenmill {job.name}` writes tokens and was given no tokenizer; pass one (a name, a "
+                             "directory, a file, or \"default\")")
     sample = parity_texts(planned.files, planned.schemas, text_mode=options.text_mode) if job.takes == "pretrain" else None
     return load_tokenizer_isolated(spec, parity_sample=sample, isolate=_pool_size(options.workers, planned.units) > 1)
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,12 @@ from tokenmill.sft.template import ChatTemplate
 from tokenmill.shards import ShardWriter
 from tokenmill.track import print_summary, shards_report, staged_files, track_stages
 
+if TYPE_CHECKING:
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.split import ValSplit
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
+
 ROLES = ("prompt", "chosen", "rejected", "desirable", "undesirable")  # the record-id suffixes of a pair's documents
 
 
@@ -47,14 +53,14 @@ ROLES = ("prompt", "chosen", "rejected", "desirable", "undesirable")  # the reco
 class PrefTask:
     """Everything one worker needs to turn one unit of preference records into shards. Picklable."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     template: ChatTemplate
     schemas: dict[str, dict]
     options: PrefOptions
     shard_tokens: int = 1 << 28
     batch_rows: int = 512
     limit: int | None = None
-    split: Any = field(default=None)  # no validation split on this track (track_stages reads it)
+    split: ValSplit | None = field(default=None)  # no validation split on this track (track_stages reads it)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         skip_pandas_probe()
@@ -135,11 +141,11 @@ def pref_job(opts: PrefOptions, *, chat_template: str | None = None, shard_token
     opts.policy  # noqa: B018 -- validates the masking options before any work starts
 
     def configure(run: Run) -> PrefTask:
-        template = resolve_template(chat_template, run.tokenizer)
+        template = resolve_template(chat_template, run.loaded_tokenizer)
         check_stop_token(template, run.loaded_tokenizer, allow=opts.allow_untrained_stop)
         run.config.update({"pref": opts.fingerprinted(), "chat_template": template.origin,
                            "template_hash": template.digest, "shard_tokens": shard_tokens})
-        return PrefTask(run.tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens,
+        return PrefTask(run.loaded_tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens,
                         limit=run.options.limit)
 
     def stages(run: Run) -> list:
@@ -161,8 +167,9 @@ def pref_job(opts: PrefOptions, *, chat_template: str | None = None, shard_token
                describe=lambda run: {"chat_template": run.plan.template.origin})
 
 
-def run_pref(inputs: Sequence[str], *, out: str | Path, tokenizer: Any = "default", chat_template: str | None = None,
-             shard_tokens: int = 1 << 28, options: JobOptions | None = None, executor: Any = None,
+def run_pref(inputs: Sequence[str], *, out: str | Path, tokenizer: TokenizerSpec | Tokenizer = "default",
+             chat_template: str | None = None, shard_tokens: int = 1 << 28, options: JobOptions | None = None,
+             executor: Executor | None = None,
              schemas: dict[str, dict] | None = None, **pref: Any) -> dict:
     """Run the preference track end to end; return the manifest (a dry run: the plan). ``pref``: the fields of
     :class:`PrefOptions`; ``options``: the job options (workers, limit, exclude, overwrite, dry run ...)."""

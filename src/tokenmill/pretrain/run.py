@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,15 +37,17 @@ from tokenmill.selection import count_sources, file_counts
 from tokenmill.shards import ShardWriter
 from tokenmill.split import SplitWriters, ValSplit, make_split
 from tokenmill.steps.cascade import Cascade
-from tokenmill.steps.contract import CorpusStep, DocStep, is_corpus_step, step_identity, step_packages
+from tokenmill.steps.contract import AnyStep, CorpusStep, DocStep, Step, is_corpus_step, step_identity, step_packages
 from tokenmill.steps.ledger import UnitLedger
 from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
 if TYPE_CHECKING:
-    from tokenmill.tokenize.tokenizer import Tokenizer
+    import pyarrow as pa
 
-Step = Callable[[Any], tuple[Any, dict[str, int]]]
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 
 def frame(flat: np.ndarray, offsets: np.ndarray, *, bos: int | None, eos: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,12 +73,12 @@ def frame(flat: np.ndarray, offsets: np.ndarray, *, bos: int | None, eos: int) -
 class PretrainTask:
     """Everything one worker needs to turn one unit into shards. Picklable."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     schemas: dict[str, dict]  # InputFile.rel -> router schema
     shard_tokens: int = 1 << 28
     text_mode: str = "auto"
     batch_rows: int = 512
-    steps: Sequence[DocStep] = field(default_factory=tuple)  # document steps (plain callables wrapped)
+    steps: Sequence[Step] = field(default_factory=tuple)  # document steps (plain callables wrapped; no corpus step)
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split (tokenmill.split): val/ shards beside the training ones
 
@@ -130,14 +132,14 @@ class PretrainTask:
         """Whether an input's documents carry their own origin (a tokenmill documents file: ``source`` mapped)."""
         return bool(self.schemas.get(source, {}).get("source"))
 
-    def _encode_into(self, writer: ShardWriter, docs: Any, bos: int | None, seconds: Counter,
+    def _encode_into(self, writer: ShardWriter, docs: pa.RecordBatch, bos: int | None, seconds: Counter,
                      origins: dict[str, dict[str, int]] | None = None) -> int:
         """Encode a Document batch and append it to ``writer``; the number of tokens written. ``origins``, when
         given, gets each document's origin's kept documents and tokens."""
         tok = self.tokenizer
         started = time.perf_counter()
         flat, offsets = tok.encode_batch(docs.column("text"))  # Arrow buffers, no Python strings
-        flat, offsets = frame(flat, offsets, bos=bos, eos=tok.eos_id)
+        flat, offsets = frame(flat, offsets, bos=bos, eos=_check_eos(tok))
         seconds["tokenize"] += time.perf_counter() - started  # pyright: ignore[reportArgumentType] (typeshed's Counter counts ints; seconds add as floats)
         sources = docs.column("source").to_pylist()
         writer.add_many(flat, offsets, rec_ids=docs.column("id").to_pylist(), sources=sources)
@@ -153,15 +155,15 @@ def run_pretrain(
     inputs: Sequence[str],
     *,
     out: str | Path,
-    tokenizer: Any = "default",
+    tokenizer: TokenizerSpec | Tokenizer = "default",
     workers: int | None = None,
-    executor: Any = None,
+    executor: Executor | None = None,
     force: bool = False,
     overwrite: bool = False,
     unit_bytes: int | None = None,
     shard_tokens: int = 1 << 28,
     text_mode: str = "auto",
-    steps: Sequence[Step] = (),
+    steps: Sequence[AnyStep] = (),
     progress: bool | None = None,
     schemas: dict[str, dict] | None = None,
     config: dict | None = None,
@@ -194,7 +196,7 @@ def run_pretrain(
     return run_job(job, inputs, out=out, options=options, executor=executor, tokenizer=tokenizer, schemas=schemas)
 
 
-def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos: str | None = None,
+def pretrain_job(*, steps: Sequence[AnyStep] = (), shard_tokens: int = 1 << 28, eos: str | None = None,
                  config: dict | None = None, split: ValSplit | None = None) -> Job:
     """The ``pretrain`` job: documents in, token shards out (one ``shards`` stage, after a ``val_rank`` stage
     for a ``--val-count`` split); ``config``: entries the command adds to the manifest's (step specs, preset)."""
@@ -220,7 +222,7 @@ def pretrain_job(*, steps: Sequence[Step] = (), shard_tokens: int = 1 << 28, eos
                publish="units")
 
 
-def _check_steps(steps: Sequence[Step]) -> None:
+def _check_steps(steps: Sequence[AnyStep]) -> None:
     """Refuse, before any work, what is not a step: a step is a callable over a Document batch or has
     ``score``/``decide`` (step specs given as dicts go through ``tokenmill.steps.build.build_steps``)."""
     problems = [f"steps[{i}]: expected a step, got {type(s).__name__}"
@@ -276,11 +278,12 @@ def eos_note(tokenizer: Tokenizer, *, given: bool) -> dict:
     return note
 
 
-def _check_eos(tokenizer: Any) -> None:
-    """Every document ends with EOS: refuse, before any work, a tokenizer that names none."""
+def _check_eos(tokenizer: Tokenizer) -> int:
+    """Every document ends with EOS: its id; refuse, before any work, a tokenizer that names none."""
     if tokenizer.eos_id is None:
         raise TokenizerError(
             f"tokenizer {tokenizer.name!r} names no end-of-sequence token, which the pretraining track puts after "
             "every document; give the model's tokenizer directory (with its tokenizer_config.json naming "
             "eos_token) instead of a bare tokenizer file"
         )
+    return tokenizer.eos_id

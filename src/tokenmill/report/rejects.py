@@ -10,11 +10,18 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Protocol
 
 from tokenmill.base.accounting import Reject, Stats
 
 UNIT_DIR = Path("_state") / "rejects"
+
+
+class Named(Protocol):
+    """What a rejects file is named after: a work unit, an engine ``Unit``."""
+
+    @property
+    def name(self) -> str: ...
 
 
 class RejectSink:
@@ -25,9 +32,9 @@ class RejectSink:
     take a missing file for no rejects), so clean input costs no file per unit.
     """
 
-    def __init__(self, staging: Path, unit: Any):
+    def __init__(self, staging: Path, unit: Named):
         self.path = staging / UNIT_DIR / f"{unit.name}.jsonl"
-        self._fh: Any = None
+        self._fh: IO[bytes] | None = None
 
     def add(self, rejects: Iterable[Reject], stats: Stats) -> None:
         for r in rejects:

@@ -28,7 +28,6 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,18 +38,18 @@ from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitRes
 from tokenmill.errors import ConfigError
 from tokenmill.sft.steps import CONVERSATION_VIEW
 from tokenmill.steps.build import build_step, build_steps
-from tokenmill.steps.contract import CorpusStep, is_corpus_step, step_identity
+from tokenmill.steps.contract import AnyStep, CorpusStep, Step, is_corpus_step, step_identity
 
 VIEWS = {"conversation": "text", "prompt": "prompt", "response": "response"}
 DOCS_STAGE = "sft_conversations"
 
 
-def build_sft_steps(specs: list[dict] | None, *, source: str = "config") -> list:
+def build_sft_steps(specs: list[dict] | None, *, source: str = "config") -> list[Step]:
     """Steps from an SFT ``steps:`` list: the one builder, ``on:`` taken as above; problems all at once."""
     return build_steps(specs, source=source, build=build_on_view)
 
 
-def build_on_view(spec: Any, *, where: str) -> Any:
+def build_on_view(spec: dict | Step, *, where: str) -> Step:
     """One step of an SFT ``steps:`` list: its ``on:`` sets a document step's column or a corpus step's view."""
     if isinstance(spec, dict) and True in spec and "on" not in spec:  # YAML 1.1 reads the key `on` as true
         spec = {("on" if k is True else k): v for k, v in spec.items()}
@@ -61,7 +60,7 @@ def build_on_view(spec: Any, *, where: str) -> Any:
     if on not in VIEWS:
         raise ConfigError(f"{where}.on: {on!r} is not one of {', '.join(VIEWS)}")
     rest = {k: v for k, v in spec.items() if k != "on"}
-    step = build_step(rest, where=where)
+    step: Step = build_step(rest, where=where)
     if is_corpus_step(step):
         return OnView(step, on)
     if not dataclasses.is_dataclass(step) or isinstance(step, type) or "column" not in {
@@ -99,7 +98,7 @@ class OnView:
         return [Stage(view, 1, lambda ctx: _plan_view(upstream, column, view, ctx)), *self.step.stages(view)]
 
 
-def split_steps(steps: Sequence[Any]) -> tuple[tuple, tuple]:
+def split_steps(steps: Sequence[AnyStep]) -> tuple[tuple[AnyStep, ...], tuple[OnView, ...]]:
     """(document and plain steps, corpus steps), each in order; a bare corpus step is taken on conversations."""
     inline = tuple(s for s in steps if not is_corpus_step(s))
     corpus = tuple(s if isinstance(s, OnView) else OnView(s, "conversation") for s in steps if is_corpus_step(s))
@@ -110,7 +109,7 @@ def split_steps(steps: Sequence[Any]) -> tuple[tuple, tuple]:
     return inline, corpus
 
 
-def identity(step: Any) -> dict:
+def identity(step: AnyStep) -> dict:
     return step.identity() if isinstance(step, OnView) else step_identity(step)
 
 

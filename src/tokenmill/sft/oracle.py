@@ -16,18 +16,23 @@ from __future__ import annotations
 
 import base64
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill._extras import require
 from tokenmill.errors import TemplateError
 from tokenmill.sft.budget import render_budget
 from tokenmill.sft.template import compile_template
 
+if TYPE_CHECKING:
+    from tokenmill.tokenize.sources import Source
+    from tokenmill.tokenize.tokenizer import Tokenizer
+
 TRANSFORMERS, PLAIN = "transformers", "tokenizers"
 
 
-def unavailable(tokenizer: Any) -> str:
+def unavailable(tokenizer: Tokenizer) -> str:
     """Why no reference can be built for this tokenizer ("" when one can), decided without importing anything."""
     source = getattr(tokenizer, "_source", None)
     if source is None:
@@ -57,7 +62,7 @@ def reference_note(kind: str) -> str:
             "check against apply_chat_template itself)")
 
 
-def hf_oracle(tokenizer: Any) -> tuple[Any | None, str]:
+def hf_oracle(tokenizer: Tokenizer) -> tuple[Any | None, str]:
     """(transformers tokenizer, "") or (None, why no reference can be built for this tokenizer)."""
     why = unavailable(tokenizer)
     if why:
@@ -85,15 +90,15 @@ class TiktokenChatOracle:
     renders the text, then tiktoken itself encodes it with every special token allowed.
     """
 
-    def __init__(self, source: Any, tokenizer: Any, render: Any = None):
+    def __init__(self, source: Source, tokenizer: Tokenizer, render: Callable[..., str] | None = None):
         import tiktoken
 
         ranks = {base64.b64decode(tok): int(rank) for tok, rank in
                  (line.split() for line in source.data.splitlines() if line.strip())}
         self._enc = tiktoken.Encoding(name=source.name, pat_str=source.pat_str, mergeable_ranks=ranks,
                                       special_tokens=dict(source.specials))
-        self._special = {k: v for k, v in (("bos_token", tokenizer.bos_token),
-                                           ("eos_token", tokenizer.eos_token)) if v}
+        self._special: dict[str, Any] = {k: v for k, v in (("bos_token", tokenizer.bos_token),
+                                                           ("eos_token", tokenizer.eos_token)) if v}
         self._render = render  # the plain reference's renderer, when transformers is not installed
 
     def apply_chat_template(self, messages, *, tools=None, chat_template=None, add_generation_prompt=False,
@@ -127,7 +132,7 @@ class PlainChatOracle:
     Face tokenizer: renders of the chat template (text or ids) and the ids and offsets of an encoded text. See
     the module docstring for what it proves."""
 
-    def __init__(self, tokenizer: Any):
+    def __init__(self, tokenizer: Tokenizer):
         from tokenizers import Tokenizer as Encoder
 
         self._special = {k: v for k, v in (("bos_token", tokenizer.bos_token), ("eos_token", tokenizer.eos_token)) if v}

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenmill.errors import ParityError
-from tokenmill.sft.render import Rendered
+from tokenmill.sft.maskref import mask_differences, reference_turns
+from tokenmill.sft.render import MaskPolicy, Rendered
 from tokenmill.sft.template import ChatTemplate
 
 SHAPES = ("system", "tools", "tool_calls", "tool_results", "reasoning", "multi_turn", "literal_control_strings",
@@ -61,12 +62,10 @@ def check_parity(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: Ch
     )
 
 
-def check_mask(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: ChatTemplate, policy: Any) -> int:
+def check_mask(conv: dict, rendered: Rendered, hf_tokenizer: Any, template: ChatTemplate, policy: MaskPolicy) -> int:
     """Compare ``rendered.mask`` with the reference mask; the number of assistant turns compared (0 when the
     policy trains other than every assistant turn in full, or no turn has a reference). Raises
     :class:`ParityError` naming the record and the first differing token."""
-    from tokenmill.sft.maskref import mask_differences, reference_turns
-
     weights = [m.get("weight") for m in conv.get("messages") or []]
     if (policy.train_on != "assistant" or not policy.train_reasoning or policy.supervise_empty_think
             or any(w is not None and float(w) == 0 for w in weights) or not callable(hf_tokenizer)):

@@ -12,7 +12,7 @@ Cost: reading and rendering a few dozen records, before the workers start; nothi
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokenmill.errors import TemplateError
 from tokenmill.io import sample_records
@@ -21,11 +21,14 @@ from tokenmill.sft.normalize import normalize_rows
 from tokenmill.sft.render import MaskPolicy, prepare_conversations
 from tokenmill.sft.template import ChatTemplate, compile_template
 
+if TYPE_CHECKING:
+    from tokenmill.job.run import Run
+
 SAMPLE = 16
 _RECORD = re.compile(r"^record [^:]*(?::\d+)?: ")
 
 
-def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_consecutive: bool,
+def preflight(template: ChatTemplate, run: Run, *, policy: MaskPolicy, allow_consecutive: bool,
               keep_unrendered_tools: bool = False) -> None:
     """Raise :class:`TemplateError` when ``template`` does not compile or fails alike on every sampled record."""
     try:
@@ -37,7 +40,7 @@ def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_con
         return
     # rendering is what fails alike on every record; what encoding can refuse (a control-token mismatch) is
     # never a template error, so no encoder is built here, in the main process, before the workers start
-    results = prepare_conversations(convs, tokenizer=run.tokenizer, template=template, policy=policy)
+    results = prepare_conversations(convs, tokenizer=run.loaded_tokenizer, template=template, policy=policy)
     if not keep_unrendered_tools:
         results = [r if isinstance(r, TemplateError) else tools_not_rendered(template.source, c) or r
                    for c, r in zip(convs, results)]
@@ -50,7 +53,7 @@ def preflight(template: ChatTemplate, run: Any, *, policy: MaskPolicy, allow_con
                             f"records the same way, so the run would reject them all: {str(errors[0])}")
 
 
-def _sample(run: Any, *, allow_consecutive: bool) -> list[dict]:
+def _sample(run: Run, *, allow_consecutive: bool) -> list[dict]:
     """The first ``SAMPLE`` conversations of each input, normalised with its schema."""
     convs = []
     for f in run.files:

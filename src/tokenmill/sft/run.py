@@ -74,6 +74,11 @@ from tokenmill.steps.plain import as_doc_step
 from tokenmill.track import shards_report, staged_files, token_warm, track_stages
 
 if TYPE_CHECKING:
+    from tokenmill.base.inputs import WorkUnit
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.sft.corpus import Survivors
+    from tokenmill.steps.contract import AnyStep, Step
+    from tokenmill.tokenize.sources import TokenizerSpec
     from tokenmill.tokenize.tokenizer import Tokenizer
 
 STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts are steps/sft/ledger/<unit>.parquet
@@ -89,10 +94,10 @@ class SftTask:
     options: SftOptions
     shard_tokens: int = 1 << 28
     batch_rows: int = 1024
-    steps: Sequence[Any] = field(default_factory=tuple)
+    steps: Sequence[Step] = field(default_factory=tuple)  # document steps (plain callables wrapped)
     limit: int | None = None  # first records of every input only (a trial run)
     split: ValSplit | None = None  # validation split by conversation (tokenmill.split)
-    survivors: Any = None  # sft/corpus.py Survivors: what the corpus steps kept, when there are any
+    survivors: Survivors | None = None  # what the corpus steps kept, when there are any
     verdict_key: str | None = None  # sft/verdicts.py run_key: where this run's checks are cached (None: nowhere)
     trusted: frozenset = frozenset()  # the shapes cached verdicts vouched for when the run started
 
@@ -174,7 +179,7 @@ class SftTask:
             data["sources"] = sources
         return UnitResult(stats=stats, outputs=staged_files(staging), step_seconds=seconds, data=data)
 
-    def conversations(self, work: Any, *, stats: Stats, ledger: UnitLedger | None, sink: RejectSink | None = None,
+    def conversations(self, work: WorkUnit, *, stats: Stats, ledger: UnitLedger | None, sink: RejectSink | None = None,
                       sources: dict | None = None):
         """``(source, conversations, locs)`` of every batch of one unit: read, normalised and validated, the
         document steps applied (through ``ledger``). Unreadable and invalid records go to ``sink`` (when given);
@@ -222,7 +227,7 @@ class SftTask:
         _count(report.tools_not_rendered_kept, missing_tool_support(self.template.source, conv))
         return rendered
 
-    def _verify(self, conv: dict, rendered: Any, plan: Any, report: SftReport) -> str:
+    def _verify(self, conv: dict, rendered: Any, plan: VerifyPlan, report: SftReport) -> str:
         """Check one example (the reference is built on the first check of the process); the difference when it
         differs and is to be rejected, else ""."""
 
@@ -330,12 +335,12 @@ def write_rendered(writer: ShardWriter, examples: list, *, source: str) -> None:
 _ORACLES: dict[tuple, Any] = {}
 
 
-def oracle_key(tokenizer: Any) -> tuple:
+def oracle_key(tokenizer: Tokenizer) -> tuple:
     """What a reference is built from: the vocabulary (its fingerprint) and the special tokens it is given."""
     return (tokenizer.fingerprint, tokenizer.bos_token, tokenizer.eos_token)
 
 
-def _oracle(tokenizer: Any) -> tuple[Any, str]:
+def _oracle(tokenizer: Tokenizer) -> tuple[Any, str]:
     """(transformers reference, "") for this tokenizer, built once per process; (None, why) when not possible.
     Keyed by the vocabulary's fingerprint and the special tokens the reference is built with: two tokenizers of
     one vocabulary may name other BOS/EOS tokens, and the reference of one would check the other wrongly."""
@@ -360,7 +365,7 @@ def _report(results: list[UnitResult], out: Path, *, seq_len: int | None, refere
     return report
 
 
-def resolve_template(spec: str | None, tokenizer: Any) -> ChatTemplate:
+def resolve_template(spec: str | None, tokenizer: Tokenizer) -> ChatTemplate:
     """An explicit template, else the tokenizer's own, else the built-in ChatML."""
     if spec:
         return load_template(spec)
@@ -371,11 +376,11 @@ def run_sft(
     inputs: Sequence[str],
     *,
     out: str | Path,
-    tokenizer: Any = "default",
+    tokenizer: TokenizerSpec | Tokenizer = "default",
     chat_template: str | None = None,
     workers: int | None = None,
-    executor: Any = None,
-    steps: Sequence[Any] = (),
+    executor: Executor | None = None,
+    steps: Sequence[AnyStep] = (),
     force: bool = False,
     overwrite: bool = False,
     unit_bytes: int | None = None,
@@ -409,7 +414,7 @@ def run_sft(
     return run_job(job, inputs, out=out, options=run_options, executor=executor, tokenizer=tokenizer, schemas=schemas)
 
 
-def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequence[Any] = (),
+def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequence[AnyStep] = (),
             shard_tokens: int = 1 << 28, seq_len: int | None = None, split: ValSplit | None = None) -> Job:
     """The ``sft`` job: conversations in, masked token shards out (the ``shards`` stage, after the corpus steps'
     stages or a ``--val-count`` ranking stage). Refuses, before any work, what cannot run together."""
@@ -434,7 +439,7 @@ def sft_job(opts: SftOptions, *, chat_template: str | None = None, steps: Sequen
         if split:
             run.config["val_split"] = split.describe()
         checked_against = reference() if opts.verify and not run.options.dry_run else None  # transformers, else plain
-        key = run_key(run.tokenizer, template, opts, reference=checked_against) if checked_against else None
+        key = run_key(run.loaded_tokenizer, template, opts, reference=checked_against) if checked_against else None
         references.append(checked_against)
         return SftTask(run.loaded_tokenizer, template, run.inputs.schemas, opts, shard_tokens=shard_tokens, steps=inline,
                        limit=run.options.limit, split=split, verdict_key=key, trusted=trusted(key) if key else frozenset())

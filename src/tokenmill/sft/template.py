@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import jinja2.ext
@@ -35,6 +35,9 @@ from tokenmill.sft.budget import (
     render_budget,
 )
 from tokenmill.sft.dates import DEFAULT_DATE
+
+if TYPE_CHECKING:
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 CHATML = (Path(__file__).with_name("chatml.jinja")).read_text(encoding="utf-8")
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -234,7 +237,7 @@ def compile_template(source: str) -> jinja2.Template:
     return compiled
 
 
-def special_token_kwargs(tokenizer: Any) -> dict[str, str]:
+def special_token_kwargs(tokenizer: Tokenizer) -> dict[str, str]:
     """The named special tokens a template sees (``bos_token``, ``eos_token``, ...), None ones left out."""
     out = {}
     for attr in NAMED_SPECIAL_TOKENS:

@@ -22,16 +22,21 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tokenmill.tokenize.sources import cache_dir
+
+if TYPE_CHECKING:
+    from tokenmill.sft.options import SftOptions
+    from tokenmill.sft.template import ChatTemplate
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 CHECK_VERSION = 1  # bump when the check or the shapes change, so older verdicts are not trusted
 NOT_KEYED = ("verify", "on_mismatch", "on_unsafe", "chat_template", "seq_len")  # what changes the checks, the
 # report (seq_len) or is keyed by its digest (the template), not the ids written
 
 
-def run_key(tokenizer: Any, template: Any, options: Any, *, reference: str | None = "transformers") -> str:
+def run_key(tokenizer: Tokenizer, template: ChatTemplate, options: SftOptions, *, reference: str | None = "transformers") -> str:
     """What decides the ids of every example of a run (not its shape), and which reference vouched for them
     (a verdict of the plain reference does not vouch for a run that has transformers): see the module
     docstring."""

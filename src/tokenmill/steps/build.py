@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenmill.errors import ConfigError, TokenmillError
-from tokenmill.steps.contract import CorpusStep, DocStep
+from tokenmill.steps.contract import CorpusStep, DocStep, Step
 from tokenmill.steps.registry import STEP_CLASSES, installed_steps, known_names, load_user_target, resolve_installed, step_class
 
 
@@ -49,10 +49,14 @@ def missing_steps(specs: list[dict]) -> list[str]:
     return missing
 
 
-def build_step(spec: Any, *, where: str) -> Any:
-    """One step from its spec (or a step object, taken as it is); ``ConfigError`` with the spec's path."""
+def build_step(spec: dict | Step, *, where: str) -> Any:
+    """One step from its spec (or a step object, taken as it is); ``ConfigError`` with the spec's path.
+
+    A :data:`~tokenmill.steps.contract.Step`, typed ``Any`` for the callers that build one step of a known
+    class and read its own fields (``decontaminate``'s eval index, ``select``'s reference)."""
     if not isinstance(spec, dict) and isinstance(getattr(spec, "name", None), str) and hasattr(spec, "version"):
-        return spec
+        return _checked(spec, type(spec).__name__, where=where, builtin=True)  # an object: the contract still holds
+    spec = _mapping(spec, where)
     key = _spec_key(spec, where)
     label = spec[key]
     try:
@@ -87,14 +91,20 @@ def recorded_options(spec: dict) -> dict:
     return {k: v for k, v in spec.items() if k == key or k in params}
 
 
-def _spec_key(spec: Any, where: str) -> str:
+def _mapping(spec: object, where: str) -> dict:
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where}: expected a mapping with a 'name' (or a 'step: module:Class' of your own)")
+    return spec
+
+
+def _spec_key(spec: dict, where: str) -> str:
     """``step`` (a user's ``module:Class``; a ``name:`` beside it is the step's own parameter) or ``name``."""
-    if not isinstance(spec, dict) or ("name" not in spec and "step" not in spec):
+    if "name" not in spec and "step" not in spec:
         raise ConfigError(f"{where}: expected a mapping with a 'name' (or a 'step: module:Class' of your own)")
     return "step" if "step" in spec else "name"
 
 
-def _checked(step: Any, label: Any, *, where: str, builtin: bool) -> Any:
+def _checked(step: object, label: object, *, where: str, builtin: bool) -> Step:
     """``step`` when it satisfies the contract and, coming from outside tokenmill, takes no built-in name."""
     if not isinstance(step, (DocStep, CorpusStep)):
         raise ConfigError(f"{where}: {label} is not a step: a step has name and version, and score(batch) and "
@@ -124,8 +134,8 @@ def _did_you_mean(name: Any, known: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def build_steps(specs: Sequence[Any] | None, *, source: str = "config",
-                build: Callable[..., Any] = build_step) -> list:
+def build_steps(specs: Sequence[dict | Step] | None, *, source: str = "config",
+                build: Callable[..., Step] = build_step) -> list[Step]:
     """Steps from a ``steps:`` list, in order; every problem reported at once, prefixed by ``source``.
     ``build(spec, where=...)``: a track's own adapter around :func:`build_step` (the SFT track's ``on:``)."""
     steps, problems = [], []

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.errors import ConfigError
-from tokenmill.steps.contract import column, reason, step_id
+from tokenmill.steps.contract import DocStep, column, reason, step_id
 
 LEDGER_KEYS = ("id", "source", "loc")
 
@@ -84,7 +84,7 @@ def _replace_text(docs: pa.RecordBatch, text: pa.Array, positions: np.ndarray | 
     return docs.set_column(i, docs.schema.field(i), pc.fill_null(text, ""))
 
 
-def decisions(step: Any, scores: Mapping[str, Any], n: int) -> np.ndarray:
+def decisions(step: DocStep, scores: Mapping[str, Any], n: int) -> np.ndarray:
     """``step.decide`` over numpy copies of ``scores``: an object array of rules (``None`` = keep)."""
     out = step.decide({k: as_numpy(v) for k, v in scores.items()})
     out = np.asarray(out, dtype=object)

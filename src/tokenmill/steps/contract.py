@@ -42,10 +42,10 @@ import hashlib
 import json
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -65,8 +65,11 @@ class Scored:
 class DocStep(Protocol):
     """Score, then decide. ``setup()`` is optional (called once per worker when present)."""
 
-    name: str
-    version: int
+    @property
+    def name(self) -> str: ...  # read-only here, so that a frozen dataclass's field matches
+
+    @property
+    def version(self) -> int: ...
 
     def score(self, batch: pa.RecordBatch) -> Scored: ...
 
@@ -77,25 +80,33 @@ class DocStep(Protocol):
 class CorpusStep(Protocol):
     """Stages over the documents stage ``upstream``, ending in a documents stage of their own."""
 
-    name: str
-    version: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
 
     def stages(self, upstream: str) -> list[Stage]: ...
 
 
-def is_corpus_step(step: Any) -> bool:
+Step: TypeAlias = "DocStep | CorpusStep"  # a built step: what a track runs
+# what a track is given: a step, or a plain callable ``step(batch) -> (kept, counts)`` (steps/plain.py)
+AnyStep: TypeAlias = "DocStep | CorpusStep | Callable[..., Any]"
+
+
+def is_corpus_step(step: object) -> TypeGuard[CorpusStep]:
     """A :class:`CorpusStep`; one that is also a :class:`DocStep` is a corpus step when its ``corpus`` says so."""
     if not isinstance(step, CorpusStep):
         return False
     return bool(getattr(step, "corpus", True)) if isinstance(step, DocStep) else True
 
 
-def is_doc_step(step: Any) -> bool:
+def is_doc_step(step: object) -> TypeGuard[DocStep]:
     """A :class:`DocStep` that runs as one (not a corpus step)."""
     return isinstance(step, DocStep) and not is_corpus_step(step)
 
 
-def step_params(step: Any) -> dict[str, Any]:
+def step_params(step: AnyStep) -> dict[str, Any]:
     """A step's parameters, JSON-able: what its fingerprint is made of.
 
     A dataclass's fields; a ``functools.partial``'s arguments; another object's public attributes; nothing
@@ -113,41 +124,39 @@ def step_params(step: Any) -> dict[str, Any]:
     return {}
 
 
-def step_name(step: Any) -> str:
+def step_name(step: AnyStep) -> str:
     """``step.name``; for a plain function or a class without one, its qualified name (never ``repr``)."""
     name = getattr(step, "name", None)
     if isinstance(name, str) and name:
         return name
     target = step.func if isinstance(step, functools.partial) else step
-    if not hasattr(target, "__qualname__"):
-        target = type(target)
-    return f"{target.__module__}.{target.__qualname__}"
+    return ".".join(_code_name(target))
 
 
-def step_id(step: Any) -> str:
+def step_id(step: Step) -> str:
     """``<name>_v<version>``: the prefix of the step's reasons."""
     return f"{step.name}_v{step.version}"
 
 
-def step_entry(step: Any, stage: str, kind: str) -> dict:
+def step_entry(step: Step, stage: str, kind: str) -> dict:
     """A step's entry in a manifest's ``steps`` list: its name, version, id, kind, stage and parameters."""
     return _with_package({"name": step.name, "version": step.version, "id": step_id(step), "kind": kind,
                           "stage": stage, "params": step_params(step)}, step)
 
 
-def stage_entry(step: Any) -> dict:
+def stage_entry(step: Step) -> dict:
     """A step as a stage's parameters hold it (they enter the stage's fingerprint): id, parameters, package."""
     return _with_package({"id": step_id(step), "params": step_params(step)}, step)
 
 
-def step_identity(step: Any) -> dict[str, Any]:
+def step_identity(step: AnyStep) -> dict[str, Any]:
     """``{"name", "version", "params"}``: what a run records of a step (version 0 when it names none), and
     ``package`` for a step whose code lives outside tokenmill."""
     identity = {"name": step_name(step), "version": getattr(step, "version", 0), "params": step_params(step)}
     return _with_package(identity, step)
 
 
-def step_package(step: Any) -> dict[str, Any] | None:
+def step_package(step: AnyStep) -> dict[str, Any] | None:
     """``{"name", "version"}`` of the installed distribution named like the step's top-level module (else the
     ``__version__`` that module states); None for tokenmill's own steps and for code that names no version (a
     test's step, a function in a script)."""
@@ -172,7 +181,7 @@ def _distribution(top: str) -> dict[str, Any] | None:
         return {"name": top, "version": str(version)} if version is not None else None
 
 
-def step_packages(steps: Any) -> dict[str, Any]:
+def step_packages(steps: Iterable[AnyStep]) -> dict[str, Any]:
     """``{"step_packages": [...]}`` for a run's config when some of ``steps`` come from outside tokenmill (each
     package once, in order), else ``{}``: the packages' versions then enter the run's fingerprint."""
     found = []
@@ -183,31 +192,37 @@ def step_packages(steps: Any) -> dict[str, Any]:
     return {"step_packages": found} if found else {}
 
 
-def _with_package(entry: dict[str, Any], step: Any) -> dict[str, Any]:
+def _with_package(entry: dict[str, Any], step: AnyStep) -> dict[str, Any]:
     """``entry`` with, for a step from outside tokenmill, its package and its class (``module:Class``: what
     ``tokenmill funnel --set`` rebuilds it from)."""
     package = step_package(step)
     return {**entry, "package": package, "class": step_class_path(step)} if package else entry
 
 
-def step_class_path(step: Any) -> str:
+def step_class_path(step: AnyStep) -> str:
     """``module:Class`` of a step (of the callable, for a plain step)."""
     target = getattr(step, "wrapped", step)
     target = target.func if isinstance(target, functools.partial) else target
-    if not hasattr(target, "__qualname__"):
-        target = type(target)
-    return f"{target.__module__}:{target.__qualname__}"
+    return ":".join(_code_name(target))
 
 
-def step_fingerprint(step: Any) -> str:
+def _code_name(target: object) -> tuple[str, str]:
+    """The module and qualified name of a function or class; of its class for any other object."""
+    qualname = getattr(target, "__qualname__", None)
+    if qualname is None:
+        return type(target).__module__, type(target).__qualname__
+    return target.__module__, qualname
+
+
+def step_fingerprint(step: AnyStep) -> str:
     """Name, version and parameters, never ``repr`` (a plain function's repr holds a memory address)."""
     return hashlib.sha256(json.dumps(step_identity(step), sort_keys=True, default=str).encode()).hexdigest()
 
 
-def column(step: Any, stat: str) -> str:
+def column(step: Step, stat: str) -> str:
     """The ledger column of one statistic: ``<name>.<stat>``."""
     return f"{step.name}.{stat}"
 
 
-def reason(step: Any, rule: str) -> str:
+def reason(step: Step, rule: str) -> str:
     return f"{step_id(step)}:{rule}"

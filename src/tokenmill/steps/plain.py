@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.errors import ConfigError
-from tokenmill.steps.contract import CorpusStep, DocStep, Scored, step_name
+from tokenmill.steps.contract import AnyStep, CorpusStep, DocStep, Scored, Step, step_name
 
 ROW = "__tokenmill_row"
 _VERSIONED = re.compile(r"^(?P<name>.+)_v(?P<version>\d+)$")
@@ -38,13 +39,13 @@ class PlainStep:
     function's or class's own name, version 1; a reason ``<name>_v<version>:<rule>`` keeps its spelling, any other is prefixed.
     """
 
-    _fn: Any
+    _fn: Callable[..., Any]
     name: str = ""
     version: int = 1
     decision_params: ClassVar[tuple] = ()  # the callable decides inside: the ledger cannot replay another rule
 
     @property
-    def wrapped(self) -> Any:
+    def wrapped(self) -> Callable[..., Any]:
         """The callable itself (its parameters are the step's: :func:`~tokenmill.steps.contract.step_params`)."""
         return self._fn
 
@@ -59,7 +60,7 @@ class PlainStep:
         if callable(setup):
             setup()
 
-    def score(self, batch: pa.RecordBatch) -> Any:
+    def score(self, batch: pa.RecordBatch) -> Scored:
         n = batch.num_rows
         kept, counts = self._call(batch)
         rows = kept.column(ROW).to_numpy().astype(np.int64)
@@ -86,7 +87,7 @@ class PlainStep:
             text = pa.array(values, batch.schema.field("text").type)
         return Scored({"kept": keep, "rule": rules}, text=text, counts=extra)
 
-    def decide(self, scores: Any) -> np.ndarray:
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         return np.array([None if k else r for k, r in zip(scores["kept"], scores["rule"])], dtype=object)
 
     def _call(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, int]]:
@@ -111,11 +112,11 @@ class RecordedPlainStep:
     version: int = 1
     decision_params: ClassVar[tuple] = ()
 
-    def decide(self, scores: Any) -> np.ndarray:
+    def decide(self, scores: Mapping[str, np.ndarray]) -> np.ndarray:
         return PlainStep.decide(self, scores)  # type: ignore[arg-type]
 
 
-def as_doc_step(step: Any) -> Any:
+def as_doc_step(step: AnyStep) -> Step:
     """``step`` itself when it is a document step or a corpus step, else a :class:`PlainStep` around the
     callable: every step of a track then runs in one cascade."""
     if isinstance(step, (DocStep, CorpusStep)):

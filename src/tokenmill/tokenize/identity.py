@@ -12,23 +12,26 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from tokenmill.tokenize import sources
-from tokenmill.tokenize.tokenizer import load_tokenizer
+from tokenmill.tokenize.sources import TokenizerSpec
+from tokenmill.tokenize.tokenizer import Tokenizer, load_tokenizer
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 
-def is_fingerprint(value: Any) -> bool:
+def is_fingerprint(value: Any) -> TypeGuard[str]:
     """Whether ``value`` is a tokenizer fingerprint string (sha256 hex) rather than a tokenizer spec."""
     return isinstance(value, str) and _FINGERPRINT.match(value) is not None
 
 
-def fingerprint_of(spec: Any) -> str:
+def fingerprint_of(spec: str | TokenizerSpec | Tokenizer) -> str:
     """The fingerprint shards written with ``spec`` carry; loads the tokenizer when ``spec`` names one."""
     if is_fingerprint(spec):
         return spec
+    if isinstance(spec, Tokenizer):
+        return spec.fingerprint
     fingerprint = getattr(spec, "fingerprint", None)
     if isinstance(fingerprint, str):
         return fingerprint
@@ -44,7 +47,7 @@ def names_tokenizer(text: str) -> bool:
     return text in sources.tk.encoding_names() or text.count("/") == 1
 
 
-def describe(spec: Any) -> str:
+def describe(spec: TokenizerSpec | Tokenizer) -> str:
     """A short name of ``spec`` for messages, with the path it was read from where one is known: two
     tokenizers of one name (``qwen2``) differ only there and by fingerprint."""
     if isinstance(spec, (str, os.PathLike)):

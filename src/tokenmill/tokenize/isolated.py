@@ -15,14 +15,14 @@ import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
 
 from tokenmill._guard import main_is_unguarded
 from tokenmill.errors import TokenizerError, TokenmillError
+from tokenmill.tokenize.sources import TokenizerSpec
 from tokenmill.tokenize.tokenizer import Tokenizer, load_if_checked, load_tokenizer
 
 
-def _load_released(spec: Any, fast: bool, parity_sample: list[str] | None = None
+def _load_released(spec: TokenizerSpec, fast: bool, parity_sample: list[str] | None = None
                    ) -> tuple[Tokenizer | None, list[tuple[str, type]], str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -34,7 +34,7 @@ def _load_released(spec: Any, fast: bool, parity_sample: list[str] | None = None
     return tok, [(str(w.message), w.category) for w in caught], ""
 
 
-def load_tokenizer_isolated(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None,
+def load_tokenizer_isolated(spec: TokenizerSpec, *, fast: bool = True, parity_sample: list[str] | None = None,
                             isolate: bool = True) -> Tokenizer:
     """:func:`load_tokenizer` run in a child process; objects (already loaded) are loaded in place.
 

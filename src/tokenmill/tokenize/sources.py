@@ -12,11 +12,19 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tokenmill._extras import require
 from tokenmill.errors import TokenizerError
 from tokenmill.tokenize import tiktoken_specs as tk
+
+if TYPE_CHECKING:
+    import tokenizers
+    from transformers import PreTrainedTokenizerBase
+
+# what a user may name a tokenizer by: ``"default"``, a hub name, an encoding, a path, or a loaded
+# tokenizers/transformers object (a tokenmill Tokenizer is taken as it is where a run accepts one)
+TokenizerSpec: TypeAlias = "str | os.PathLike[str] | Source | tokenizers.Tokenizer | PreTrainedTokenizerBase"
 
 HUB_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
              "vocab.json", "merges.txt", "tokenizer.model", "*.tiktoken"]
@@ -38,7 +46,7 @@ class Source:
     key: str | None = field(default=None, init=False, compare=False, repr=False)
 
 
-def resolve(spec: Any) -> Source:
+def resolve(spec: TokenizerSpec) -> Source:
     """Turn a name, directory, file or tokenizer object into a :class:`Source`."""
     if isinstance(spec, Source):
         return spec

@@ -16,6 +16,7 @@ from tokenmill.errors import TokenizerError
 from tokenmill.tokenize import backends, pieces, sources
 from tokenmill.tokenize.backends import fast_for, reference_for, source_key
 from tokenmill.tokenize.parity import agreement_cached, choose_fast
+from tokenmill.tokenize.sources import TokenizerSpec
 
 if TYPE_CHECKING:
     import gigatoken
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 Span = tuple[int, int]
 
 
-def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
+def load_tokenizer(spec: TokenizerSpec, *, fast: bool = True, parity_sample: list[str] | None = None) -> Tokenizer:
     """Load a tokenizer from a name, directory, file, tokenizer object or ``"default"`` (see README)."""
     source = sources.resolve(spec)
     known = _checked_from_meta(source, parity_sample) if fast else None
@@ -48,7 +49,7 @@ def load_tokenizer(spec: Any, *, fast: bool = True, parity_sample: list[str] | N
     return tok
 
 
-def load_if_checked(spec: Any, *, parity_sample: list[str] | None = None) -> Tokenizer | None:
+def load_if_checked(spec: TokenizerSpec, *, parity_sample: list[str] | None = None) -> Tokenizer | None:
     """The tokenizer of ``spec`` when loading it builds no encoder, else None (load it with
     :func:`load_tokenizer`, in a child process: tokenize/isolated.py).
 

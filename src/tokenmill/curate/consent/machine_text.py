@@ -51,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate.docmeta import strings
-from tokenmill.curate.quality.classifier import model_file
+from tokenmill.curate.quality.classifier import load_model, model_file, predict_hq
 from tokenmill.steps.contract import Scored
 
 PHRASES = (
@@ -127,8 +127,6 @@ class MachineText:
 
     def setup(self) -> None:
         if self.model:
-            from tokenmill.curate.quality.classifier import load_model
-
             load_model(self.model)
 
     def score(self, batch: pa.RecordBatch) -> Scored:
@@ -139,8 +137,6 @@ class MachineText:
         score = 1.0 - np.exp(-(1.5 * phrases + MARKER_WEIGHT * markers))
         scores = {"phrases": phrases, "markers": markers}
         if self.model:
-            from tokenmill.curate.quality.classifier import load_model, predict_hq
-
             prob = predict_hq(load_model(self.model), pa.array(texts, pa.large_string())).astype(np.float64).round(6)
             scores["model"] = prob
             score = np.maximum(score, prob)

@@ -30,7 +30,7 @@ from tokenmill.engine.outputs import Documents, Partitioned, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
-from tokenmill.steps.contract import step_params
+from tokenmill.steps.contract import Step, step_params
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 ROW_BITS = 32
@@ -321,7 +321,7 @@ def units_of(parts: Sequence[DocsPart]) -> list[Unit]:
     return [Unit(p.index, p.name, size=p.rows, payload=p) for p in parts]
 
 
-def stage_params(step: Any, **extra: Any) -> dict[str, Any]:
+def stage_params(step: Step, **extra: Any) -> dict[str, Any]:
     return {"step": step.name, "version": step.version, **step_params(step), **extra}
 
 

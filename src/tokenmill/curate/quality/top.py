@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,9 @@ from tokenmill.engine.outputs import Documents, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import column, reason
+
+if TYPE_CHECKING:
+    from tokenmill.curate.quality.classifier import Quality
 
 BINS = 1 << 16
 
@@ -79,7 +82,7 @@ def _upstream_units(ctx: StageContext, upstream: str) -> list[Unit]:
 
 @dataclass(frozen=True)
 class ScoreTask:
-    step: Any
+    step: Quality
     out: str
     work: str
 
@@ -102,7 +105,7 @@ class ScoreTask:
 
 @dataclass(frozen=True)
 class ApplyTask:
-    step: Any
+    step: Quality
     out: str
     work: str
     cut: float
@@ -136,10 +139,13 @@ def as_batch(table: pa.Table) -> pa.RecordBatch:
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-def top_fraction_stages(step: Any, upstream: str) -> list[Stage]:
+def top_fraction_stages(step: Quality, upstream: str) -> list[Stage]:
     """The two stages of a corpus-wide ``top_fraction`` cut over the documents stage ``upstream``."""
+    fraction = step.top_fraction
+    if fraction is None:  # a threshold step decides per document, in a map stage
+        raise ValueError(f"step {step.name!r} has no top_fraction: it is not a corpus step")
     params = {"step": step.name, "version": step.version, "model_sha256": step.model_sha256,
-              "top_fraction": step.top_fraction, "column": step.column}
+              "top_fraction": fraction, "column": step.column}
 
     def plan_score(ctx: StageContext) -> StagePlan:
         work = f"_work/{step.name}_score"
@@ -148,7 +154,7 @@ def top_fraction_stages(step: Any, upstream: str) -> list[Stage]:
     def plan_apply(ctx: StageContext) -> StagePlan:
         scored = ctx.results[f"{step.name}_score"]
         work = f"_work/{step.name}_score"
-        cut = corpus_cut(ctx.out / work / "cut.json", [ctx.out / r.data["hist"] for r in scored], step.top_fraction)
+        cut = corpus_cut(ctx.out / work / "cut.json", [ctx.out / r.data["hist"] for r in scored], fraction)
         units = [Unit(i, Path(r.data["scored"]).stem, payload=r.data["scored"]) for i, r in enumerate(scored)]
         return StagePlan(units, ApplyTask(step, str(ctx.out), f"steps/{step.name}", cut),
                          {**params, "cut": cut}, drop=(f"{work}/docs", f"{work}/hist"))

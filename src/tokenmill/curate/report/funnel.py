@@ -34,7 +34,7 @@ from tokenmill.errors import ConfigError, InputError
 from tokenmill.report.ledger import REJECTED, read_columns, read_stage_parts, stage_parts
 from tokenmill.steps.build import build_step, recorded_options
 from tokenmill.steps.cascade import decisions
-from tokenmill.steps.contract import reason
+from tokenmill.steps.contract import Step, reason
 from tokenmill.steps.plain import RecordedPlainStep
 
 
@@ -171,7 +171,7 @@ def _rebuild(entries: list[dict], sets: dict[tuple[str, str], Any]) -> list[Any]
     return steps
 
 
-def _score_problems(name: str, step: Any, changed: list[str]) -> list[str]:
+def _score_problems(name: str, step: Step, changed: list[str]) -> list[str]:
     """A change the ledger cannot replay: a parameter outside the step's ``decision_params`` changes its
     scores (a step that names none replays nothing: the funnel cannot tell a threshold from a statistic
     parameter, and a silently unchanged funnel would read as "no effect")."""
@@ -211,7 +211,7 @@ def _keys(table: pa.Table) -> list[str]:
     return [f"{s}\0{loc}" if loc is not None else f"{s}\0id\0{i}" for s, loc, i in zip(src, locs, ids)]
 
 
-def _stat_columns(table: pa.Table, step: Any, rows: np.ndarray) -> dict[str, Any]:
+def _stat_columns(table: pa.Table, step: Step | RecordedPlainStep, rows: np.ndarray) -> dict[str, Any]:
     prefix = step.name + "."
     return {c[len(prefix):]: table.column(c).take(pa.array(rows)) for c in table.column_names if c.startswith(prefix)}
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenmill.curate.report.funnel import funnel_from_ledger
 from tokenmill.curate.report.html import write_report
@@ -31,7 +31,7 @@ from tokenmill.curate.workflows.join import decision_ledger, join_stage, stage_p
 from tokenmill.curate.workflows.presets import step_specs
 from tokenmill.curate.workflows.tasks import DocsTask, ReadTask
 from tokenmill.engine.outputs import Documents, outputs
-from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
+from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult, stage_key
 from tokenmill.engine.warm import start_workers
 from tokenmill.errors import ConfigError
 from tokenmill.job.inputs import Inputs
@@ -41,25 +41,33 @@ from tokenmill.job.run import run as run_job
 from tokenmill.report.accounting import Stats
 from tokenmill.steps.build import build_steps
 from tokenmill.steps.cascade import Cascade
-from tokenmill.steps.contract import is_corpus_step, stage_entry, step_entry, step_packages
+from tokenmill.steps.contract import CorpusStep, Step, is_corpus_step, stage_entry, step_entry, step_packages
+
+if TYPE_CHECKING:
+    from tokenmill.engine.stage import Task
+    from tokenmill.engine.workflow import Executor
+    from tokenmill.tokenize.sources import TokenizerSpec
+    from tokenmill.tokenize.tokenizer import Tokenizer
 
 FIRST = "curate"
 
 
-def group_steps(steps: Sequence[Any]) -> list[list[Any] | Any]:
+def group_steps(steps: Sequence[Step]) -> list[list[Step] | CorpusStep]:
     """``[doc, doc, corpus, doc]`` -> ``[[doc, doc], corpus, [doc]]``; always ends with a list."""
-    groups: list[Any] = [[]]
+    groups: list[list[Step] | CorpusStep] = []
+    current: list[Step] = []
     for step in steps:
         if is_corpus_step(step):
-            groups.append(step)
-            groups.append([])
+            groups += [current, step]
+            current = []
         else:
-            groups[-1].append(step)
+            current.append(step)
+    groups.append(current)
     _check_names(groups)
     return groups
 
 
-def _check_names(groups: list) -> None:
+def _check_names(groups: list[list[Step] | CorpusStep]) -> None:
     for group in groups:
         if isinstance(group, list):
             names = [s.name for s in group]
@@ -69,11 +77,11 @@ def _check_names(groups: list) -> None:
                                   "would collide (merge the two into one step)")
 
 
-def _unguarded(task: Any) -> Any:
+def _unguarded(task: Task) -> Task:
     return task
 
 
-def _map_stage(name: str, steps: list, *, upstream: str | None, final: bool, inputs: Inputs, out: Path,
+def _map_stage(name: str, steps: list[Step], *, upstream: str | None, final: bool, inputs: Inputs, out: Path,
                text_mode: str, score_removed: bool, limit: int | None = None, guard: Callable = _unguarded) -> Stage:
     docs_dir = "documents" if final else f"_work/{name}/documents"
     cascade = Cascade(tuple(steps), score_removed=score_removed)
@@ -96,7 +104,7 @@ def _unit_name(result: Documents, index: int) -> str:
     return result.unit or Path(result.docs).stem or f"unit-{index:06d}"
 
 
-def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
+def compose(steps: Sequence[Step], *, inputs: Inputs, out: Path, text_mode: str,
             score_removed: bool, limit: int | None = None, guard: Callable = _unguarded) -> tuple[list[Stage], list[dict]]:
     """The workflow's stages and, per step, the stage it runs in (for the manifest and the funnel); ``guard``
     wraps the task that reads the input units (the run's input snapshot check)."""
@@ -115,6 +123,8 @@ def compose(steps: Sequence[Any], *, inputs: Inputs, out: Path, text_mode: str,
             placed += [step_entry(s, name, "document") for s in group]
             upstream = name
         else:
+            if upstream is None:  # never: group_steps starts with a list, the stage that reads the inputs
+                raise ValueError("a corpus step needs a documents stage before it")
             corpus = list(group.stages(upstream))
             last = corpus[-1] if upstream is None else _dropping_docs_of(corpus[-1], upstream)
             stages += [*corpus[:-1], last]
@@ -163,7 +173,7 @@ def run_curate(
     quality_model: str | None = None,
     robots_snapshot: str | None = None,
     workers: int | None = None,
-    executor: Any = None,
+    executor: Executor | None = None,
     force: bool = False,
     overwrite: bool = False,
     unit_bytes: int | None = None,
@@ -199,7 +209,7 @@ def run_curate(
     return run_job(job, inputs, out=out, options=options, executor=executor, tokenizer=None, schemas=schemas)
 
 
-def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed: bool = True, report: bool = True,
+def curate_job(specs: Sequence[dict | Step], *, preset: str | None = None, score_removed: bool = True, report: bool = True,
                workflow: str = "curate", finish: Callable[[Path, dict], Any] | None = None) -> Job:
     """The ``curate`` job (``workflow``: also ``decontaminate``): documents in, curated documents, the decision
     ledger, the funnel and the HTML report out; its stages are the steps' (:func:`compose`) and the ledger's."""
@@ -236,7 +246,8 @@ def curate_job(specs: Sequence[Any], *, preset: str | None = None, score_removed
         if finish is not None:
             finish(run.out, manifest)
 
-    def warm(executor: Any, inputs: Sequence[str], options: JobOptions, tokenizer: Any) -> Any:
+    def warm(executor: Executor, inputs: Sequence[str], options: JobOptions,
+             tokenizer: TokenizerSpec | Tokenizer | None) -> Callable[[list], None] | None:
         return start_workers(executor, built, unit_bytes=options.unit_bytes)  # workers start while inputs are routed
 
     return Job(workflow, "pretrain", stages, section, configure=configure,
@@ -253,7 +264,7 @@ def curate_section(stages: list[Stage], placed: list[dict], results: Results) ->
         if entry["kind"] == "corpus" and len(cuts) == 1:
             entry["cut"] = cuts.pop()
     last = results[stages[-1].name]
-    return {"steps": placed, "stages": [s.key for s in stages] + [Stage(JOIN, JOIN_VERSION, _unguarded).key],
+    return {"steps": placed, "stages": [s.key for s in stages] + [stage_key(JOIN, JOIN_VERSION)],
             "documents": [r.docs for r in outputs(last, Documents, stage=stages[-1].name)],
             "stage_ledgers": stage_ledgers(stages, results), "stage_packs": stage_packs(results[JOIN])}
 
