@@ -26,6 +26,7 @@ from tokenmill._extras import require
 from tokenmill.engine.outdir import STATE, check_output_path, hold_output, hold_path, read_record, written_by
 from tokenmill.engine.store import is_remote
 from tokenmill.errors import ConfigError, ShardError
+from tokenmill.pack import concat_chunk
 from tokenmill.shards.checked import verify_checksums
 from tokenmill.shards.export_record import RECORD_SUFFIXES, write_file_record, write_record
 from tokenmill.shards.export_remote import export_remote
@@ -143,8 +144,6 @@ def _doc_batches(ds: ShardSet, batch_tokens: int):
 
 
 def _window_batches(ds: ShardSet, seq_len: int, batch_tokens: int):
-    from tokenmill.pack import concat_chunk
-
     starts = np.asarray(concat_chunk(ds.lengths, seq_len, drop_last=True), dtype=np.int64)
     per_batch = max(1, batch_tokens // seq_len)
     for k in range(0, len(starts), per_batch):
@@ -164,8 +163,6 @@ def _gather(read, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
 
 def planned(ds: ShardSet, to: str, out: Path, seq_len: int | None) -> dict:
     """What an export would write: its paths, sequences and tokens (from the shard headers, nothing read)."""
-    from tokenmill.pack import concat_chunk
-
     paths = [str(p) for p in targets(to, out) if not (p.name.endswith(".mask") and not ds.has_mask)]
     if seq_len is None:
         return {"paths": paths, "n_sequences": len(ds.lengths), "n_tokens": int(ds.n_tokens)}
