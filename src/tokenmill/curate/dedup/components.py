@@ -26,9 +26,9 @@ over partitions of the edge list):
    are summed (``np.unique``) and written sorted, for lookups by binary search.
 
 Memory: one partition's nodes (the nodes whose hash falls in its range: about ``partition_edges / 2``), 25
-bytes each, and one chunk of at most ``partition_edges / 4`` edge records (32 bytes: both ends and their
-keys) with the at most as many records it emits and their sort: about ``50 * partition_edges`` bytes plus
-the sizes of the largest range of step 4 (``clusters / P`` labels).
+bytes each, and one chunk of at most ``partition_edges / 8`` edge records (32 bytes: both ends and their
+keys) with the at most twice as many records it emits and their sort: about ``40 * partition_edges`` bytes
+plus the sizes of the largest range of step 4 (``clusters / P`` labels).
 Distribution: each phase (1, 2, a step, the two halves of 4) is one call per edge file or per partition
 through :func:`~tokenmill.engine.fanout.fan_out`; on the Ray executor the calls of a phase run as Ray tasks
 across the cluster, each holding the memory above, so ``partition_edges`` bounds the memory of every
@@ -120,9 +120,9 @@ class _Layout:
 
     @property
     def chunk(self) -> int:
-        """Edge records read at once: a quarter of ``rows``, as each is 32 bytes and a step's call holds
-        the records it emits and their sort besides."""
-        return max(2, self.rows // 4)
+        """Edge records read at once: an eighth of ``rows``, as each is 32 bytes and a step's call holds
+        the twice as many records it may emit and their sort besides."""
+        return max(2, self.rows // 8)
 
     def files(self, prefix: str, q: int) -> list[Path]:
         """Every source's spill file for partition ``q`` (``<prefix>-<source>-<q>.bin``), in source order."""
