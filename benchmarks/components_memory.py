@@ -8,8 +8,8 @@ about 4), each member joined to its cluster's first document (the bucket's centr
 four, to a second member (two bands that disagree on the centre), so components have diameter up to 3; and
 one chain of ``--chain`` documents (20). Min-label propagation took the largest diameter plus one rounds
 (a chain of 200 at 4 million documents: 125 rounds, 643 s on the loaded machine); the Large-Star /
-Small-Star steps grow with the log of the largest component (the same graph: 14 steps, 191 s). Edges are written as one ``a.npy``/``b.npy``
-pair per 16 units, as the verify stage writes them per unit.
+Small-Star steps grow with the log of the largest component (BENCHMARKS.md). Edges are written as one
+``a.npy``/``b.npy`` pair per 16 units, as the verify stage writes them per unit.
 
 Measurement. :func:`~tokenmill.curate.dedup.components.connected_components` runs in a fresh process (the
 module imported, then the call) with ``partition_edges`` fixed, the priority of every document read from a
