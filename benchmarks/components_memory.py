@@ -6,10 +6,10 @@ Graph. Synthetic, shaped like what the buckets stage writes: ``docs`` global ids
 units of 100,000 rows); a third of the documents are near-duplicates, in clusters of geometric size (mean
 about 4), each member joined to its cluster's first document (the bucket's centre) and, for one member in
 four, to a second member (two bands that disagree on the centre), so components have diameter up to 3; and
-one chain of ``--chain`` documents (20). The rounds of min-label propagation are the largest diameter plus
-one, each reading every partition's labels, so the chain sets the time, not the memory (a chain of 200 at
-4 million documents: 125 rounds, 643 s on the loaded machine). Edges are written as one ``a.npy``/``b.npy``
-pair per 16 units, as the verify stage writes them per unit.
+one chain of ``--chain`` documents (20). Min-label propagation took the largest diameter plus one rounds
+(a chain of 200 at 4 million documents: 125 rounds, 643 s on the loaded machine); the Large-Star /
+Small-Star steps grow with the log of the largest component (BENCHMARKS.md). Edges are written as one
+``a.npy``/``b.npy`` pair per 16 units, as the verify stage writes them per unit.
 
 Measurement. :func:`~tokenmill.curate.dedup.components.connected_components` runs in a fresh process (the
 module imported, then the call) with ``partition_edges`` fixed, the priority of every document read from a

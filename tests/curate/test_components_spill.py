@@ -1,9 +1,11 @@
 """Connected components spilled to disk in many small partitions give the components of one partition held in
-memory and of a union-find, on random graphs with long chains and stars, and the same files whether the
-per-partition calls run in one process or in two worker processes."""
+memory and of a union-find, on random graphs with long chains and stars, in steps that grow with the log of
+the component's size, not its diameter, and the same files whether the per-partition calls run in one
+process or in two worker processes."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 
 import numpy as np
@@ -29,6 +31,11 @@ def _graph(seed: int, shape: str) -> tuple[np.ndarray, np.ndarray]:
     elif shape == "stars":  # hubs with many leaves, two hubs joined, a leaf shared by two stars
         a = np.concatenate([np.full(200, 0), np.full(150, 1), np.full(100, 2), [0, 300]])
         b = np.concatenate([np.arange(3, 203), np.arange(203, 353), np.arange(353, 453), [1, 2]])
+    elif shape == "starchain":  # a chain whose nodes head stars (what defeated pointer jumping)
+        hubs = rng.permutation(100) * 6
+        leaves = np.repeat(hubs, 5) + np.tile(np.arange(1, 6), 100)
+        ids = np.sort(ids)[::-1].copy()  # a leaf's id (hub + 1..5) is smaller than its hub's
+        a, b = np.concatenate([hubs[:-1], np.repeat(hubs, 5)]), np.concatenate([hubs[1:], leaves])
     else:  # mixed: a chain whose nodes are star hubs, random edges, self-loops and repeated edges
         chain = rng.permutation(100)
         a = np.concatenate([chain[:-1], np.repeat(chain[::10], 20), rng.integers(0, 600, 100), [7, 7, 9]])
@@ -82,7 +89,7 @@ def _files(work, parts):
                     for p in range(parts))
 
 
-@pytest.mark.parametrize("shape", ["random", "chain", "stars", "mixed"])
+@pytest.mark.parametrize("shape", ["random", "chain", "stars", "starchain", "mixed"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_spilled_components_equal_in_memory_and_union_find(tmp_path, shape, seed):
     a, b = _graph(seed, shape)
@@ -101,8 +108,35 @@ def test_spilled_components_equal_in_memory_and_union_find(tmp_path, shape, seed
     assert not list((tmp_path / "spilled").glob("*.bin"))  # the spill files are gone
 
 
-def test_one_or_two_worker_processes_write_the_same_files(tmp_path):
-    a, b = _graph(5, "mixed")
+def _big(shape: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A chain of ``n`` nodes (ids ascending, descending or shuffled), a chain of ``n // 6`` hubs each heading
+    five better leaves, or a random graph of ``n`` nodes and ``n`` edges."""
+    rng = np.random.default_rng(n)
+    if shape == "random":
+        return rng.integers(0, n, n).astype(np.int64) * 3, rng.integers(0, n, n).astype(np.int64) * 3
+    if shape == "starchain":
+        hubs = rng.permutation(n // 6).astype(np.int64) * 6 + 5
+        return (np.concatenate([hubs[:-1], np.repeat(hubs, 5)]),
+                np.concatenate([hubs[1:], np.repeat(hubs, 5) - np.tile(np.arange(1, 6), len(hubs))]))
+    order = {"up": np.arange(n), "down": np.arange(n)[::-1], "shuffled": rng.permutation(n)}[shape].astype(np.int64)
+    return order[:-1] * 7 + 3, order[1:] * 7 + 3
+
+
+@pytest.mark.parametrize("shape", ["up", "down", "shuffled", "starchain", "random"])
+def test_steps_grow_with_the_log_of_the_component_not_its_diameter(tmp_path, shape):
+    n = 1200
+    a, b = _big(shape, n)
+    meter = Meter()
+    parts = connected_components(_write(tmp_path, a, b), key_of, tmp_path / "w", partition_edges=600, meter=meter)
+    labels, sizes = _result(tmp_path / "w", parts)
+    assert parts >= 4 and labels == _union_find(a, b)
+    assert sum(sizes.values()) == len(labels) and max(sizes.values()) >= (n // 6 if shape != "random" else 2)
+    assert 1 <= meter.rounds <= math.ceil(math.log2(n)) ** 2  # a chain's diameter is n - 1 (or n // 6 - 1)
+
+
+@pytest.mark.parametrize("shape", ["mixed", "starchain"])
+def test_one_or_two_worker_processes_write_the_same_files(tmp_path, shape):
+    a, b = _graph(5, shape)
     edges = _write(tmp_path, a, b)
     one = connected_components(edges, key_of, tmp_path / "one", partition_edges=100)
     pids: list[int] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import pickle
 import signal
@@ -102,7 +103,8 @@ def test_components_of_a_long_chain_converge_in_small_partitions(tmp_path):
                                  tmp_path / "w", partition_edges=16, meter=meter)
     labels = np.concatenate([np.load(tmp_path / "w" / f"labels-{p:05d}.npy") for p in range(parts)])
     assert len(labels) == n and set(labels["id"].tolist()) == {3}
-    assert meter.held["edges"] <= 16 and meter.held["messages"] <= 16 and meter.rounds >= n - 2
+    assert meter.held["edges"] <= 16 and meter.held["messages"] <= 16
+    assert 1 <= meter.rounds <= math.ceil(math.log2(n)) ** 2  # Large-Star / Small-Star, not the diameter n - 1
 
 
 def test_one_or_two_workers_same_bytes(tmp_path):

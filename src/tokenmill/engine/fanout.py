@@ -1,8 +1,8 @@
 """Sub-tasks of one unit, spread over the cluster the unit runs on.
 
 Most grouped stages are a fixed set of units (one per hash partition) and need nothing more. A few loop
-over rounds whose number depends on the data (min-label propagation in connected components runs until
-no label moves), so they cannot be a fixed list of stages: one unit drives the loop, and each round's
+over rounds whose number depends on the data (connected components run Large-Star / Small-Star steps until
+every component is a star), so they cannot be a fixed list of stages: one unit drives the loop, and each round's
 per-partition work goes through :func:`fan_out`. The unit's task says so with a class attribute
 ``fans_out = True``.
 
