@@ -45,6 +45,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.engine.outputs import Shards, as_data
 from tokenmill.engine.stage import UnitResult
 from tokenmill.errors import ConfigError
 
@@ -243,11 +244,11 @@ class SplitWriters:
         """The unit result's data: the shards written (and the validation ones), or the ranking pairs."""
         shards = self.train.close()
         if self.ranking:
-            return {"shards": shards, "val_pairs": pairs_of(self._keys, self._ties)}
+            return as_data(Shards(shards), val_pairs=pairs_of(self._keys, self._ties))
         if self.val is None:
-            return {"shards": shards}
-        return {"shards": shards,
-                "val": {"shards": self.val.close(), "documents": self.val_docs, "tokens": self.val_tokens}}
+            return as_data(Shards(shards))
+        return as_data(Shards(shards),
+                       val={"shards": self.val.close(), "documents": self.val_docs, "tokens": self.val_tokens})
 
 
 def find_cut(out: Path, results: list[Any], count: int) -> tuple[int, int]:

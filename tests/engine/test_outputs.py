@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmill.engine.outputs import Documents, Partitioned, Shards, output, outputs
-from tokenmill.engine.stage import UnitResult
+from tokenmill.engine.local import commit_unit
+from tokenmill.engine.outputs import Documents, Partitioned, Shards, as_data, output, outputs
+from tokenmill.engine.stage import Unit, UnitResult
+from tokenmill.engine.workflow import StageState
 from tokenmill.errors import StageError
+from tokenmill.io.snapshot import CheckedTask
 
 
 def test_a_documents_output_reads_by_field_with_its_defaults():
@@ -33,3 +36,37 @@ def test_other_keys_are_left_to_their_stage():
     got = output(UnitResult(data={"dir": "d", "partitions": 4, "entries": 10}), Partitioned, stage="minhash")
     assert got == Partitioned(dir="d", partitions=4)
     assert output(UnitResult(data={"docs": "a", "cut": 0.25}), Documents, stage="q").cut == 0.25
+
+
+def test_as_data_writes_what_is_set_and_reads_back_the_same():
+    docs = Documents("steps/q/docs/u.parquet", "steps/q/ledger/u.parquet", "u", rows=3, size=120)
+    data = as_data(docs, extra=1)
+    assert data == {"docs": docs.docs, "ledger": docs.ledger, "unit": "u", "rows": 3, "size": 120, "extra": 1}
+    assert output(UnitResult(data=data), Documents, stage="q") == docs
+    assert as_data(Partitioned("d")) == {"dir": "d"} and as_data(Shards([])) == {"shards": []}
+
+
+class _Declares:
+    """A task that names its typed output and hands on something else."""
+
+    output = Documents
+
+    def __call__(self, unit, staging):
+        return UnitResult(data={"dir": "_work/x"})
+
+
+def test_the_engine_checks_a_tasks_declared_output_when_the_unit_commits(tmp_path):
+    """Before its marker is written: a resume never reads back an output the next stage cannot read."""
+    state = StageState(tmp_path, "docs_stage")
+    state.prepare("fp")
+    unit = Unit(0, "unit-000000")
+    with pytest.raises(StageError, match=r"stage 'docs_stage', unit 0: its output has no 'docs'"):
+        commit_unit(_Declares(), unit, state)
+    assert not state.marker(unit).exists()
+    assert commit_unit(_Fine(), unit, state).data["docs"] == "a.parquet" and state.marker(unit).exists()
+    assert CheckedTask(_Fine(), {}).output is Documents  # a track's input check hands the declaration on
+
+
+class _Fine(_Declares):
+    def __call__(self, unit, staging):
+        return UnitResult(data={"docs": "a.parquet"})

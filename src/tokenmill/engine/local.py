@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
+from tokenmill.engine.outputs import output
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.store import publish_unit
 from tokenmill.engine.warm import preload_in_forkserver  # guards the fork server
@@ -218,6 +219,9 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     staging.mkdir(parents=True)
     started, cpu = time.monotonic(), time.process_time()
     result = task(unit, staging)
+    kind = getattr(task, "output", None)  # the typed output the task's stage hands on (engine/outputs.py)
+    if kind is not None:
+        output(result, kind, stage=state.key, index=unit.index)  # a StageError before the marker is written
     result.seconds = time.monotonic() - started
     result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()

@@ -1,11 +1,14 @@
 """Typed stage outputs: what one unit of a stage hands the stages after it, read by field and checked.
 
-A task still returns its output as ``UnitResult.data`` (a JSON-able dict: it is what the completion marker
-stores, so a resumed run reads it back); every stage that reads an earlier stage's results reads them
-through :func:`output` with one of the classes below, which checks that each field is there with its type
-and raises :class:`~tokenmill.errors.StageError` naming the stage, the unit and the field otherwise. A key
-renamed on one side then fails at the boundary, once, with a clear message, instead of as a ``KeyError``
-(or a silent ``None``) deep in a planner.
+A task returns its output as ``UnitResult.data`` (a JSON-able dict: it is what the completion marker
+stores, so a resumed run reads it back). A producer builds it from one of the classes below (:func:`as_data`:
+the fields it sets, and the stage's own counts beside them) and names the class as its task's ``output``; the
+engine checks every unit's data against it when the unit commits, before its marker is written
+(``engine/local.py``), and every stage that reads an earlier stage's results reads them through
+:func:`output` with the same class, which checks that each field is there with its type and raises
+:class:`~tokenmill.errors.StageError` naming the stage, the unit and the field otherwise. A key renamed on one
+side then fails at the boundary, once, with a clear message, instead of as a ``KeyError`` (or a silent
+``None``) deep in a planner.
 
 =================  =====================================================================================
 ``Documents``      a documents stage's unit: its surviving documents file (``docs``), its ledger part
@@ -55,6 +58,18 @@ class Partitioned:
 @dataclass(frozen=True)
 class Shards:
     shards: list
+
+
+def as_data(out: DataclassInstance, **extra: Any) -> dict[str, Any]:
+    """``out`` as a unit's ``UnitResult.data``: the fields set away from their defaults (an unset optional field is
+    left out, as :func:`output` reads it back), then ``extra``, the stage's own counts."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(out):
+        value = getattr(out, f.name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING or value != default:
+            data[f.name] = value
+    return {**data, **extra}
 
 
 def output(result: UnitResult, kind: type[T], *, stage: str, index: int | None = None) -> T:

@@ -141,6 +141,11 @@ class CheckedTask:
     task: Task
     snapshot: dict[str, dict[str, Any]]
 
+    @property
+    def output(self) -> type | None:
+        """The typed output of the task it checks (``engine/outputs.py``), which the engine checks at commit."""
+        return getattr(self.task, "output", None)
+
     def setup(self) -> None:
         setup = getattr(self.task, "setup", None)
         if callable(setup):

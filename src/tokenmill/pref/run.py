@@ -18,12 +18,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
+from tokenmill.engine.outputs import Shards, as_data
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
 from tokenmill.job.options import JobOptions
@@ -53,6 +54,8 @@ ROLES = ("prompt", "chosen", "rejected", "desirable", "undesirable")  # the reco
 class PrefTask:
     """Everything one worker needs to turn one unit of preference records into shards. Picklable."""
 
+    output: ClassVar[type] = Shards  # what its units hand on, checked at commit (engine/outputs.py)
+
     tokenizer: Tokenizer
     template: ChatTemplate
     schemas: dict[str, dict]
@@ -79,7 +82,7 @@ class PrefTask:
             sink.add(bad, stats)
             self._write(self._checked(pairs, raw.source, sink, stats), raw.source, writer, sink, stats, summary)
         sink.close()
-        data = {"shards": writer.close(), "summary": summary.to_state()}
+        data = as_data(Shards(writer.close()), summary=summary.to_state())
         return UnitResult(stats=stats, outputs=staged_files(staging), data=data)
 
     def _checked(self, pairs: list[tuple[int, Pair]], source: str, sink: RejectSink, stats: Stats

@@ -18,13 +18,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Stats
 from tokenmill.curate.workflows.track import STAGE, funnel_section
+from tokenmill.engine.outputs import Shards
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenizerError
 from tokenmill.io import read_unit
@@ -72,6 +73,8 @@ def frame(flat: np.ndarray, offsets: np.ndarray, *, bos: int | None, eos: int) -
 @dataclass(frozen=True)
 class PretrainTask:
     """Everything one worker needs to turn one unit into shards. Picklable."""
+
+    output: ClassVar[type] = Shards  # what its units hand on, checked at commit (engine/outputs.py)
 
     tokenizer: Tokenizer
     schemas: dict[str, dict]  # InputFile.rel -> router schema

@@ -28,12 +28,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.base.accounting import Stats
-from tokenmill.engine.outputs import Documents, output, outputs
+from tokenmill.engine.outputs import Documents, as_data, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.sft.steps import CONVERSATION_VIEW
@@ -123,6 +124,7 @@ def _plan_view(upstream: str, column: str, view: str, ctx: StageContext) -> Stag
 @dataclass(frozen=True)
 class ViewTask:
     """Copy one unit of the upstream conversations with ``text`` set to ``column``."""
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
 
     out: str
     column: str
@@ -143,8 +145,8 @@ def write_docs(staging: Path, stage: str, unit_name: str, table: pa.Table) -> Un
     (staging / rel).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, staging / rel)
     return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows), outputs=[rel],
-                      data={"docs": rel, "ledger": None, "unit": unit_name, "rows": table.num_rows,
-                            "size": (staging / rel).stat().st_size})
+                      data=as_data(Documents(rel, unit=unit_name, rows=table.num_rows,
+                                             size=(staging / rel).stat().st_size)))
 
 
 def conversations_table(batches: list[pa.RecordBatch]) -> pa.Table:

@@ -23,13 +23,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from tokenmill._arrow import skip_pandas_probe
 from tokenmill.base.accounting import Reject, Stats
 from tokenmill.curate.workflows.track import funnel_section
+from tokenmill.engine.outputs import Shards
 from tokenmill.engine.stage import Stage, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, ParityError, TemplateError
 from tokenmill.io import read_unit
@@ -87,6 +88,8 @@ STAGE = "sft"  # the stage whose task runs the document steps: its ledger parts 
 @dataclass(frozen=True)
 class SftTask:
     """Everything one worker needs to turn one unit of conversations into masked shards. Picklable."""
+
+    output: ClassVar[type] = Shards  # what its units hand on, checked at commit (engine/outputs.py)
 
     tokenizer: Tokenizer
     template: ChatTemplate

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup.nfkc import nfkc
-from tokenmill.engine.outputs import Documents, Partitioned, outputs
+from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
@@ -303,8 +303,8 @@ def write_documents(out_dir: Path, step_name: str, part: DocsPart, table: pa.Tab
             stats.filter(r)
     stats.extra.update(extra_stats or {})
     return UnitResult(stats=stats, outputs=[docs_rel, ledger_rel],
-                      data={"docs": docs_rel, "ledger": ledger_rel, "unit": part.name,
-                            "rows": survivors.num_rows, "size": (out_dir / docs_rel).stat().st_size})
+                      data=as_data(Documents(docs_rel, ledger_rel, part.name, rows=survivors.num_rows,
+                                             size=(out_dir / docs_rel).stat().st_size)))
 
 
 def provenance(table: pa.Table) -> dict[str, pa.ChunkedArray]:

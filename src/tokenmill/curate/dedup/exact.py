@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from tokenmill.curate.dedup import common as cm
+from tokenmill.engine.outputs import Documents, Partitioned, as_data
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import column, reason
@@ -91,6 +92,7 @@ def content_hashes(texts, normalize) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class HashTask:
+    output: ClassVar[type] = Partitioned  # what its units hand on, checked at commit (engine/outputs.py)
     step: ExactDedup
     out: str
     partitions: int
@@ -105,7 +107,7 @@ class HashTask:
         cm.write_partitioned(staging / rel, cm.partition_of(hi, self.partitions), self.partitions,
                              {"hi": hi, "lo": lo, "doc": doc, "prio": prio})
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data={"dir": rel, "partitions": self.partitions})
+                          data=as_data(Partitioned(rel, self.partitions)))
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class GroupTask:
 
 @dataclass(frozen=True)
 class ApplyTask:
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
     step: ExactDedup
     out: str
     dirs: tuple[str, ...]

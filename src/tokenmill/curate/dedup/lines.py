@@ -27,12 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.dedup import common as cm
+from tokenmill.engine.outputs import Documents, Partitioned, as_data
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
@@ -107,6 +109,7 @@ def segments(step: LineDedup, texts: pa.Array) -> tuple[pa.ListArray, np.ndarray
 
 @dataclass(frozen=True)
 class CountTask:
+    output: ClassVar[type] = Partitioned  # what its units hand on, checked at commit (engine/outputs.py)
     step: LineDedup
     out: str
     partitions: int
@@ -125,7 +128,7 @@ class CountTask:
         cm.write_partitioned(staging / rel, cm.partition_of(h, self.partitions), self.partitions,
                              {"hash": h, "doc": doc}, order=(doc, h))
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data={"dir": rel, "partitions": self.partitions, "pairs": len(h)})
+                          data=as_data(Partitioned(rel, self.partitions), pairs=len(h)))
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ class GroupTask:
 
 @dataclass(frozen=True)
 class ApplyTask:
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
     step: LineDedup
     out: str
     files: tuple[str, ...]

@@ -52,7 +52,7 @@ from tokenmill.curate.dedup.shingles import (
     signatures,
     tokens,
 )
-from tokenmill.engine.outputs import Partitioned, outputs
+from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.report.accounting import Stats
@@ -162,6 +162,7 @@ def _signatures_of(step: MinHashDedup, texts: pa.Array) -> tuple[np.ndarray, np.
 
 @dataclass(frozen=True)
 class SignatureTask:
+    output: ClassVar[type] = Partitioned  # what its units hand on, checked at commit (engine/outputs.py)
     step: MinHashDedup
     out: str
     partitions: int
@@ -186,7 +187,7 @@ class SignatureTask:
                              {"key": key, "doc": doc}, order=(doc, key))
         np.save(staging / rel / "prio.npy", prio)
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data={"dir": rel, "partitions": self.partitions, "entries": len(key)})
+                          data=as_data(Partitioned(rel, self.partitions), entries=len(key)))
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,7 @@ class VerifyTask:
 
 @dataclass(frozen=True)
 class ComponentsTask:
+    output: ClassVar[type] = Partitioned  # what its units hand on, checked at commit (engine/outputs.py)
     out: str
     edge_dirs: tuple[str, ...]
     sig_dirs: tuple[str, ...]
@@ -267,8 +269,8 @@ class ComponentsTask:
         meter = cc.Meter()
         parts = cc.connected_components(files, self._keys, staging / rel, partition_edges=self.partition_edges,
                                         meter=meter)
-        return UnitResult(data={"dir": rel, "partitions": parts, "rounds": meter.rounds, "held": meter.held,
-                                "calls": meter.calls, "processes": meter.processes})
+        return UnitResult(data=as_data(Partitioned(rel, parts), rounds=meter.rounds, held=meter.held, calls=meter.calls,
+                                       processes=meter.processes))
 
     def _keys(self, nodes: np.ndarray) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.float64)
@@ -294,6 +296,7 @@ def unit_labels(work: Path, parts: int, unit_index: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ApplyTask:
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
     step: MinHashDedup
     out: str
     comp_dir: str

@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
-from tokenmill.engine.outputs import Documents, outputs
+from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import column, reason
@@ -105,6 +105,7 @@ class ScoreTask:
 
 @dataclass(frozen=True)
 class ApplyTask:
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
     step: Quality
     out: str
     work: str
@@ -127,8 +128,8 @@ class ApplyTask:
         if (~keep).any():
             stats.filter(reason(self.step, "low_quality"), int((~keep).sum()))
         return UnitResult(stats=stats, outputs=[rel_docs, rel_ledger],
-                          data={"docs": rel_docs, "ledger": rel_ledger, "unit": unit.name, "cut": self.cut,
-                                "rows": docs.num_rows, "size": (staging / rel_docs).stat().st_size})
+                          data=as_data(Documents(rel_docs, rel_ledger, unit.name, cut=self.cut, rows=docs.num_rows,
+                                                 size=(staging / rel_docs).stat().st_size)))
 
 
 def as_batch(table: pa.Table) -> pa.RecordBatch:

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.quality.top import as_batch
-from tokenmill.engine.outputs import Documents, outputs
+from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.lm import normalize
@@ -219,6 +219,7 @@ class ScoreTask:
 @dataclass(frozen=True)
 class ApplyTask:
     """One unit: each document's bucket, the buckets not kept removed; documents and ledger part written."""
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
 
     step: Perplexity
     out: str
@@ -245,8 +246,8 @@ class ApplyTask:
         for r in rules[~keep]:
             stats.filter(reason(self.step, r))
         return UnitResult(stats=stats, outputs=[rel_docs, rel_ledger],
-                          data={"docs": rel_docs, "ledger": rel_ledger, "unit": unit.name, "cut": _cut(self.step, self.cuts),
-                                "rows": docs.num_rows, "size": (staging / rel_docs).stat().st_size})
+                          data=as_data(Documents(rel_docs, rel_ledger, unit.name, cut=_cut(self.step, self.cuts),
+                                                 rows=docs.num_rows, size=(staging / rel_docs).stat().st_size)))
 
 
 def _cut(step: Perplexity, cuts: tuple[int, ...]) -> float | None:

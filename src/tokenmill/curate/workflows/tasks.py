@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill._arrow import skip_pandas_probe
+from tokenmill.engine.outputs import Documents, as_data
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
 from tokenmill.io.documents import to_documents
@@ -76,14 +77,15 @@ class _Writer:
                                     "loc": ledger.column("loc")[i].as_py(), "text": text[:SAMPLE_CHARS],
                                     "truncated": len(text) > SAMPLE_CHARS})
 
-    def close(self) -> dict[str, Any]:
+    def close(self) -> Documents:
         docs = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA) if self.docs else DOCS_SCHEMA.empty_table()
         write_table(self.staging / self.docs_rel, docs)
         ledger = concat_ledger(self.ledger)
         if ledger is not None:
             write_table(self.staging / self.ledger_rel, ledger)
-        return {"docs": self.docs_rel, "ledger": self.ledger_rel if ledger is not None else None,
-                "samples": self.samples, **docs_size(self.staging, self.docs_rel, docs.num_rows)}
+        sized = docs_size(self.staging, self.docs_rel, docs.num_rows)
+        return Documents(self.docs_rel, self.ledger_rel if ledger is not None else None, samples=self.samples,
+                         rows=sized["rows"], size=sized["size"])
 
 
 def docs_size(staging: Path, rel: str, rows: int) -> dict[str, int]:
@@ -135,6 +137,7 @@ def _count(stats: Stats, result: CascadeResult) -> None:
 @dataclass(frozen=True)
 class ReadTask:
     """Input work unit -> documents + ledger part. Picklable; ``setup()`` loads the steps' models once."""
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
 
     cascade: Cascade
     schemas: dict[str, dict]
@@ -167,14 +170,15 @@ class ReadTask:
 
         _score_all(self.cascade, batches(), writer, stats, seconds, self.score_rows or SCORE_ROWS)
         sink.close()
-        data = writer.close()
-        return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
-                          data=data, step_seconds=seconds)
+        written = writer.close()
+        return UnitResult(stats=stats, outputs=[written.docs] + ([written.ledger] if written.ledger else []),
+                          data=as_data(written), step_seconds=seconds)
 
 
 @dataclass(frozen=True)
 class DocsTask:
     """An upstream stage's documents for one unit -> documents + ledger part of this stage."""
+    output: ClassVar[type] = Documents  # what its units hand on, checked at commit (engine/outputs.py)
 
     cascade: Cascade
     stage: str
@@ -199,6 +203,6 @@ class DocsTask:
                 yield _as_docs(batch)
 
         _score_all(self.cascade, batches(), writer, stats, seconds, self.score_rows or SCORE_ROWS)
-        data = writer.close()
-        return UnitResult(stats=stats, outputs=[data["docs"]] + ([data["ledger"]] if data["ledger"] else []),
-                          data=data, step_seconds=seconds)
+        written = writer.close()
+        return UnitResult(stats=stats, outputs=[written.docs] + ([written.ledger] if written.ledger else []),
+                          data=as_data(written), step_seconds=seconds)
