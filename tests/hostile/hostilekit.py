@@ -89,6 +89,21 @@ sources:
 phases:
   - {name: all, share: 1.0, weights: {web: 1.0}}
 """
+# a real `tokenmill` process stopped before argv[1] (module:attribute) is called, after printing "paused", until
+# its stdin closes (a run holding its --out, for the checks of a second run)
+PAUSED = """
+import importlib, sys
+module, name = sys.argv[1].split(":")
+mod = importlib.import_module(module)
+real = getattr(mod, name)
+def paused(*args, **kwargs):
+    print("paused", flush=True)
+    sys.stdin.read()
+    return real(*args, **kwargs)
+setattr(mod, name, paused)
+from tokenmill.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
 
 
 def _lines(path: Path, rows: list[dict]) -> str:

@@ -33,20 +33,6 @@ KILL = {"export bin": "os:replace", "export hf": "os:replace",  # the first fini
         "plan": "tokenmill.loader.plan_html:render_plan_html",  # plan.json written, plan.html not
         "card": "tokenmill.report.datacard:render"}  # datacard.json written, datacard.md not
 
-# a real `tokenmill` process stopped before argv[1] (module:attribute) is called, until its stdin closes
-PAUSED = """
-import importlib, sys
-module, name = sys.argv[1].split(":")
-mod = importlib.import_module(module)
-real = getattr(mod, name)
-def paused(*args, **kwargs):
-    print("paused", flush=True)
-    sys.stdin.read()
-    return real(*args, **kwargs)
-setattr(mod, name, paused)
-from tokenmill.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
 
 # a real `tokenmill` process killed with SIGKILL once argv[1] (module:Class.attribute) has returned the first time;
 # ``os:replace`` counts only the renames of finished files into --out (argv[2]), never tokenmill's own state
@@ -183,7 +169,7 @@ def test_a_folder_tokenmill_did_not_write_is_refused_untouched(command, tmp_path
 def test_a_second_run_into_a_busy_out_is_refused_naming_the_first(command, tmp_path):
     out = tmp_path / OUT
     argv = _setup(command, tmp_path, out)
-    first = subprocess.Popen([sys.executable, "-c", PAUSED, PAUSE.get(command, JOB_PAUSE), *argv],
+    first = subprocess.Popen([sys.executable, "-c", hk.PAUSED, PAUSE.get(command, JOB_PAUSE), *argv],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = first.stdout.readline()

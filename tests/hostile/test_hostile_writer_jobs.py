@@ -17,17 +17,6 @@ import pytest
 
 from tokenmill.cli import main
 
-RECIPE = """\
-seq_len: 16
-total_tokens: 2000
-batch: 2
-world_size: 1
-sources:
-  web: {path: shards}
-phases:
-  - {name: all, share: 1.0, weights: {web: 1.0}}
-"""
-
 # a real `tokenmill export` killed with SIGKILL after its second batch of sequences is written (batches of 64
 # tokens, so that a small corpus is many batches)
 KILLED_EXPORT = """
@@ -68,7 +57,7 @@ def _argv(command: str, tmp_path: Path) -> list[str]:
         return ["quality", "train", "--positive", str(pos), "--negative", str(neg), "--out", target]
     shards = _shards(tmp_path)
     if command == "plan":
-        (tmp_path / "recipe.yaml").write_text(RECIPE)
+        (tmp_path / "recipe.yaml").write_text(hk.RECIPE)
         return ["plan", str(tmp_path / "recipe.yaml"), "--out", target]
     return ["export", str(shards), "--to", command.split()[1], "--out", target]
 

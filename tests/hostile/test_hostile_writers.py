@@ -18,33 +18,8 @@ import pytest
 
 from tokenmill.cli import main
 
-RECIPE = """\
-seq_len: 16
-total_tokens: 2000
-batch: 2
-world_size: 1
-sources:
-  web: {path: shards}
-phases:
-  - {name: all, share: 1.0, weights: {web: 1.0}}
-"""
 SHARD_FILES = ("docs", "ids", "idx", "json")  # what one shard of a pretrain output is
 
-# a real `tokenmill` process stopped at one point of its run until its stdin closes: ``PAUSE_AT`` names the
-# function (module:attribute) it stops before, after printing "paused"
-PAUSED = """
-import importlib, sys
-module, name = sys.argv[1].split(":")
-mod = importlib.import_module(module)
-real = getattr(mod, name)
-def paused(*args, **kwargs):
-    print("paused", flush=True)
-    sys.stdin.read()
-    return real(*args, **kwargs)
-setattr(mod, name, paused)
-from tokenmill.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
 
 # a real `tokenmill` process killed with SIGKILL right after tokenmill's own atomic write of a file named
 # argv[1] in its _state/ has written its temporary sibling (``job.json.tmp``), before the rename
@@ -177,7 +152,7 @@ def test_overwrite_keeps_reserved_names_the_workflow_never_wrote(tmp_path):
 
 def test_a_plan_rerun_keeps_a_users_files(tmp_path, capsys):
     _shards(tmp_path)
-    (tmp_path / "recipe.yaml").write_text(RECIPE)
+    (tmp_path / "recipe.yaml").write_text(hk.RECIPE)
     out = tmp_path / "plan"
     assert main(["plan", str(tmp_path / "recipe.yaml"), "--out", str(out)]) == 0, capsys.readouterr().err
     files = _users_files(out)
@@ -244,7 +219,7 @@ def test_overwrite_refuses_an_output_with_no_record_of_its_files(tmp_path, capsy
 @pytest.mark.parametrize("command", ["plan", "quality train", "demo"])  # export uploads: test_hostile_export_s3.py
 def test_an_s3_out_is_never_a_local_folder(command, tmp_path):
     shards = _shards(tmp_path)
-    (tmp_path / "recipe.yaml").write_text(RECIPE)
+    (tmp_path / "recipe.yaml").write_text(hk.RECIPE)
     pos, neg = hk.docs(tmp_path / "pos.jsonl", 10), hk.docs(tmp_path / "neg.jsonl", 10, start=10)
     argv = {"export hf": ["export", shards, "--to", "hf"], "export bin": ["export", shards, "--to", "bin"],
             "plan": ["plan", tmp_path / "recipe.yaml"],
@@ -260,7 +235,7 @@ def test_an_s3_out_is_never_a_local_folder(command, tmp_path):
 # ---- 5. one run at a time --------------------------------------------------------------------------------
 
 def _paused(at: str, *argv) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", PAUSED, at, *map(str, argv)], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", hk.PAUSED, at, *map(str, argv)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if line.strip() != "paused":
