@@ -156,6 +156,8 @@ def _recipe(tmp: Path) -> str:
 
 
 NO_SERVER = "http://127.0.0.1:9"  # nothing listens there: synth's refusals and dry run come before any request
+# the server and model synth's runs ask: a test that runs it sets both (test_hostile_every_writer's synth_server)
+SYNTH = {"server": NO_SERVER, "model": "m"}
 # command -> (its words, what it reads and its options; built in a temporary folder): ``--out`` is added after
 WRITERS = {
     "pretrain": lambda t: ["pretrain", _texts(t / "in" / "docs.jsonl", WORDS, 40, 1), "--tokenizer", "default",
@@ -168,8 +170,10 @@ WRITERS = {
                          _texts(t / "in" / "a.jsonl", WORDS, 30, 3), _texts(t / "in" / "b.jsonl", SHOP, 30, 4),
                          "--n", "20", *JOB_FLAGS],
     "sft select": lambda t: ["sft", "select", _chats(t / "in" / "chats.jsonl", 30), "--n", "5", *JOB_FLAGS],
-    "synth": lambda t: ["synth", "rephrase", _texts(t / "in" / "docs.jsonl", WORDS, 5, 1), "--server", NO_SERVER,
-                        "--model", "m"],
+    "synth": lambda t: ["synth", "rephrase", _texts(t / "in" / "docs.jsonl", WORDS, 12, 1), "--server",
+                        SYNTH["server"], "--model", SYNTH["model"], "--unit-bytes", "4000", "--no-progress",
+                        "--concurrency", "1", "--max-tokens", "32", "--retries", "1",
+                        "--cache-dir", str(t / "synth-cache")],
     "pref": lambda t: ["pref", _pairs(t / "in" / "pairs.jsonl", 40), "--tokenizer", "default", *JOB_FLAGS],
     "lm train": lambda t: ["lm", "train", "--text", _texts(t / "in" / "docs.jsonl", WORDS, 60, 5), "--order", "3",
                            *JOB_FLAGS],

@@ -4,9 +4,9 @@ killed with kill -9 midway, then the same command again, ends with the bytes of 
 a non-empty folder tokenmill did not write is refused, untouched; a second run into a busy ``--out`` is refused
 at once, naming the first; ``--dry-run`` writes nothing.
 
-The commands come from ``hostilekit.WRITERS`` (small inputs, one worker, several work units). ``synth`` needs an
-inference server for a run (tests/synth/tinyserver.py starts ``transformers serve``, tens of seconds): here it
-meets the refusal and the dry run, which ask no server; its runs resume as every job's do (tests/synth)."""
+The commands come from ``hostilekit.WRITERS`` (small inputs, one worker, several work units). ``synth``'s runs ask a
+real inference server: ``transformers serve`` over the tiny local model of tests/synth/tinyserver.py, started once
+for this module (tens of seconds) by the tests that run it; its refusal and dry run come before any request."""
 
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ import pytest
 
 from tokenmill.cli import main
 
-# `demo` needs torch (its packed batch) and runs both tracks: about 10 s a run, so it carries the torch marker
-COMMANDS = [pytest.param(c, marks=pytest.mark.torch) if c == "demo" else c for c in sorted(hk.WRITERS)]
-RUNS = [c for c in COMMANDS if c != "synth"]  # synth's runs need a server (module docstring)
+# `demo` needs torch (its packed batch) and runs both tracks, `synth` a server that needs torch: the torch marker
+COMMANDS = [pytest.param(c, marks=pytest.mark.torch) if c in ("demo", "synth") else c for c in sorted(hk.WRITERS)]
 OWN_RERUN = ("plan", "demo", "card")  # a rerun replaces what they wrote: they take no --overwrite
 JOB_PAUSE = "tokenmill.job.run:_execute"  # inside the job's hold on --out, before its stages
 PAUSE = {"export bin": "tokenmill.shards.export:iter_batches", "export hf": "tokenmill.shards.export:iter_batches",
@@ -31,7 +30,8 @@ PAUSE = {"export bin": "tokenmill.shards.export:iter_batches", "export hf": "tok
 JOB_KILL = "tokenmill.job.driver:_Timed.update"  # once the first unit of the first stage is committed
 KILL = {"export bin": "os:replace", "export hf": "os:replace",  # the first finished file moved into place
         "plan": "tokenmill.loader.plan_html:render_plan_html",  # plan.json written, plan.html not
-        "card": "tokenmill.report.datacard:render"}  # datacard.json written, datacard.md not
+        "card": "tokenmill.report.datacard:render",  # datacard.json written, datacard.md not
+        "synth": "tokenmill.synth.run:UnitProgress.update"}  # its units run in this process, each committed first
 
 
 # a real `tokenmill` process killed with SIGKILL once argv[1] (module:Class.attribute) has returned the first time;
@@ -59,6 +59,27 @@ setattr(owner, name, killed)
 from tokenmill.cli import main
 sys.exit(main(sys.argv[3:]))
 """
+
+
+@pytest.fixture(scope="module")
+def synth_server(tmp_path_factory):
+    """``transformers serve`` over tests/synth/tinyserver.py's model, for this module's ``synth`` runs."""
+    for extra in ("torch", "fastapi", "uvicorn", "httpx"):
+        pytest.importorskip(extra, reason=f"synth's runs need an inference server: {extra} is not installed")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "synth"))
+    import tinyserver
+
+    model = tinyserver.build_model(tmp_path_factory.mktemp("synth-model") / "model")
+    with tinyserver.serve(model) as (url, _):
+        yield {"server": url, "model": str(model)}
+
+
+@pytest.fixture
+def runs(request, monkeypatch):
+    """A test that runs its command: for ``synth``, point it at the module's server."""
+    if request.node.callspec.params["command"] == "synth":
+        for key, value in request.getfixturevalue("synth_server").items():
+            monkeypatch.setitem(hk.SYNTH, key, value)
 
 
 def _needs(command: str) -> None:
@@ -103,17 +124,18 @@ def _files(out: Path) -> dict[str, bytes]:
 
 OUT = "written-here"  # the output's name: taken out of the files' bytes, so never a word they hold otherwise
 # what differs between two runs of the same command and data: the run's time and memory, a random id `datasets`
-# gives a save, and what the SFT parity check looked at (it skips the verdicts earlier runs cached: sft/verdicts.py)
+# gives a save, what the SFT parity check looked at (it skips the verdicts earlier runs cached: sft/verdicts.py),
+# and the requests synth's process sent (a resumed or cached run sends fewer; `usage_generated` is the whole output's)
 UNTIMED = [(("run",), "manifest.json"), (("run",), "datacard.json"), (("_fingerprint",), "state.json"),
-           (("report", "parity"), "manifest.json")]
+           (("report", "parity"), "manifest.json"), (("usage_this_run",), "manifest.json")]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("command", RUNS)
-def test_killed_midway_then_the_same_command_ends_with_the_bytes_of_a_clean_run(command, tmp_path):
+@pytest.mark.parametrize("command", COMMANDS)
+def test_killed_midway_then_the_same_command_ends_with_the_bytes_of_a_clean_run(command, tmp_path, runs):
     out = tmp_path / OUT
     argv = _setup(command, tmp_path, out)
     card = _files(out) if command == "card" else None
@@ -136,8 +158,8 @@ def test_killed_midway_then_the_same_command_ends_with_the_bytes_of_a_clean_run(
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("command", RUNS)
-def test_a_rerun_with_overwrite_keeps_a_users_file(command, tmp_path, capsys):
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_rerun_with_overwrite_keeps_a_users_file(command, tmp_path, capsys, runs):
     out = tmp_path / OUT
     argv = _setup(command, tmp_path, out)
     assert main(argv) == 0, capsys.readouterr().err
@@ -165,8 +187,8 @@ def test_a_folder_tokenmill_did_not_write_is_refused_untouched(command, tmp_path
         assert _tree(out) == before  # not even a lock file
 
 
-@pytest.mark.parametrize("command", RUNS)
-def test_a_second_run_into_a_busy_out_is_refused_naming_the_first(command, tmp_path):
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_second_run_into_a_busy_out_is_refused_naming_the_first(command, tmp_path, runs):
     out = tmp_path / OUT
     argv = _setup(command, tmp_path, out)
     first = subprocess.Popen([sys.executable, "-c", hk.PAUSED, PAUSE.get(command, JOB_PAUSE), *argv],
