@@ -179,6 +179,14 @@ def test_a_missing_model_says_how_to_make_one(tmp_path):
         Perplexity(model=str(tmp_path / "nope"), max=10)
 
 
+def test_a_folder_without_the_binary_model_is_named_as_not_an_lm_train_output(tmp_path):
+    """A folder holding only an ARPA file (a model another tool wrote) was reported as not found."""
+    (tmp_path / "kenlm").mkdir()
+    (tmp_path / "kenlm" / "model.arpa").write_text("\\data\\\nngram 1=1\n")
+    with pytest.raises(ValueError, match="holds no model.tmlm.*ARPA file alone.*lm train"):
+        Perplexity(model=str(tmp_path / "kenlm"), max=10)
+
+
 def _documented_recipe() -> str:
     """The CCNet-style pipeline file of docs/curation.md, as written there."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "curation.md").read_text(encoding="utf-8")

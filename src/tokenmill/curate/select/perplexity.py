@@ -43,7 +43,7 @@ from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
 from tokenmill.lm import normalize
-from tokenmill.lm.model import BINARY, NgramModel, read_header
+from tokenmill.lm.model import ARPA, BINARY, NgramModel, read_header
 from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import Scored, column, reason
 
@@ -176,6 +176,11 @@ def _problems(step: Perplexity) -> list[str]:
     problems = []
     if not isinstance(step.model, str) or not step.model:
         problems.append("model: give the directory `tokenmill lm train --out DIR` wrote")
+    elif Path(step.model).is_dir() and not model_file(step.model).is_file():
+        arpa = " (an ARPA file alone is not read: the step loads the binary form `lm train` writes beside it)" \
+            if (Path(step.model) / ARPA).is_file() else ""
+        problems.append(f"model: {step.model!r} holds no {BINARY}, so it is not a directory `tokenmill lm train` "
+                        f"wrote{arpa}: train one with `tokenmill lm train --text REF... --out DIR`")
     elif not model_file(step.model).is_file():
         problems.append(f"model: {step.model!r} not found (train it with `tokenmill lm train --text REF... --out DIR`)")
     if (step.max is None) == (step.keep is None):
