@@ -42,7 +42,8 @@ SIZE_BOUNDS = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (
                (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
                (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
 ONE_LICENCE = 0.95  # the share of kept documents one licence must cover to be the card's `license:`
-WARN_SHARE = 0.05  # above this share of the documents robots judged without a URL, the card warns
+WARN_SHARE = 0.05  # above this share of the records rejected, or of the documents robots judged without a URL,
+# the card warns
 
 
 def size_category(n: int) -> str:
@@ -192,11 +193,12 @@ def _command(out: Path, manifest: dict) -> str | None:
 
 
 def warnings(t: Tally, manifest: dict) -> list[str]:
-    """What a reader of the card must know before trusting its opt-out counts: the robots step could not ask
-    robots.txt for many of the documents (no URL, or one naming no host), or its snapshot held none of
-    their hosts (a wrong or empty snapshot: nothing was judged)."""
+    """What a reader of the card must know before trusting it: the run kept nothing, or lost more than a small
+    share of its records as unreadable (:func:`loss_warnings`); the robots step could not ask robots.txt for
+    many of the documents (no URL, or one naming no host), or its snapshot held none of their hosts (a wrong
+    or empty snapshot: nothing was judged)."""
     judged = sum(t.robots_status.values())
-    out = []
+    out = loss_warnings(manifest.get("counts") or {}, manifest.get("rejects_file"))
     unasked = t.robots_status["no_url"] + t.robots_status["bad_url"]
     if judged and unasked > WARN_SHARE * judged:
         out.append(f"robots: {unasked:,} of {judged:,} documents have no URL the step could read (no_url "
@@ -207,6 +209,30 @@ def warnings(t: Tally, manifest: dict) -> list[str]:
                          if isinstance(s, dict) and s.get("name") == "robots"), None)
         out.append(f"robots: the snapshot{f' {snapshot}' if snapshot else ''} holds a robots.txt for none of the "
                    f"{judged - unasked:,} documents' hosts: nothing was judged. Give the crawl's own snapshot")
+    return out
+
+
+def loss_warnings(counts: dict, rejects_file: str | None) -> list[str]:
+    """A run that read records and kept none, or rejected (could not read: malformed, wrong type, broken roles)
+    more than :data:`WARN_SHARE` of them. Records the steps filtered are the run's purpose, not a loss."""
+    read = counts.get("input") or 0
+    rejected = counts.get("rejected") or {}
+    lost = sum(rejected.values()) if isinstance(rejected, dict) else 0
+    if not isinstance(read, int) or read <= 0:
+        return []
+    reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0]))[:4]) \
+        if isinstance(rejected, dict) else ""
+    where = f": {rejects_file} lists each with its file, line and reason" if rejects_file else ""
+    out = []
+    if not counts.get("kept"):
+        filtered = counts.get("filtered") or {}
+        by_steps = sum(filtered.values()) if isinstance(filtered, dict) else 0
+        out.append(f"no record was kept: of {read:,} read, {lost:,} were rejected"
+                   f"{f' ({reasons})' if reasons else ''} and {by_steps:,} filtered; the output holds no training data"
+                   f"{where}")
+    elif lost > WARN_SHARE * read:
+        out.append(f"{lost:,} of {read:,} records ({lost / read:.0%}) were rejected ({reasons}) and are not in the "
+                   f"output{where}")
     return out
 
 
