@@ -2,7 +2,8 @@
 own temp dirs and resources, on this machine), runs ``tokenmill curate --preset dclm`` then ``tokenmill
 pretrain`` from and to an S3 server (moto's, started here; s3fs talks HTTP to it) and leaves in the bucket
 the bytes the local engine writes to a directory. A worker node whose raylet is killed while one of its
-units runs is survived: its unit is retried on the nodes left, to the same bytes.
+units runs is survived, in ``curate`` and in ``pretrain`` (there once some of the stage's units have
+committed and before all have): its unit is retried on the nodes left, to the same bytes.
 
 Skips, saying why, where ``ray start`` cannot bring up the nodes."""
 
@@ -29,18 +30,21 @@ from clusterkit import ENV, REPO, Cluster  # noqa: E402
 from raykit import STOP, WORDS, write_web_corpus  # noqa: E402
 
 from tokenmill.curate.quality.classifier import train_quality  # noqa: E402
+from tokenmill.engine.store import work_dir_for  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 FLAGS = ["--unit-bytes", "8000", "--no-progress"]
 DOCUMENTS = 70  # and their copies: about 100 records, 9 units
+LEDGERED = ["--preset", "gopher"]  # pretrain's own steps: its units write ledger parts beside their shards
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """(environment, filesystem, bucket, cluster, inputs, local): the S3 server with the input uploaded, the
-    quality model, the two nodes, and the two commands' files from the local engine (run while the nodes
-    start). The nodes are stopped (their processes killed) whatever happens."""
+    quality model, the two nodes, and the commands' files from the local engine (run while the nodes start;
+    ``inputs["documents"]``: the documents its curate wrote). The nodes are stopped (their processes killed)
+    whatever happens."""
     root = tmp_path_factory.mktemp("cluster")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -58,7 +62,8 @@ def world(tmp_path_factory):
         fs.mkdir(bucket)
         src = write_web_corpus(root / "in" / "web.jsonl", DOCUMENTS)
         fs.put_file(str(src), f"{bucket}/in/web.jsonl")
-        inputs = {"src": str(src), "model": _model(root / "quality.bin")}
+        inputs = {"src": str(src), "model": _model(root / "quality.bin"),
+                  "documents": str(root / "local" / "curated" / "documents")}
         try:
             cluster.wait(head)
             worker = cluster.launch("node_b")
@@ -73,11 +78,14 @@ def world(tmp_path_factory):
 
 
 def _local(env: dict, inputs: dict, root: Path) -> dict[str, dict[str, bytes]]:
-    """The two commands with the local engine, into local directories."""
+    """The two commands with the local engine, into local directories, and ``pretrain`` again with the
+    :data:`LEDGERED` steps."""
+    documents = inputs["documents"]
     tokenmill(env, *curate(inputs["src"], str(root / "curated"), inputs["model"], "--workers", "1"))
-    tokenmill(env, *pretrain(str(root / "curated" / "documents"), str(root / "shards"), "--workers", "1"))
-    return {name: outputs(local_files(root / name), str(root / "curated" / "documents") if name == "shards" else inputs["src"])
-            for name in ("curated", "shards")}
+    tokenmill(env, *pretrain(documents, str(root / "shards"), "--workers", "1"))
+    tokenmill(env, *pretrain(documents, str(root / "ledgered"), *LEDGERED, "--workers", "1"))
+    sources = {"curated": inputs["src"], "shards": documents, "ledgered": documents}
+    return {name: outputs(local_files(root / name), source) for name, source in sources.items()}
 
 
 def _model(out: Path) -> str:
@@ -166,3 +174,37 @@ def test_a_worker_node_killed_mid_run_is_survived_with_the_same_bytes(world):
     assert run.returncode == 0, err[-3000:]
     assert len(cluster.alive()) == 2
     assert outputs(bucket_files(fs, f"{bucket}/killed"), f"s3://{bucket}/in/web.jsonl") == local["curated"]
+
+
+def test_a_worker_node_killed_mid_pretrain_is_survived_with_the_same_bytes(world, monkeypatch):
+    """``pretrain`` of the curated documents, with its own steps (:data:`LEDGERED`), from and to the bucket: a
+    fourth node joins, and its raylet is killed (SIGKILL) while one of its units runs, once some units of the
+    stage have committed (their markers in the work directory) and before all have. The run goes on on the
+    nodes left and the bucket holds the local bytes: shards, ledger, rejects, manifest (but its ``run``)."""
+    env, fs, bucket, cluster, inputs, local = world
+    source = f"s3://{bucket}/local-curated/documents"
+    for path in sorted(Path(inputs["documents"]).iterdir()):  # the documents the local pretrain read
+        fs.put_file(str(path), f"{source[5:]}/{path.name}")
+    doomed = cluster.start("node_d")
+    out = f"s3://{bucket}/pretrain-killed"
+    monkeypatch.setenv("TOKENMILL_CACHE", env["TOKENMILL_CACHE"])
+    done = work_dir_for(out) / "_state" / "shards_v1" / "done"  # pretrain's one stage: a marker per committed unit
+    args = pretrain(source, out, *LEDGERED, "--engine", "ray", "--ray-address", cluster.address)
+    run = subprocess.Popen([sys.executable, "-m", "tokenmill.cli", *args], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=REPO)
+    committed = 0  # the stage's units committed when the node was killed
+    try:
+        while run.poll() is None and not committed:
+            if doomed.running_units() and (n := len(list(done.glob("*.json")))):
+                doomed.raylet().kill()
+                committed = n
+            time.sleep(0.02)
+        _, err = run.communicate(timeout=240)
+    finally:
+        run.kill()
+    assert committed, "the run ended before a unit ran on the fourth node after others had committed"
+    assert run.returncode == 0, err[-3000:]
+    files = bucket_files(fs, out[5:])
+    assert committed < json.loads(files["manifest.json"])["run"]["units"]  # killed mid-stage
+    assert len(cluster.alive()) == 2
+    assert any(k.startswith("ledger/") for k in files) and outputs(files, source) == local["ledgered"]
