@@ -11,7 +11,7 @@ the 815,000 2-grams of 1,281 real pages, 405,000 are left to sort (the sort was 
 
 from __future__ import annotations
 
-import bisect
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -104,19 +104,21 @@ def _may_repeat(key: np.ndarray) -> np.ndarray | None:
 
 
 def _group(n: int, start: np.ndarray, row: np.ndarray, key: np.ndarray) -> Grams:
-    """Group equal keys: an unstable sort, then the first occurrence of each group as its smallest index."""
+    """Group equal keys: a stable sort (faster here than numpy's default quicksort:
+    24 -> 17 ms for 405,000 keys), so each group's first index in sorted order is its first occurrence."""
     if len(key) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Grams(n, start, row, empty, empty, empty)
-    order = np.argsort(key)
+    order = np.argsort(key, kind="stable")
     sorted_key = key[order]
-    head = np.concatenate([[True], sorted_key[1:] != sorted_key[:-1]])
+    head = np.empty(len(key), dtype=bool)
+    head[0] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=head[1:])
+    del sorted_key
     bounds = np.flatnonzero(head)
     group = np.empty(len(key), dtype=np.int64)
     group[order] = np.cumsum(head) - 1
-    first = np.minimum.reduceat(order, bounds)
-    size = np.diff(np.concatenate([bounds, [len(key)]]))
-    return Grams(n, start, row, group, first, size)
+    return Grams(n, start, row, group, order[bounds], np.diff(bounds, append=len(key)))
 
 
 def _span_chars(w: Words, start: np.ndarray, n: int) -> np.ndarray:
@@ -168,26 +170,25 @@ def duplicate_chars(w: Words, g: Grams) -> np.ndarray:
     if len(cand) == 0:
         return out
     first_pos = g.start[g.first]
-    chosen: list[int] = []
+    inside = bytearray(len(w.ids))  # 1 at the positions of the n-grams counted so far
+    span = b"\x01" * n
     seen: set[int] = set()
-    found: dict[int, int] = {}  # row -> characters counted
+    counted: list[int] = []  # indices into cand
     allowed = -1
     for at in range(0, len(cand), SCAN_SLICE):  # Python ints for one slice at a time: memory bounded by the slice
         part = cand[at: at + SCAN_SLICE]
-        starts = g.start[part]
         groups = g.group[part]
-        rows = zip(starts.tolist(), groups.tolist(), first_pos[groups].tolist(), _span_chars(w, starts, n).tolist(),
-                   g.row[part].tolist())
-        for q, grp, f, c, row in rows:
+        for i, q, grp, f in zip(itertools.count(at), g.start[part].tolist(), groups.tolist(),
+                                first_pos[groups].tolist()):
             if q < allowed:
                 continue
-            i = bisect.bisect_left(chosen, f)  # f lies strictly inside the counted n-gram chosen[i - 1]: skipped
-            if grp in seen or not i or f >= chosen[i - 1] + n:
-                found[row] = found.get(row, 0) + c
-                chosen.append(q)
+            if grp in seen or not inside[f]:  # f inside a counted n-gram was skipped, never seen
+                counted.append(i)
                 allowed = q + n
+                inside[q: allowed] = span
             else:
                 seen.add(grp)
-    if found:
-        out[np.fromiter(found.keys(), np.int64, len(found))] = np.fromiter(found.values(), np.int64, len(found))
+    if counted:
+        at = cand[np.array(counted, dtype=np.int64)]
+        np.add.at(out, g.row[at], _span_chars(w, g.start[at], n))
     return out
