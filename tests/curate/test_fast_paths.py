@@ -287,3 +287,25 @@ def test_ngram_prefilter_drops_only_ngrams_that_occur_once(bits, monkeypatch):
     fewer = kept()
     assert fewer[0] == every[0] if bits == 1 else fewer[0] < every[0]
     same_scored(step.score(batch), want)
+
+
+@pytest.mark.parametrize("at_least", [1, 2])
+def test_newline_runs_split_as_the_regex_does(at_least):
+    """Gopher repetition's lines and paragraphs come from a literal split at one or two newlines: the same
+    pieces as ``re.split`` at runs of them, with leading, trailing and odd-length runs and other breaks."""
+    import re
+
+    from tokenmill.curate.filters.heuristics.text import split_newline_runs, strip
+
+    rng = random.Random(at_least)
+    alphabet = ["\n", "\n", "\n", "a", "bc", " ", "\r", "\r\n", "é", "\u2028", "\n\n\n"]
+    texts = ["", "\n", "\n\n", "\n\n\n", "a\n\n\n\n\nb", "\n\n\na", "a\n\n\n", "a\n\n\n\n"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(3000)]
+    texts += [t or "" for t in random_batch(at_least, 200).column("text").to_pylist()]
+    pattern = r"\n+" if at_least == 1 else r"\n{2,}"
+    for column in (pa.array(texts, pa.large_string()), strip(pa.array(texts, pa.large_string()))):
+        got = split_newline_runs(column, at_least)
+        want = [re.split(pattern, t) for t in column.to_pylist()]
+        assert got.values.to_pylist() == [piece for pieces in want for piece in pieces]
+        assert got.counts.tolist() == [len(pieces) for pieces in want]
+        assert got.parents.tolist() == [row for row, pieces in enumerate(want) for _ in pieces]

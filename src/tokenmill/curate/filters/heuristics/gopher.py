@@ -24,7 +24,7 @@ from tokenmill.curate.filters.heuristics.text import (
     count,
     duplicates,
     ratio,
-    split,
+    split_newline_runs,
     splitlines,
     strip,
     text_column,
@@ -164,9 +164,9 @@ class GopherRepetition:
     def score(self, batch: pa.RecordBatch) -> Scored:
         text = text_column(batch)
         chars = np.asarray(pc.utf8_length(text), dtype=np.int64)
-        paras = split(strip(text), r"\n{2,}")
+        paras = split_newline_runs(strip(text), 2)
         para_dups, para_dup_chars = duplicates(paras)
-        lines = split(text, r"\n+")
+        lines = split_newline_runs(text)
         line_dups, line_dup_chars = duplicates(lines)
         scores = {
             "chars": chars,
