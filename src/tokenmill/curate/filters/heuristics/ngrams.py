@@ -136,17 +136,19 @@ def top_chars(w: Words, g: Grams) -> np.ndarray:
     has = w.counts >= n
     row_start = (np.cumsum(w.counts) - w.counts)[has]
     out[has] = _span_chars(w, row_start, n) + (n - 1)
-    repeat = g.size > 1
-    if not repeat.any():
+    groups = np.flatnonzero(g.size > 1)  # only the repeated n-grams compete (positions break every tie)
+    if len(groups) == 0:
         return out
-    groups = np.flatnonzero(repeat)  # only the repeated n-grams compete (positions break every tie)
     group_row = g.row[g.first[groups]]
     group_pos = g.start[g.first[groups]]
     size = g.size[groups]
-    order = np.lexsort((group_pos, -size, group_row))
-    best = order[np.concatenate([[True], group_row[order][1:] != group_row[order][:-1]])]
-    length = _span_chars(w, group_pos[best], n) + (n - 1)
-    out[group_row[best]] = length * size[best]
+    most = np.zeros(len(w.counts), dtype=np.int64)  # per row: the highest count (0: no repeated n-gram)
+    np.maximum.at(most, group_row, size)
+    top = size == most[group_row]
+    first = np.full(len(w.counts), np.iinfo(np.int64).max, dtype=np.int64)  # the earliest of those
+    np.minimum.at(first, group_row[top], group_pos[top])
+    rows = np.flatnonzero(most)
+    out[rows] = (_span_chars(w, first[rows], n) + (n - 1)) * most[rows]
     return out
 
 
