@@ -8,6 +8,7 @@ stated in ``docs/curation.md``; the names below are the ones used there.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import sys
@@ -232,14 +233,20 @@ class Words:
 
 def _chars(*categories: str) -> str:
     """Every character of the given Unicode general categories, in code point order."""
-    wanted = frozenset(categories)
-    return "".join(itertools.compress(map(chr, range(sys.maxunicode + 1)), map(wanted.__contains__, _categories())))
+    names, codes = _categories()
+    wanted = [names.index(c) for c in categories if c in names]
+    return "".join(map(chr, np.flatnonzero(np.isin(codes, wanted)).tolist()))
 
 
 @functools.cache
-def _categories() -> tuple[str, ...]:
-    """The general category of every code point (one scan per process, shared by the character sets)."""
-    return tuple(map(unicodedata.category, map(chr, range(sys.maxunicode + 1))))
+def _categories() -> tuple[list[str], np.ndarray]:
+    """The general category of every code point, as an index into the category names: one scan per process,
+    shared by the character sets (120 ms; picking a set's characters from it takes a few ms, from the
+    categories' names 70 ms)."""
+    index = collections.defaultdict(itertools.count().__next__)  # a category's number, given on first sight
+    cats = map(unicodedata.category, map(chr, range(sys.maxunicode + 1)))
+    codes = np.fromiter(map(index.__getitem__, cats), dtype=np.uint8, count=sys.maxunicode + 1)
+    return list(index), codes
 
 
 # Edge characters split off a chunk's ends, one word each (spaCy's English prefixes and suffixes, less
