@@ -212,7 +212,7 @@ def run_components(root: Path, docs: int, partition_edges: int, engine: str, wor
     cmd = [sys.executable, __file__, "_components", str(graph), str(out), str(docs), str(partition_edges), engine,
            str(workers), str(result)]
     units = 1 if "components" in (kill or "") else -(-docs // UNIT_ROWS)
-    killed = kill_in(cmd, out, kill, units) if kill else None
+    killed = kill_in(cmd, out, kill, units, "labels-r*") if kill else None  # components: between its steps
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -226,9 +226,10 @@ def run_components(root: Path, docs: int, partition_edges: int, engine: str, wor
 # --- kill -9 ----------------------------------------------------------------------------------------
 
 
-def kill_in(cmd: list[str], out: Path, stage: str, units: int, poll_s: float = 0.02) -> dict:
+def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str = "*", poll_s: float = 0.02) -> dict:
     """Start ``cmd`` in a process group of its own; ``kill -9`` the group once ``stage`` has committed some but
-    not all of its ``units`` (a one-unit stage: once its unit is being staged). Returns what was seen then."""
+    not all of its ``units`` (a one-unit stage: once its unit has staged a file named ``staged``). Returns what
+    was seen then."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     root = out / "_state" / stage
     seen: dict = {"stage": stage, "missed": True}
@@ -236,11 +237,11 @@ def kill_in(cmd: list[str], out: Path, stage: str, units: int, poll_s: float = 0
         if (root / "index.jsonl").exists():
             break
         done = _count(root / "done")
-        staged = sum(_count(run) for run in (root / "tmp").glob("*")) if (root / "tmp").is_dir() else 0
-        if 0 < done < units if units > 1 else staged and _busy(root / "tmp"):
+        running = sum(_count(run) for run in (root / "tmp").glob("*")) if (root / "tmp").is_dir() else 0
+        if 0 < done < units if units > 1 else running and _busy(root / "tmp", staged):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            seen = {"stage": stage, "missed": False, "committed": done, "units": units, "staged": staged}
+            seen = {"stage": stage, "missed": False, "committed": done, "units": units, "running": running}
             break
         time.sleep(poll_s)
     else:
@@ -258,9 +259,9 @@ def _count(folder: Path) -> int:
         return 0
 
 
-def _busy(tmp: Path) -> bool:
-    """A unit's staging directory holds a file: the unit has started writing."""
-    return any(p.is_file() for p in tmp.rglob("*"))
+def _busy(tmp: Path, name: str) -> bool:
+    """A unit's staging directory holds a file called ``name`` (a glob)."""
+    return any(p.is_file() for p in tmp.rglob(name))
 
 
 # --- curate -------------------------------------------------------------------------------------------
