@@ -226,10 +226,11 @@ def run_components(root: Path, docs: int, partition_edges: int, engine: str, wor
 # --- kill -9 ----------------------------------------------------------------------------------------
 
 
-def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str = "*", poll_s: float = 0.02) -> dict:
+def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str | None = None,
+            poll_s: float = 0.005) -> dict:
     """Start ``cmd`` in a process group of its own; ``kill -9`` the group once ``stage`` has committed some but
-    not all of its ``units`` (a one-unit stage: once its unit has staged a file named ``staged``). Returns what
-    was seen then."""
+    not all of its ``units`` (a one-unit stage: once its unit's staging directory exists, or holds a file named
+    ``staged``, a glob). Returns what was seen then."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     root = out / "_state" / stage
     seen: dict = {"stage": stage, "missed": True}
@@ -259,9 +260,9 @@ def _count(folder: Path) -> int:
         return 0
 
 
-def _busy(tmp: Path, name: str) -> bool:
-    """A unit's staging directory holds a file called ``name`` (a glob)."""
-    return any(p.is_file() for p in tmp.rglob(name))
+def _busy(tmp: Path, name: str | None) -> bool:
+    """A unit's staging directory holds a file called ``name`` (a glob; None: it exists)."""
+    return name is None or any(p.is_file() for p in tmp.rglob(name))
 
 
 # --- curate -------------------------------------------------------------------------------------------
@@ -371,6 +372,8 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
     if not args.kill:
         return
     for stage, units in order:
+        if args.stages and stage not in args.stages:
+            continue
         out = root / f"out-kill-{stage}"
         load = os.getloadavg()[0]
         cmd = curate_cmd(corpus, model, out, 2, "local")
@@ -392,6 +395,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4])
     ap.add_argument("--ray", type=int, nargs="*", default=None)
     ap.add_argument("--kill", action="store_true")
+    ap.add_argument("--stages", nargs="*", default=None, help="kill -9 in these stages only (curate)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.ray is None:
