@@ -16,7 +16,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tokenmill.cli.quality import read_texts  # noqa: E402
+from tokenmill.bench.corpus import read_texts  # noqa: E402
 from tokenmill.curate.decontam.step import Decontaminate  # noqa: E402
 
 
@@ -32,8 +32,8 @@ def main() -> None:
                                str(ev / "HumanEval.jsonl"), str(ev / "mmlu_test")])
     step.setup()
     index_s = time.perf_counter() - t0
-    base, _, _ = read_texts([str(shared / "pretrain" / "llamafactory_c4_demo.jsonl"),
-                             str(shared / "curation" / "cc_text")])
+    base = read_texts([str(shared / "pretrain" / "llamafactory_c4_demo.jsonl"),
+                       str(shared / "curation" / "cc_text")])
     texts, size = [], 0
     while size < args.mb * 1e6:
         for t in base:

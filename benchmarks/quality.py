@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tokenmill.cli.quality import read_texts  # noqa: E402
+from tokenmill.bench.corpus import read_labelled, read_texts  # noqa: E402
 from tokenmill.curate.quality.classifier import DEFAULTS, evaluate, load_model, predict_hq, train_quality  # noqa: E402
 
 FASTTEXT_DEFAULTS = {"wordNgrams": 1, "dim": 100, "epoch": 5, "lr": 0.1, "minCount": 1, "loss": "softmax",
@@ -36,16 +36,16 @@ def reference_sets(shared: Path, work: Path) -> tuple[list[str], list[str]]:
         with zipfile.ZipFile(q / z) as zf:
             zf.extractall(work)
     pos_paths = [str(work / "inaugural"), str(work / "state_union"), str(q / "openstax_anatomy")]
-    pos, _, _ = read_texts(pos_paths, text_mode="file")
-    wiki, _, _ = read_texts([str(q / "wikitext2_test_tokenized.txt")], text_mode="paragraph")
+    pos = read_texts(pos_paths, text_mode="file")
+    wiki = read_texts([str(q / "wikitext2_test_tokenized.txt")], text_mode="paragraph")
     pos += wiki
-    neg, _, _ = read_texts([str(shared / "curation" / "cc_text"), str(shared / "pretrain" / "llamafactory_c4_demo.jsonl")])
-    web, _, _ = read_texts([str(work / "webtext")], text_mode="file")
+    neg = read_texts([str(shared / "curation" / "cc_text"), str(shared / "pretrain" / "llamafactory_c4_demo.jsonl")])
+    web = read_texts([str(work / "webtext")], text_mode="file")
     return pos, neg + web
 
 
 def labelled(shared: Path) -> tuple[list[str], np.ndarray]:
-    texts, labels, _ = read_texts([str(shared / "pretrain" / "dclm_quality_agreement_data.jsonl")], label_field="label")
+    texts, labels = read_labelled([str(shared / "pretrain" / "dclm_quality_agreement_data.jsonl")], label="label")
     return texts, np.asarray(labels, dtype=bool)
 
 

@@ -27,7 +27,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -161,19 +160,18 @@ def child_tokenmill(corpus: Path, tok: Path, template: Path, out: Path, workers:
 def normalized_messages(corpus: Path, tok: Path, template: Path) -> list[dict]:
     """tokenmill's normaliser output as ``{"messages", "tools"}`` rows in ``apply_chat_template`` form."""
     from tokenmill.io import read_unit
+    from tokenmill.job.inputs import plan_inputs
     from tokenmill.sft.normalize import normalize_rows
     from tokenmill.sft.render import hf_messages, shape_of
     from tokenmill.sft.template import load_template
-    from tokenmill.track import prepare_run
+    from tokenmill.tokenize import load_tokenizer
 
-    with tempfile.TemporaryDirectory() as scratch:
-        run = prepare_run("sft", corpus_inputs(corpus), out=scratch, tokenizer=str(tok), force=False,
-                          unit_bytes=64 << 20, text_mode="auto", config=None)
-    shape = shape_of(load_template(str(template)), run.tokenizer)
+    planned = plan_inputs("sft", corpus_inputs(corpus), unit_bytes=64 << 20)
+    shape = shape_of(load_template(str(template)), load_tokenizer(str(tok)))
     rows = []
-    for unit in run.units:
+    for unit in planned.units:
         for raw in read_unit(unit, batch_rows=1024):
-            convs, _ = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=run.schemas[unit.file.rel])
+            convs, _ = normalize_rows(raw.to_rows(), raw.locs, source=raw.source, schema=planned.schemas[unit.file.rel])
             for conv in convs:
                 messages, tools, _ = hf_messages(conv, renders_reasoning=shape.renders_reasoning)
                 rows.append({"messages": messages, "tools": json.dumps(tools) if tools else None})

@@ -31,14 +31,31 @@ def read_texts(inputs: Sequence[str], *, text_mode: str = "auto") -> list[str]:
     return texts
 
 
+def read_labelled(inputs: Sequence[str], *, label: str, text_mode: str = "auto") -> tuple[list[str], list]:
+    """The non-blank ``text`` of every document in ``inputs`` and its ``label`` field (None where it has none),
+    in input order: the labelled sets the quality benchmarks score against."""
+    texts: list[str] = []
+    labels: list = []
+    units = plan_units(expand_inputs(list(inputs), text_mode=text_mode), unit_bytes=64 << 20)
+    for unit in units:
+        for raw in read_unit(unit, batch_rows=2048, text_mode=text_mode):
+            for text, value in zip(_column(raw, "text"), _column(raw, label)):
+                if isinstance(text, str) and text.strip():
+                    texts.append(text)
+                    labels.append(value)
+    return texts, labels
+
+
 def _texts_of(raw) -> list[str]:
+    return [t for t in _column(raw, "text") if isinstance(t, str) and t.strip()]
+
+
+def _column(raw, name: str) -> list:
+    """The ``name`` values of a batch, None for records without it."""
     if raw.table is not None:
-        if "text" not in raw.table.schema.names:
-            return []
-        column = raw.table.column("text").to_pylist()
-    else:
-        column = [row.get("text") for row in raw.rows or []]
-    return [t for t in column if isinstance(t, str) and t.strip()]
+        n = raw.table.num_rows
+        return raw.table.column(name).to_pylist() if name in raw.table.schema.names else [None] * n
+    return [row.get(name) if isinstance(row, dict) else None for row in raw.rows or []]
 
 
 def resample(texts: Sequence[str], *, mb: float, seed: int = 0) -> list[str]:
