@@ -114,11 +114,24 @@ def _tokenmill(args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - start
     removed = sum(pq.read_metadata(Path(args.work) / r.data["ledger"]).num_rows - r.data["rows"]
                   for r in res[step.name])
-    return {"seconds": seconds, "removed": removed,
+    return {"seconds": seconds, "removed": removed, "graph": _graph(step.name, res),
             "busy_s": {name: round(sum(r.seconds for r in rs), 2) for name, rs in res.items()},
             "cpu_by_stage": {name: round(sum(r.cpu_seconds for r in rs), 2) for name, rs in res.items()},
             "stage_peak_rss_mb": {name: round(max((r.peak_rss_mb for r in rs), default=0.0), 1)
                                   for name, rs in res.items()}}
+
+
+def _graph(name: str, res: dict) -> dict:
+    """MinHash's candidate graph: edges out of the buckets (and kept by the check), the components stage's
+    partitions and Large-Star / Small-Star steps."""
+    if f"{name}.components" not in res:
+        return {}
+    comp = res[f"{name}.components"][0].data
+    graph = {"edges": sum(r.data["edges"] for r in res[f"{name}.buckets"]),
+             "partitions": comp.get("partitions", 1), "steps": comp["rounds"]}
+    if f"{name}.verify" in res:
+        graph["verified"] = sum(r.data["verified"] for r in res[f"{name}.verify"])
+    return graph
 
 
 def _datatrove(args: argparse.Namespace) -> dict:
@@ -200,6 +213,11 @@ def report(runs: dict, sizes: dict, args: argparse.Namespace, load: tuple[float,
                       f"second, {dt['wall_s'] / tm['wall_s']:.2f}x wall."]
     stage_lines = [f"- {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["cpu_by_stage"].items())
                    for name, r in runs.items() if "cpu_by_stage" in r]
+    graph_lines = [f"- {name}: " + ", ".join(f"{k} {v:,}" for k, v in r["graph"].items())
+                   for name, r in runs.items() if r.get("graph")]
+    if graph_lines:
+        lines += ["", "MinHash's candidate graph (edges from the buckets, verified where checked; the components "
+                      "stage's partitions and steps):", *graph_lines]
     lines += ["", "tokenmill's CPU seconds per stage (sum over units; the rest of the tree's CPU is the driver, "
                   "start-up and the worker pool):", *stage_lines]
     return "\n".join(lines)
