@@ -31,6 +31,24 @@ def _truth(texts: list[str], step: MinHashDedup) -> dict[tuple[int, int], float]
     return {(i, j): jaccard(sets[i], sets[j]) for i, j in itertools.combinations(range(len(texts)), 2)}
 
 
+def test_jaccard_is_the_exact_share_of_shared_shingles():
+    """Against Python's sets, on sorted unique uint64 arrays as shingle_sets makes them: empty, disjoint,
+    equal, nested, hashes at both ends of the range, and random overlaps."""
+    rng = np.random.default_rng(0)
+    top = np.uint64(2**64 - 1)
+    cases = [([], []), ([], [5]), ([1, 2], [3, 4]), ([7, 9], [7, 9]), ([1, 2, 3, 4], [2, 3]),
+             ([0, int(top)], [int(top)]), ([5], [1, 2, 3])]
+    for _ in range(200):
+        pool = rng.integers(0, 2**64 - 1, size=int(rng.integers(1, 400)), dtype=np.uint64, endpoint=True)
+        cases.append((rng.choice(pool, size=int(rng.integers(0, len(pool) + 1)), replace=False).tolist(),
+                      rng.choice(pool, size=int(rng.integers(0, len(pool) + 1)), replace=False).tolist()))
+    for x, y in cases:
+        a, b = set(x), set(y)
+        want = 1.0 if not a | b else len(a & b) / len(a | b)
+        xs, ys = np.unique(np.array(x, dtype=np.uint64)), np.unique(np.array(y, dtype=np.uint64))
+        assert jaccard(xs, ys) == jaccard(ys, xs) == want, (x, y)
+
+
 def _flat_ledger(out, res, step):
     led = ledger(out, res, step).to_pydict()
     return led["kept"], led[f"{step.name}.cluster"]
