@@ -21,10 +21,10 @@ before it:
 Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters, read as such from the
 unit's file) while featurising (the buckets go to disk a batch at a time), :data:`SCORE_NGRAMS` n-grams while
 scoring, and the drawn documents' text while drawing, whatever the unit's size; a per-process cache of hashed
-n-grams (bounded); in the draw's planner two float64s per document of the corpus (16 MB per million
-documents). Disk: about 4 bytes per word for the fit stage's buckets, dropped once
-the scores are written. The weights and the draw depend only on the documents and the seed, so any worker
-count, unit size or engine gives the same documents; a resume in any stage gives the same bytes.
+n-grams (bounded); in the draw's planner the ``n`` best keys so far and one unit's keys (:func:`best_keys`).
+Disk: about 4 bytes per word for the fit stage's buckets, dropped once the scores are written. The weights
+and the draw depend only on the documents and the seed, so any worker count, unit size or engine gives the
+same documents; a resume in any stage gives the same bytes.
 """
 
 from __future__ import annotations
@@ -193,8 +193,9 @@ def _text_batches(path: Path) -> Iterator[pa.Array]:
     """A documents part's ``text`` column, about :data:`BATCH_CHARS` bytes of it at a time (the rows per read
     from the file's own sizes, its pages streamed a MiB at a time), never the whole unit: a read of 4096
     documents was a whole unit of up to 64 MiB, held twice (Arrow's and Python's strings) beside its compressed
-    column, so the peak grew with the input's size."""
-    with pq.ParquetFile(path, buffer_size=1 << 20) as part:
+    column, so the peak grew with the input's size. Not pre-buffered (pyarrow's default): that reads the whole
+column chunk, the unit's compressed text, before the first batch."""
+    with pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False) as part:
         meta = part.metadata
         size = sum(meta.row_group(g).column(c).total_uncompressed_size for g in range(meta.num_row_groups)
                    for c in range(meta.num_columns) if meta.row_group(g).column(c).path_in_schema == "text")
@@ -203,12 +204,19 @@ def _text_batches(path: Path) -> Iterator[pa.Array]:
             yield batch.column(0)
 
 
+def released() -> None:
+    """Give the memory Arrow's pool holds free back to the system before a unit: a unit of the documents
+    stage before (the whole unit's text, up to 64 MiB) leaves it in the pool, under this unit's own peak."""
+    pa.default_memory_pool().release_unused()
+
+
 @dataclass(frozen=True)
 class FitTask:
     step: Dsir
     out: str
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        released()
         rel = f"_work/{FIT}/{unit.name}"
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         with open(staging / f"{rel}.buckets", "wb") as fh:
@@ -272,6 +280,7 @@ class ScoreTask:
         return dict(self.__dict__)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        released()
         ratio = self.ready()
         part = unit.payload
         names = pq.read_schema(Path(self.out) / part.docs).names
@@ -289,15 +298,18 @@ class ScoreTask:
 
 def unit_weights(path: Path, per_doc: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     """Each document's log importance weight from the fit stage's bucket file, read a run of whole documents
-    of about :data:`SCORE_NGRAMS` n-grams at a time (a document's sum is the same in any run)."""
-    buckets = np.memmap(path, dtype=bucket_dtype(len(ratio)), mode="r") if path.stat().st_size else np.zeros(0)
+    of about :data:`SCORE_NGRAMS` n-grams at a time (a document's sum is the same in any run). Read, not
+    mapped: the pages of a mapped file count in the process's RSS until it is unmapped, the whole unit's
+    buckets (some 40 MB for a 64 MiB unit) by the end."""
+    dtype = bucket_dtype(len(ratio))
     ends = np.cumsum(per_doc)
     weight, doc, start = np.zeros(len(per_doc)), 0, 0
-    while doc < len(per_doc):
-        stop = max(int(np.searchsorted(ends, start + SCORE_NGRAMS, side="right")), doc + 1)
-        end = int(ends[stop - 1])
-        weight[doc:stop] = weights_of(buckets[start:end], per_doc[doc:stop], ratio)
-        doc, start = stop, end
+    with open(path, "rb") as fh:
+        while doc < len(per_doc):
+            stop = max(int(np.searchsorted(ends, start + SCORE_NGRAMS, side="right")), doc + 1)
+            end = int(ends[stop - 1])
+            weight[doc:stop] = weights_of(np.fromfile(fh, dtype=dtype, count=end - start), per_doc[doc:stop], ratio)
+            doc, start = stop, end
     return weight
 
 
@@ -314,23 +326,43 @@ def _plan_score(step: Dsir, upstream: str, ctx: StageContext) -> StagePlan:
 def draw(step: Dsir, path: Path, scores: list[Path]) -> dict:
     """The cut: the ``n``-th largest key among the documents long enough, and how many documents holding
     exactly that key each unit keeps (ties go to the earlier in input order). Kept in ``path`` the first
-    time; a resume reads it back."""
+    time; a resume reads it back. Two passes over the units' scores: the pool's size (``n`` may be a share
+    of it), then the ``n`` best keys (:func:`best_keys`): memory is ``n`` candidates and one unit's keys,
+    whatever the number of documents."""
     if path.exists():
         return json.loads(path.read_text())
-    keys, units = [], []
-    for u, p in enumerate(scores):
+    pool = 0
+    for p in scores:
         with np.load(p) as s:
-            keys.append(s["key"][s["words"] >= step.min_words])
-            units.append(np.full(len(keys[-1]), u, dtype=np.int64))
-    key, unit = np.concatenate(keys), np.concatenate(units)
-    n = wanted(step, len(key))
-    order = np.lexsort((np.arange(len(key)), -key))[:n]  # the largest keys, the earlier first among equals
-    cut = float(key[order[-1]])
-    ties = np.bincount(unit[order][key[order] == cut], minlength=len(scores))
-    decided = {"cut": cut, "n": n, "pool": int(len(key)), "ties": [int(t) for t in ties]}
+            pool += int(np.count_nonzero(s["words"] >= step.min_words))
+    n = wanted(step, pool)
+    key, unit = best_keys(_long_enough_keys(step, scores), n)
+    cut = float(key[-1])
+    ties = np.bincount(unit[key == cut], minlength=len(scores))
+    decided = {"cut": cut, "n": n, "pool": pool, "ties": [int(t) for t in ties]}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(decided).encode())
     return decided
+
+
+def _long_enough_keys(step: Dsir, scores: list[Path]) -> Iterator[np.ndarray]:
+    for p in scores:
+        with np.load(p) as s:
+            yield s["key"][s["words"] >= step.min_words]
+
+
+def best_keys(units: Iterable[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` largest keys of ``units`` (each unit's keys in input order), largest first, the earlier in
+    input order first among equals, and the unit of each: the first ``n`` of one sort of every key, found
+    a unit at a time by merging each unit's keys into the best ``n`` so far (the ``n`` best of all are among
+    the ``n`` best of the units before and the next unit's keys)."""
+    key, unit, at = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for u, keys in enumerate(units):
+        key, unit, at = (np.concatenate([key, keys]), np.concatenate([unit, np.full(len(keys), u, np.int64)]),
+                         np.concatenate([at, np.arange(len(keys), dtype=np.int64)]))
+        best = np.lexsort((at, unit, -key))[:n]
+        key, unit, at = key[best], unit[best], at[best]
+    return key, unit
 
 
 def wanted(step: Dsir, pool: int) -> int:
@@ -351,6 +383,7 @@ class DrawTask:
     scores: tuple[str, ...]
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
+        released()
         part = unit.payload
         with np.load(Path(self.out) / self.scores[unit.index]) as s:
             weight, words, key = s["weight"], s["words"], s["key"]
