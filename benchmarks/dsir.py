@@ -77,12 +77,14 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
-# CPU: the process and its children (getrusage). Peak RSS: the process's own high-water mark (VmHWM: ru_maxrss
-# would start from the benchmark's own RSS at the fork) and, for tokenmill, its workers' as the manifest records.
+# CPU: the process and its children (getrusage). Peak RSS: the largest process of the tree, each at its
+# high-water mark: the process's own (VmHWM: ru_maxrss would start from the benchmark's own RSS at the fork),
+# its children's (ru_maxrss of RUSAGE_CHILDREN: the largest one that ended) and, for tokenmill, its workers'
+# as the manifest records.
 USAGE = ("\nimport json, resource, glob\nu = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]\n"
          "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) / 1024\n"
          "workers = [json.load(open(m))['run']['peak_rss']['largest_worker_mb'] for m in glob.glob(MANIFEST)]\n"
-         "print(json.dumps([sum(x.ru_utime + x.ru_stime for x in u), max([hwm, *workers])]))\n")
+         "print(json.dumps([sum(x.ru_utime + x.ru_stime for x in u), max([hwm, u[1].ru_maxrss / 1024, *workers])]))\n")
 
 
 def child(code: str, manifest: str = "") -> tuple[float, float, float]:
