@@ -1,5 +1,5 @@
-"""The draw's cut is found holding the ``n`` best keys and one unit's, not every document's key: the same
-cut and ties as one sort of all the keys, and a peak that does not grow with the number of units."""
+"""The draw's cut is found holding at most ``2 n`` candidate keys and one unit's, not every document's key:
+the same cut and ties as one sort of all the keys, and a peak that does not grow with the number of units."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_the_draw_holds_n_keys_and_one_unit_whatever_the_number_of_units(tmp_pat
     step = Dsir(target=_reference(tmp_path), n=100)
     draw(step, small / "warm.json", few)  # imports and caches warm
     # 20x the documents (800,000): every key with its unit held at once was some 19 MB and a sort of them;
-    # now the 100 best and one unit of 5,000
+    # now at most 200 candidates and one unit of 5,000
     assert _peak(draw, step, large / "draw.json", many) < 1.5 * _peak(draw, step, small / "draw.json", few)
 
 

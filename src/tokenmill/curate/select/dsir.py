@@ -21,7 +21,7 @@ before it:
 Memory: one batch (:data:`BATCH_TEXTS` documents, :data:`BATCH_CHARS` characters, read as such from the
 unit's file) while featurising (the buckets go to disk a batch at a time), :data:`SCORE_NGRAMS` n-grams while
 scoring, and the drawn documents' text while drawing, whatever the unit's size; a per-process cache of hashed
-n-grams (bounded); in the draw's planner the ``n`` best keys so far and one unit's keys (:func:`best_keys`).
+n-grams (bounded); in the draw's planner at most ``2 n`` candidate keys and one unit's (:func:`best_keys`).
 Disk: about 4 bytes per word for the fit stage's buckets, dropped once the scores are written. The weights
 and the draw depend only on the documents and the seed, so any worker count, unit size or engine gives the
 same documents; a resume in any stage gives the same bytes.
@@ -327,8 +327,8 @@ def draw(step: Dsir, path: Path, scores: list[Path]) -> dict:
     """The cut: the ``n``-th largest key among the documents long enough, and how many documents holding
     exactly that key each unit keeps (ties go to the earlier in input order). Kept in ``path`` the first
     time; a resume reads it back. Two passes over the units' scores: the pool's size (``n`` may be a share
-    of it), then the ``n`` best keys (:func:`best_keys`): memory is ``n`` candidates and one unit's keys,
-    whatever the number of documents."""
+    of it), then the ``n`` best keys (:func:`best_keys`): memory is at most ``2 n`` candidates and one unit's
+    keys, whatever the number of documents."""
     if path.exists():
         return json.loads(path.read_text())
     pool = 0
@@ -353,16 +353,30 @@ def _long_enough_keys(step: Dsir, scores: list[Path]) -> Iterator[np.ndarray]:
 
 def best_keys(units: Iterable[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` largest keys of ``units`` (each unit's keys in input order), largest first, the earlier in
-    input order first among equals, and the unit of each: the first ``n`` of one sort of every key, found
-    a unit at a time by merging each unit's keys into the best ``n`` so far (the ``n`` best of all are among
-    the ``n`` best of the units before and the next unit's keys)."""
+    input order first among equals, and the unit of each: the first ``n`` of one sort of every key, found a
+    unit at a time. At most ``2 n`` candidates and one unit are held: past ``2 n`` the candidates are cut to
+    their best ``n``, and the ``n``-th of those is a bar a later key must pass (``n`` keys at least as large
+    came before it, and an equal key loses to the earlier), so each key is sorted about once."""
     key, unit, at = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    bar = None
     for u, keys in enumerate(units):
+        where = np.arange(len(keys), dtype=np.int64)
+        if bar is not None:
+            above = keys > bar
+            keys, where = keys[above], where[above]
         key, unit, at = (np.concatenate([key, keys]), np.concatenate([unit, np.full(len(keys), u, np.int64)]),
-                         np.concatenate([at, np.arange(len(keys), dtype=np.int64)]))
-        best = np.lexsort((at, unit, -key))[:n]
-        key, unit, at = key[best], unit[best], at[best]
+                         np.concatenate([at, where]))
+        if len(key) >= 2 * n:
+            key, unit, at = _first(n, key, unit, at)
+            bar = key[-1]
+    key, unit, _ = _first(n, key, unit, at)
     return key, unit
+
+
+def _first(n: int, key: np.ndarray, unit: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first ``n`` candidates by key (largest first), then unit and place in it (input order)."""
+    best = np.lexsort((at, unit, -key))[:n]
+    return key[best], unit[best], at[best]
 
 
 def wanted(step: Dsir, pool: int) -> int:
