@@ -4,7 +4,6 @@ at once, with one file's rows (or one column of one part) in memory at a time.""
 
 from __future__ import annotations
 
-import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from memkit import traced_peak
 from tokenmill.curate.report import details, html
 from tokenmill.report.datacard import card_data
 
@@ -57,15 +57,6 @@ def _oracle(out: Path, manifest: dict) -> dict:
             "sources": {k: (v["records"], v["kept"]) for k, v in by_source.items()}}
 
 
-def _peak(fn, *args) -> int:
-    tracemalloc.start()
-    try:
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_card_counts_equal_the_whole_ledgers_and_memory_does_not_grow_with_its_files(tmp_path):
     small, large = tmp_path / "small", tmp_path / "large"
     m_small, m_large = _ledger(small, 2), _ledger(large, 24)
@@ -77,7 +68,7 @@ def test_card_counts_equal_the_whole_ledgers_and_memory_does_not_grow_with_its_f
         assert {s["source"]: (s["records"], s["kept"]) for s in data["sources"]} == want["sources"]
     card_data(small, m_small)  # imports and caches warm
     # 12x the rows: the old card held every row as a dict (12x the memory); now one file's rows at a time
-    assert _peak(card_data, large, m_large) < 1.5 * _peak(card_data, small, m_small)
+    assert traced_peak(card_data, large, m_large) < 1.5 * traced_peak(card_data, small, m_small)
 
 
 def _parts(out: Path, files: int) -> dict:

@@ -4,11 +4,10 @@ small constant number of integers per word (issue 42: one 100 MB document needed
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pyarrow as pa
 
+from memkit import traced_peak
 from tokenmill.curate.filters.heuristics import text as words_text
 from tokenmill.curate.filters.heuristics.gopher import GopherRepetition
 
@@ -22,14 +21,8 @@ def long_repetitive_document() -> str:
 
 
 def peak_bytes(step: GopherRepetition, batch: pa.RecordBatch) -> int:
-    """Peak of the Python and numpy memory ``step.score`` allocates (numpy reports its buffers to tracemalloc)."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        step.score(batch)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    """Peak of the Python and numpy memory ``step.score`` allocates."""
+    return traced_peak(step.score, batch)
 
 
 def test_gopher_repetition_memory_does_not_grow_with_ngram_sizes():

@@ -4,11 +4,11 @@ the same cut and ties as one sort of all the keys, and a peak that does not grow
 from __future__ import annotations
 
 import json
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
+from memkit import traced_peak
 from tokenmill.curate.select.dsir import Dsir, best_keys, draw
 
 DOCS = 5_000  # documents per unit
@@ -40,15 +40,6 @@ def _oracle(step: Dsir, paths: list[Path]) -> dict:
     return {"cut": cut, "n": step.n, "pool": len(key), "ties": ties.tolist()}
 
 
-def _peak(fn, *args) -> int:
-    tracemalloc.start()
-    try:
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_the_cut_is_that_of_one_sort_of_every_key(tmp_path):
     paths = _scores(tmp_path, 12)
     for n in (1, 37, 5_000, 20_000):
@@ -76,7 +67,7 @@ def test_the_draw_holds_n_keys_and_one_unit_whatever_the_number_of_units(tmp_pat
     draw(step, small / "warm.json", few)  # imports and caches warm
     # 20x the documents (800,000): every key with its unit held at once was some 19 MB and a sort of them;
     # now at most 200 candidates and one unit of 5,000
-    assert _peak(draw, step, large / "draw.json", many) < 1.5 * _peak(draw, step, small / "draw.json", few)
+    assert traced_peak(draw, step, large / "draw.json", many) < 1.5 * traced_peak(draw, step, small / "draw.json", few)
 
 
 def _reference(root: Path) -> str:
