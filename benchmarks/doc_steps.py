@@ -117,23 +117,34 @@ def run_step(name: str, data: list) -> dict:
     step.setup()
     step.score(next(batches(data[:WARM])))  # first-call costs (imports, kernels): once per process, not timed
     _fresh_words()
-    todo = list(batches(data))
-    cpu, digests = [], []
-    for _ in range(2):  # the first pass, then a second one in the same process
-        _fresh_words()
-        done = []
-        start = cpu_seconds()
-        for batch in todo:
-            scored = step.score(batch)
-            done.append((scored, decisions(step, scored.scores, batch.num_rows)))
-        cpu.append(cpu_seconds() - start)
-        h = hashlib.sha256()
+
+    def one(batch):
+        scored = step.score(batch)
+        return scored, decisions(step, scored.scores, batch.num_rows)
+
+    def digest(h, done):
         for scored, rules in done:
             _digest(h, scored, rules)
+
+    cpu, digest_, _ = _two_passes(name, list(batches(data)), one, digest)
+    return {"cpu_s": cpu[0], "cpu_again_s": cpu[1], "digest": digest_}
+
+
+def _two_passes(name: str, todo: list, one, digest) -> tuple[list[float], str, list]:
+    """``one`` over every batch twice in this process (the first pass, then a second): the CPU seconds of each,
+    the first pass's digest (``digest(h, results)``), which the second must equal, and the last results."""
+    cpu, digests, done = [], [], []
+    for _ in range(2):
+        _fresh_words()
+        start = cpu_seconds()
+        done = [one(batch) for batch in todo]
+        cpu.append(cpu_seconds() - start)
+        h = hashlib.sha256()
+        digest(h, done)
         digests.append(h.hexdigest()[:16])
     if digests[0] != digests[1]:
         raise SystemExit(f"{name}: the second pass scored differently")
-    return {"cpu_s": cpu[0], "cpu_again_s": cpu[1], "digest": digests[0]}
+    return cpu, digests[0], done
 
 
 def run_chain(data: list) -> dict:
@@ -146,22 +157,14 @@ def run_chain(data: list) -> dict:
     cascade.setup()
     warm = next(batches(data[:WARM]))
     cascade(warm, np.arange(warm.num_rows))  # first-call costs: once per process, not timed
-    todo = list(batches(data))
-    cpu, digests = [], []
-    for _ in range(2):  # the first pass, then a second one in the same process
-        _fresh_words()
-        done = []
-        start = cpu_seconds()
-        for batch in todo:
-            done.append(cascade(batch, np.arange(batch.num_rows)))
-        cpu.append(cpu_seconds() - start)
-        h = hashlib.sha256()
+
+    def digest(h, done):
         for result in done:
             h.update(repr(result.ledger.to_pydict()).encode())
-        digests.append(h.hexdigest()[:16])
-    if digests[0] != digests[1]:
-        raise SystemExit("chain: the second pass scored differently")
-    return {"cpu_s": cpu[0], "cpu_again_s": cpu[1], "kept": sum(r.kept.num_rows for r in done), "digest": digests[0]}
+
+    cpu, digest_, done = _two_passes("chain", list(batches(data)),
+                                     lambda batch: cascade(batch, np.arange(batch.num_rows)), digest)
+    return {"cpu_s": cpu[0], "cpu_again_s": cpu[1], "kept": sum(r.kept.num_rows for r in done), "digest": digest_}
 
 
 def child(which: str, path: str, target: str) -> dict:
