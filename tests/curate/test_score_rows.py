@@ -52,12 +52,15 @@ def test_joined_batches_write_the_bytes_of_batches_scored_alone(tmp_path, monkey
     src = tmp_path / "in.jsonl"
     _corpus(src, 3100)
     runs = {}
-    for rows in (1, 2500):  # 1: every read batch of 1,024 alone (as before); 2,500: two or three joined
+    # 1: every read batch of 1,024 alone (as before); 2,500: two or three joined; 4,096 rows but at most 256 KiB:
+    # a read batch of this corpus is past the bytes bound alone, so each is scored on its own
+    for rows, nbytes in ((1, 8 << 20), (2500, 8 << 20), (4096, 256 << 10)):
         monkeypatch.setattr(tasks, "SCORE_ROWS", rows)
+        monkeypatch.setattr(tasks, "SCORE_BYTES", nbytes)
         out = tmp_path / f"out{rows}"
         run_curate([str(src)], out=out, preset=preset, workers=1, report=False, unit_bytes=64 << 20)
         runs[rows] = _digests(out)
-    assert runs[1] and runs[1] == runs[2500]
+    assert runs[1] and runs[1] == runs[2500] == runs[4096]
     if preset == "refinedweb":  # kept documents of several read batches in one file: their chunks matter
         kept = pq.ParquetFile(next((tmp_path / "out2500" / "documents").glob("*.parquet")))
         assert kept.metadata.num_rows > 1024

@@ -32,20 +32,37 @@ from tokenmill.steps.cascade import Cascade, CascadeResult
 from tokenmill.steps.ledger import concat_ledger, kept_locs, ledger_part, write_table
 
 DOCS_SCHEMA = DOCUMENT.append(pa.field("loc", pa.int64()))  # the documents files: provenance travels along
+# a documents file's row groups: about this many bytes of documents each (Arrow's size, mostly the text), so a
+# worker holds, and a reader reads, that much of a unit at a time; at the automatic unit size (input / 16,
+# 4 to 64 MiB) a unit from an input under about 100 MB is one row group
+ROW_GROUP_BYTES = 8 << 20
 SAMPLES_PER_REASON = 3
 SAMPLE_CHARS = 600
 # documents scored together: the word-level steps split each distinct whitespace chunk of a batch once, and
 # four read batches of web text hold about 1.8 times the distinct chunks of one, not four times (the first
 # pass's CPU: BENCHMARKS.md). The documents file keeps the row chunks of the read batches
 SCORE_ROWS = 4096
+# ... and at most about this many bytes of them: a batch is joined, copied and filtered while scored, so 4,096
+# documents of 5 KB held some 80 MB of Arrow memory at once (4,096 of 100 KB, 1.6 GB); which batches are joined
+# changes no byte of the output (tests/curate/test_score_rows.py)
+SCORE_BYTES = 8 << 20
 
 
 class _Writer:
-    """Accumulates a unit's documents and ledger batches; writes two Parquet files at the end."""
+    """Accumulates a unit's documents and ledger batches; writes two Parquet files.
+
+    The documents go out a row group at a time: once the batches held reach :data:`ROW_GROUP_BYTES`, they are
+    written as one row group and let go, so a worker holds about that much of a unit's documents, not the
+    whole unit (up to 64 MiB of text at the automatic unit size), and a reader of the file reads that much at
+    a time. A unit whose kept documents stay under it is one row group written in one call, as it always was:
+    the same bytes."""
 
     def __init__(self, staging: Path, docs_rel: str, ledger_rel: str):
         self.staging, self.docs_rel, self.ledger_rel = staging, docs_rel, ledger_rel
         self.docs: list[pa.RecordBatch] = []
+        self.held = 0  # bytes of the batches in self.docs
+        self.rows = 0  # documents written in earlier row groups
+        self.parquet: pq.ParquetWriter | None = None  # open once the first row group is written
         self.ledger: list[pa.RecordBatch] = []
         self.samples: dict[str, list[dict]] = {}
 
@@ -55,17 +72,34 @@ class _Writer:
         kept = result.kept
         if blocks is None or len(blocks) == 1:
             if kept.num_rows:
-                self.docs.append(kept)
+                self._hold(kept)
         else:
             keep = np.asarray(result.ledger.column("kept"), dtype=bool)
             block_of = np.repeat(np.arange(len(blocks)), blocks)
             start = 0
             for n in np.bincount(block_of[keep], minlength=len(blocks)).tolist():
                 if n:
-                    self.docs.append(kept.slice(start, n))
+                    self._hold(kept.slice(start, n))
                 start += n
         self.ledger.append(result.ledger)
         self._sample(result.ledger, docs_in)
+
+    def _hold(self, batch: pa.RecordBatch) -> None:
+        self.docs.append(batch)
+        self.held += batch.nbytes
+        if self.held >= ROW_GROUP_BYTES:
+            self._row_group()
+
+    def _row_group(self) -> None:
+        """Write the batches held as one row group of the documents file, and let them go."""
+        if self.parquet is None:
+            path = self.staging / self.docs_rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.parquet = pq.ParquetWriter(path, DOCS_SCHEMA, compression="zstd")
+        table = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA)
+        self.parquet.write_table(table, row_group_size=table.num_rows)
+        self.rows += table.num_rows
+        self.docs, self.held = [], 0
 
     def _sample(self, ledger: pa.RecordBatch, docs_in: pa.RecordBatch) -> None:
         reasons = ledger.column("reason").to_pylist()
@@ -78,12 +112,19 @@ class _Writer:
                                     "truncated": len(text) > SAMPLE_CHARS})
 
     def close(self) -> Documents:
-        docs = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA) if self.docs else DOCS_SCHEMA.empty_table()
-        write_table(self.staging / self.docs_rel, docs)
+        if self.parquet is not None:  # a unit larger than one row group
+            if self.docs:
+                self._row_group()
+            self.parquet.close()
+            rows = self.rows
+        else:
+            docs = pa.Table.from_batches(self.docs, schema=DOCS_SCHEMA) if self.docs else DOCS_SCHEMA.empty_table()
+            write_table(self.staging / self.docs_rel, docs)
+            rows = docs.num_rows
         ledger = concat_ledger(self.ledger)
         if ledger is not None:
             write_table(self.staging / self.ledger_rel, ledger)
-        sized = docs_size(self.staging, self.docs_rel, docs.num_rows)
+        sized = docs_size(self.staging, self.docs_rel, rows)
         return Documents(self.docs_rel, self.ledger_rel if ledger is not None else None, samples=self.samples,
                          rows=sized["rows"], size=sized["size"])
 
@@ -107,8 +148,8 @@ def _as_docs(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def _score_all(cascade: Cascade, batches: Iterator[pa.RecordBatch], writer: _Writer, stats: Stats, seconds: Counter,
                score_rows: int) -> None:
-    """Run ``cascade`` over ``batches`` joined into batches of at least ``score_rows`` documents (the last one
-    smaller), into ``writer``."""
+    """Run ``cascade`` over ``batches`` joined into batches of at least ``score_rows`` documents or
+    :data:`SCORE_BYTES` bytes, whichever comes first (the last one smaller), into ``writer``."""
     pending: list[pa.RecordBatch] = []
 
     def score() -> None:
@@ -121,7 +162,7 @@ def _score_all(cascade: Cascade, batches: Iterator[pa.RecordBatch], writer: _Wri
 
     for batch in batches:
         pending.append(batch)
-        if sum(b.num_rows for b in pending) >= score_rows:
+        if sum(b.num_rows for b in pending) >= score_rows or sum(b.nbytes for b in pending) >= SCORE_BYTES:
             score()
     if pending:
         score()
