@@ -119,14 +119,15 @@ def run_per_process(cmd: list[str], *, poll_s: float = 0.1, env: dict | None = N
 
 def stage_results(stage_dir: Path) -> list[dict]:
     """The unit results of one stage's state directory (``_state/<stage>``): its ``index.jsonl`` once the stage
-    has ended, else its per-unit markers under ``done/``."""
+    has ended, else its commit journals under ``done/``."""
     import json
 
     index = Path(stage_dir) / "index.jsonl"
     if index.is_file():
         return [json.loads(line)["result"] for line in index.read_text().splitlines() if line.strip()]
-    done = Path(stage_dir) / "done"
-    return [json.loads(p.read_text()) for p in sorted(done.glob("*.json"))] if done.is_dir() else []
+    from tokenmill.engine.journal import committed_results
+
+    return [r for _, r in sorted(committed_results(Path(stage_dir) / "done").items())]
 
 
 def reopen_stage(stage_dir: Path) -> Path:

@@ -23,7 +23,7 @@ exact dedup, MinHash dedup, the quality model's top 10%; the model trained by ``
 OpenStax against NLTK web text, as ``benchmarks/dsir.py`` does) at each ``--workers`` locally and at ``--ray``
 workers with ``--engine ray`` (a local Ray instance). ``--kill``: for every stage of the run, the same command at
 2 workers, ``kill -9`` of its whole process group once the stage has committed some but not all of its units
-(``_state/<stage>/done/*.json``; a one-unit stage: once its unit's staging directory exists), then the same
+(the commit journals under ``_state/<stage>/done/``; a one-unit stage: once its unit's staging directory exists), then the same
 command again, resuming.
 
 Compared: the sha256 of every file the run leaves outside ``_state/`` (``manifest.json`` without its ``run``
@@ -57,6 +57,7 @@ from common import machine
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup.minhash import ComponentsTask, MinHashDedup, _plan_apply
 from tokenmill.engine import Stage, StagePlan, Unit, UnitResult
+from tokenmill.engine.journal import committed_results
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
 
@@ -237,7 +238,7 @@ def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str | Non
     while proc.poll() is None:
         if (root / "index.jsonl").exists():
             break
-        done = _count(root / "done")
+        done = len(committed_results(root / "done"))
         running = sum(_count(run) for run in (root / "tmp").glob("*")) if (root / "tmp").is_dir() else 0
         if 0 < done < units if units > 1 else running and _busy(root / "tmp", staged):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -1,5 +1,6 @@
 """A stage's completion state as the tests look at it (``engine/workflow.py``): an ended stage keeps one
-``index.jsonl``; a stage still running keeps a marker per committed unit under ``done/``.
+``index.jsonl``; a stage still running keeps its commit journals (a line per committed unit, one file per
+worker process) under ``done/``, where ``done/<unit>.json`` markers are read too (``engine/journal.py``).
 
 ``reopen(out, key)`` turns an ended stage back into the state a run leaves when it is killed after the
 stage's last commit and before its index: a marker per unit, no index. A test then removes markers to
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from tokenmill.engine.journal import committed_results
 
 
 def state_dir(out: Path, key: str) -> Path:
@@ -28,18 +31,22 @@ def reopen(out: Path, key: str) -> Path:
     return done
 
 
+def count(done: Path) -> int:
+    """How many units the journals (and markers) in a stage's ``done/`` directory record as committed."""
+    return len(committed_results(Path(done)))
+
+
 def committed(out: Path, key: str) -> list[str]:
-    """The names of the stage's committed units: from its index when it has ended, else its markers."""
+    """The names of the stage's committed units: from its index when it has ended, else its journals."""
     root = state_dir(out, key)
     if (root / "index.jsonl").exists():
         return [json.loads(line)["unit"] for line in (root / "index.jsonl").read_text().splitlines()]
-    done = root / "done"
-    return sorted(p.stem for p in done.glob("*.json")) if done.is_dir() else []
+    return sorted(committed_results(root / "done"))
 
 
 def results(out: Path, key: str) -> dict[str, dict]:
-    """The stage's results by unit name (index or markers)."""
+    """The stage's results by unit name (index, or journals and markers)."""
     root = state_dir(out, key)
     if (root / "index.jsonl").exists():
         return {r["unit"]: r["result"] for r in map(json.loads, (root / "index.jsonl").read_text().splitlines())}
-    return {p.stem: json.loads(p.read_text()) for p in sorted((root / "done").glob("*.json"))}
+    return dict(sorted(committed_results(root / "done").items()))

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "curate"))
 from clusterkit import ENV, REPO, Cluster  # noqa: E402
 from raykit import STOP, WORDS, write_web_corpus  # noqa: E402
 
+import statekit
 from tokenmill.curate.quality.classifier import train_quality  # noqa: E402
 from tokenmill.engine.store import work_dir_for  # noqa: E402
 
@@ -188,14 +189,14 @@ def test_a_worker_node_killed_mid_pretrain_is_survived_with_the_same_bytes(world
     doomed = cluster.start("node_d")
     out = f"s3://{bucket}/pretrain-killed"
     monkeypatch.setenv("TOKENMILL_CACHE", env["TOKENMILL_CACHE"])
-    done = work_dir_for(out) / "_state" / "shards_v1" / "done"  # pretrain's one stage: a marker per committed unit
+    done = work_dir_for(out) / "_state" / "shards_v1" / "done"  # pretrain's one stage: its commit journals
     args = pretrain(source, out, *LEDGERED, "--engine", "ray", "--ray-address", cluster.address)
     run = subprocess.Popen([sys.executable, "-m", "tokenmill.cli", *args], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, cwd=REPO)
     committed = 0  # the stage's units committed when the node was killed
     try:
         while run.poll() is None and not committed:
-            if doomed.running_units() and (n := len(list(done.glob("*.json")))):
+            if doomed.running_units() and (n := statekit.count(done)):
                 doomed.raylet().kill()
                 committed = n
             time.sleep(0.02)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import statekit
 from tokenmill.engine.local import commit_unit
 from tokenmill.engine.outputs import Documents, Partitioned, Shards, as_data, output, outputs
 from tokenmill.engine.stage import Unit, UnitResult
@@ -56,14 +57,15 @@ class _Declares:
 
 
 def test_the_engine_checks_a_tasks_declared_output_when_the_unit_commits(tmp_path):
-    """Before its marker is written: a resume never reads back an output the next stage cannot read."""
+    """Before it is recorded as committed: a resume never reads back an output the next stage cannot read."""
     state = StageState(tmp_path, "docs_stage")
     state.prepare("fp")
     unit = Unit(0, "unit-000000")
     with pytest.raises(StageError, match=r"stage 'docs_stage', unit 0: its output has no 'docs'"):
         commit_unit(_Declares(), unit, state)
-    assert not state.marker(unit).exists()
-    assert commit_unit(_Fine(), unit, state).data["docs"] == "a.parquet" and state.marker(unit).exists()
+    assert statekit.committed(tmp_path, "docs_stage") == []
+    assert commit_unit(_Fine(), unit, state).data["docs"] == "a.parquet"
+    assert statekit.committed(tmp_path, "docs_stage") == ["unit-000000"]
     assert CheckedTask(_Fine(), {}).output is Documents  # a track's input check hands the declaration on
 
 

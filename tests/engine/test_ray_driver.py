@@ -17,6 +17,8 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'toke
 
 from test_workflow import _tree  # noqa: E402
 
+import statekit
+
 SRC = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"), str(Path(__file__).resolve().parent)])
 
 
@@ -53,11 +55,11 @@ def test_a_killed_driver_resumes_to_the_same_bytes(cluster, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script), str(out), cluster], env=env)
     done = out / "_state" / "slow_v1" / "done"
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not (done.is_dir() and len(list(done.iterdir())) >= 2):
+    while time.monotonic() < deadline and statekit.count(done) < 2:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert 2 <= len(list(done.iterdir())) < 12
+    assert 2 <= statekit.count(done) < 12
     assert subprocess.run([sys.executable, str(script), str(out), cluster], env=env).returncode == 0
     assert subprocess.run([sys.executable, str(script), str(tmp_path / "clean"), cluster], env=env).returncode == 0
     assert _tree(out) == _tree(tmp_path / "clean")

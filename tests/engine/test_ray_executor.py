@@ -21,6 +21,8 @@ TRACK = HERE.parent / "track"
 sys.path.insert(0, str(TRACK))
 import trackkit as tk  # noqa: E402
 
+import statekit
+
 
 @pytest.fixture
 def cluster(ray_cluster):
@@ -51,7 +53,7 @@ def test_a_unit_lost_more_than_retries_times_fails_clearly_and_the_same_run_resu
     with pytest.raises(ClusterError, match=r"died 2 times.*committed units stay: run the same command again"):
         run_workflow(killkit.stages(0.0, die_until=str(healed)), out=tmp_path / "ray", fingerprint="f",
                      executor=RayExecutor(workers=2, retries=1))
-    done = {p.stem for p in (tmp_path / "ray" / "_state" / "emit_v1" / "done").glob("*.json")}
+    done = set(statekit.committed(tmp_path / "ray", "emit_v1"))
     assert "part-0003" not in done and len(done) >= 1
     healed.touch()
     run_workflow(killkit.stages(0.0, die_until=str(healed)), out=tmp_path / "ray", fingerprint="f",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from lmkit import synthetic_docs, write_jsonl
 
+import statekit
 from tokenmill.cli import main
 from tokenmill.errors import ConfigError
 from tokenmill.job.options import JobOptions
@@ -67,7 +68,7 @@ def test_a_run_killed_mid_count_resumes_to_the_same_bytes(tmp_path):
     proc = subprocess.Popen([*argv, str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done = killed / "_state" / "lm_count_v1" / "done"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(done.glob("*.json"))) < 2 and proc.poll() is None:
+    while time.monotonic() < deadline and statekit.count(done) < 2 and proc.poll() is None:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from selectkit import WIKI, tree, write_pool
 
+import statekit
 from tokenmill.cli import main
 from tokenmill.curate.select.dsir import Dsir
 from tokenmill.curate.workflows.curate import run_curate
@@ -87,7 +88,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", code.replace(str(tmp_path / "a"), str(killed))], env=env,
                             start_new_session=True)
     done = killed / "_state" / "dsir_score_v1" / "done"
-    while proc.poll() is None and not (done.is_dir() and any(done.iterdir())):
+    while proc.poll() is None and not statekit.count(done):
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -22,6 +22,7 @@ pytest.importorskip("httpx")
 sys.path.insert(0, str(Path(__file__).parent))
 import tinyserver  # noqa: E402
 
+import statekit
 from tokenmill.errors import ServerError  # noqa: E402
 from tokenmill.synth.client import Client, Generation  # noqa: E402
 from tokenmill.synth.distill import distill  # noqa: E402
@@ -140,7 +141,7 @@ def test_killed_run_resumes_to_the_same_bytes(server, model, tmp_path):
     proc = subprocess.Popen(_cli(*base, "--out", str(tmp_path / "killed")), env=env)
     done = tmp_path / "killed" / "_state" / "synth_rephrase_v1" / "done"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (done.is_dir() and any(done.iterdir())):
+    while time.monotonic() < deadline and not statekit.count(done):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -160,13 +161,13 @@ def test_server_stopped_mid_run_is_a_clear_error_and_keeps_finished_units(model,
         proc = subprocess.Popen(cmd, env=_env(tmp_path), stderr=subprocess.PIPE, text=True)
         done = tmp_path / "o" / "_state" / "synth_rephrase_v1" / "done"
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (done.is_dir() and any(done.iterdir())):
+        while time.monotonic() < deadline and not statekit.count(done):
             time.sleep(0.05)
         server_proc.kill()
         _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert "stopped answering" in err and "Traceback" not in err
-    assert any(done.iterdir())
+    assert statekit.count(done)
 
 
 def test_rephrase_into_s3_gives_the_bytes_of_a_local_run(server, model, tmp_path):

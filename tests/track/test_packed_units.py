@@ -178,7 +178,7 @@ def test_kill_9_in_a_run_of_packed_units_then_resume_gives_the_same_bytes(tmp_pa
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            if done_dir.is_dir() and len(os.listdir(done_dir)) >= 1:
+            if statekit.count(done_dir) >= 1:
                 break
             time.sleep(0.005)
         assert proc.poll() is None, "the run finished before it could be killed"
@@ -188,7 +188,7 @@ def test_kill_9_in_a_run_of_packed_units_then_resume_gives_the_same_bytes(tmp_pa
         proc.stdout.close()
         proc.stderr.close()
     assert not (out / "manifest.json").exists()
-    assert 1 <= len(os.listdir(done_dir)) < total
+    assert 1 <= statekit.count(done_dir) < total
     again = tk.cli(*_args(tmp_path / "in", out), timeout=300)
     assert again.returncode == 0, again.stderr
     tk.assert_same_output(reference, out)

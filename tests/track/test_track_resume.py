@@ -37,7 +37,7 @@ def kill_after_commits(args: list[str], done_dir: Path, *, at_least: int) -> int
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if done_dir.is_dir() and len(os.listdir(done_dir)) >= at_least:
+            if statekit.count(done_dir) >= at_least:
                 break
             time.sleep(0.005)
         assert proc.poll() is None, "the run finished before it could be killed; make the units smaller"
@@ -49,7 +49,7 @@ def kill_after_commits(args: list[str], done_dir: Path, *, at_least: int) -> int
             os.killpg(proc.pid, signal.SIGKILL)
         proc.stdout.close()
         proc.stderr.close()
-    return len(os.listdir(done_dir))
+    return statekit.count(done_dir)
 
 
 def group_gone(pgid: int, *, within: float) -> bool:

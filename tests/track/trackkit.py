@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DONE = Path("_state") / "shards_v1" / "done"  # completion markers of a track's one stage
+DONE = Path("_state") / "shards_v1" / "done"  # commit journals of a track's one stage
 
 WORDS = ("the river flows past old stone houses while children count boats and birds under a pale sky "
          "naïve café señor 東京 emoji 🚀 tabs\tand  double  spaces").split(" ")

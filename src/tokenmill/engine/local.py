@@ -3,12 +3,13 @@
 Every executor commits a unit the same way (:func:`commit_unit`):
 
 * **Atomic commit.** The task writes into ``<out>/_state/<stage>/tmp/<unit>/``; when it returns, every file
-  is renamed into place (``os.replace``) and only then is the completion marker
-  ``<out>/_state/<stage>/done/<unit>.json`` written (temporary name, fsync, rename). A unit without a
-  marker is redone from scratch and overwrites whatever a killed attempt left, so a run killed with
-  ``kill -9`` and started again ends with the same bytes. With an object store (``s3://`` outputs), the
-  files are then uploaded to their final keys and the marker key written last (``engine/store.py``). Once
-  the stage has ended, the driver folds its markers into one index file (``engine/workflow.py``).
+  is renamed into place (``os.replace``) and only then is the unit recorded as committed: one line appended
+  to this process's journal under ``<out>/_state/<stage>/done/``, fsynced (``engine/journal.py``: one file per
+  worker process and stage, not one per unit). A unit not in a journal is redone from scratch and
+  overwrites whatever a killed attempt left, so a run killed with ``kill -9`` and started again ends with
+  the same bytes. With an object store (``s3://`` outputs), the files are first uploaded to their final
+  keys and the unit's marker key written last (``engine/store.py``). Once the stage has ended, the driver
+  folds its journals into one index file (``engine/workflow.py``).
 * **Determinism.** Output names derive from the unit, never from the worker or the finishing order, and
   results are keyed by unit index: 1 worker or N give identical bytes.
 
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
+from tokenmill.engine import journal
 from tokenmill.engine.outputs import output
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.store import publish_unit
@@ -232,11 +234,12 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
         os.replace(staging / rel, dest)
     shutil.rmtree(staging)  # the run's staging root stays until the stage ends (StageState.end_staging): a
     # worker removing it when it looked empty raced another worker creating its unit's staging dir there
-    marker = json.dumps(result.to_dict(), sort_keys=True).encode()
+    record = result.to_dict()
     store = getattr(state, "store", None)
     if store is not None:  # object storage: final keys, then the marker key (engine/store.py)
-        publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)), marker)
-    atomic_write(state.marker(unit), marker)
+        publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)),
+                     json.dumps(record, sort_keys=True).encode())
+    journal.append(state.root / "done", state.run_id, unit.name, record)
     return result
 
 

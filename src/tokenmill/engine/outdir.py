@@ -13,7 +13,7 @@
   already there that tokenmill did not write, and closes it, when its block ends (returning or raising),
   with every file it wrote outside ``_state/`` (a file written is one that appeared or changed while the
   run held the directory). The files a stage's units committed are not listed there: the engine's
-  ``_state/<stage>/done/*.json`` markers and ``index.jsonl`` hold each committed unit's ``outputs``. A run
+  ``_state/<stage>/done/`` journals and ``index.jsonl`` hold each committed unit's ``outputs``. A run
   killed with ``kill -9`` leaves its record open: the next run claims, among the files that appeared or
   changed since, those of the names tokenmill reserves for its own (``manifest.json``, ``rejects.jsonl``,
   ``report.html``, ``shard-*``, ``documents/``, ...: what a finalize writes), so a killed run's files are
@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tokenmill.base.files import atomic_write
+from tokenmill.engine.journal import committed_results
 from tokenmill.errors import ConfigError
 
 STATE = "_state"
@@ -245,14 +246,12 @@ def snapshot(out: Path, *, skip: Collection[str] = ()) -> tuple[dict[str, Stat],
 
 def unit_outputs(out: Path) -> set[str]:
     """The files the engine's units committed in ``out`` (outside ``_state/``), from every stage's
-    ``done/*.json`` markers and ``index.jsonl``: what a run killed before its end wrote, too."""
+    journals and markers under ``done/`` and ``index.jsonl``: what a run killed before its end wrote, too."""
     found: set[str] = set()
     state = out / STATE
     for stage in (p for p in state.iterdir() if p.is_dir()) if state.is_dir() else ():
         results = [row.get("result") if isinstance(row, dict) else None for row in _json_lines(stage / "index.jsonl")]
-        done = stage / "done"
-        for marker in done.glob("*.json") if done.is_dir() else ():
-            results.append(_json(marker))
+        results.extend(committed_results(stage / "done").values())
         for result in results:
             outputs = result.get("outputs") if isinstance(result, dict) else None
             found.update(o for o in outputs or () if isinstance(o, str) and not o.startswith(STATE + "/"))

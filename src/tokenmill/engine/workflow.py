@@ -1,18 +1,20 @@
 """Run a workflow (an ordered list of stages) with any executor, resuming at the first unfinished unit.
 
-State lives per stage under ``<out>/_state/<stage key>/``: ``run.json`` (the stage fingerprint),
-``done/<unit>.json`` (one completion marker per committed unit, holding its :class:`UnitResult`) and
-``tmp/<unit>/`` (staging). A stage's fingerprint chains the previous stage's with its own name, version,
-parameters and unit names, so changing anything upstream invalidates everything downstream; a restart
-whose fingerprint differs from the recorded one is refused (``--overwrite`` starts again).
+State lives per stage under ``<out>/_state/<stage key>/``: ``run.json`` (the stage fingerprint), ``done/``
+(the commit journals: one append-only file per worker process, a line per committed unit holding its
+:class:`UnitResult`, ``engine/journal.py``) and ``tmp/<unit>/`` (staging). A stage's fingerprint chains the
+previous stage's with its own name, version, parameters and unit names, so changing anything upstream
+invalidates everything downstream; a restart whose fingerprint differs from the recorded one is refused
+(``--overwrite`` starts again).
 
 **A stage that has ended leaves one file, not one per unit.** Once every unit is committed, the driver
 writes ``index.jsonl`` (one line per unit, in unit order: its name and its result), renamed into place
-after an fsync, and only then removes ``done/``; then the directories the plan drops (``StagePlan.drop``:
-intermediates no later stage reads). The index is the stage's completion: a resume that finds it reads
-the stage's results from it (one file) and runs none of its units. A kill at any point is safe: before the
-rename the markers are all there and the next run writes the index again from them; after it, the index
-is whole and what is left of ``done/`` and of the dropped directories is removed by the next run.
+after an fsync, and only then removes ``done/`` (the journals); then the directories the plan drops
+(``StagePlan.drop``: intermediates no later stage reads). The index is the stage's completion: a resume
+that finds it reads the stage's results from it (one file) and runs none of its units. A kill at any point
+is safe: before the rename the journals are all there and the next run writes the index again from them;
+after it, the index is whole and what is left of ``done/`` and of the dropped directories is removed by the
+next run.
 
 The executor protocol is one method: ``run(task, units, state, progress) -> {index: UnitResult}`` for
 the units not yet committed. Executors own processes, retries and placement; the commit of one unit
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokenmill.base.files import atomic_write, atomic_write_lines
+from tokenmill.engine import journal
 from tokenmill.engine.outdir import hold_output
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
 from tokenmill.engine.store import STATE, Store, publish_outputs, publish_state
@@ -99,24 +102,14 @@ class StageState:
             pass  # absent (no unit ran) or not empty (a unit failed)
 
     def committed(self, units: Sequence[Unit]) -> dict[int, UnitResult]:
-        """The results of the committed units: the stage's index when it has ended, else one listing of
-        ``done/``, then one read per marker found (never a lookup per unit: 100,000 units are one scan)."""
+        """The results of the committed units: the stage's index when it has ended, else its journals (and any
+        markers) in ``done/`` (``engine/journal.py``: one listing, then one read per file, never a lookup per
+        unit)."""
         ended = self.ended(units)
         if ended is not None:
             return ended
-        folder = str(self.root / "done")
-        try:
-            with os.scandir(folder) as entries:
-                present = {e.name for e in entries}
-        except FileNotFoundError:
-            present = set()
-        done: dict[int, UnitResult] = {}
-        for unit in units:
-            name = f"{unit.name}.json"
-            d = _read_json(Path(os.path.join(folder, name))) if name in present else None
-            if d is not None:
-                done[unit.index] = UnitResult.from_dict(d)
-        return done
+        found = journal.committed_results(self.root / "done")
+        return {u.index: UnitResult.from_dict(found[u.name]) for u in units if u.name in found}
 
     def ended(self, units: Sequence[Unit]) -> dict[int, UnitResult] | None:
         """The results of ``units`` when the stage has ended (its index is there), else None; read line by line,
@@ -148,6 +141,7 @@ class StageState:
             self.store.delete(self.store.files(self._rel(self.root / "done") + "/"))
             for rel in drop:
                 self.store.delete(self.store.files(rel.rstrip("/") + "/"))
+        journal.close()  # this process's journal of the stage (a run with one worker commits here)
         shutil.rmtree(self.root / "done", ignore_errors=True)
         shutil.rmtree(self.root / "tmp", ignore_errors=True)
         for rel in drop:

@@ -1,0 +1,128 @@
+"""A stage's commit journal: the units committed while it runs, in one append-only file per process.
+
+A unit commits (:func:`tokenmill.engine.local.commit_unit`) by moving its files into place and then
+appending one line, ``{"unit": name, "result": ...}``, to the journal of the process that ran it:
+``_state/<stage>/done/<run>.<host>-<pid>-<nonce>.jsonl``, opened once and kept open while the process works
+on the stage, the line written in one call and fsynced before the unit counts as done. A stage of 100,000
+units run by 64 workers writes 64 journal files, not 100,000 markers; the files it leaves once it has ended
+are its ``index.jsonl`` and ``run.json`` (``engine/workflow.py``).
+
+Every process writes only its own file, so no two writers share one (appends to one file from several hosts
+of a shared filesystem are not atomic), and the name is the run's, the host's and the process's with a
+nonce: a process started later never appends to a file a killed one left, whatever its pid.
+
+**Reading** (:func:`committed_results`): a line counts when it ends with its newline and parses; the line a
+process was writing when it was killed has neither, and its unit is redone (it overwrites the same output
+names with the same bytes). A unit found twice (a unit redone after its worker's node was lost, whose first
+commit had landed) keeps its first line: both are the same result. ``done/<unit>.json`` markers are read
+too: an output on object storage keeps one marker key per unit (object storage has no append), downloaded
+into ``done/`` by a resume, and a run of an earlier version left them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+
+SUFFIX = ".jsonl"
+_open: dict[str, int] = {}  # this process's open journal: path -> descriptor (one at a time)
+_nonce: tuple[int, str] = (-1, "")  # (pid, nonce): a forked child draws its own
+_lock = threading.Lock()  # units committed from threads of one process append one line at a time
+
+
+def journal_path(done: Path, run_id: str) -> Path:
+    """This process's journal in the stage's ``done/`` directory for the run ``run_id``."""
+    global _nonce
+    if _nonce[0] != os.getpid():
+        _nonce = (os.getpid(), os.urandom(4).hex())
+    return done / f"{run_id}.{socket.gethostname()}-{_nonce[0]}-{_nonce[1]}{SUFFIX}"
+
+
+def append(done: Path, run_id: str, unit: str, result: dict) -> None:
+    """Record ``unit`` as committed with ``result``: one line appended to this process's journal, fsynced."""
+    line = json.dumps({"unit": unit, "result": result}, sort_keys=True).encode() + b"\n"
+    with _lock:
+        path = str(journal_path(done, run_id))
+        fd = _open.get(path)
+        if fd is None:
+            _close()  # the previous stage's journal: a process works on one stage at a time
+            done.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            _open[path] = fd
+            _fsync_dir(done)  # the new file's name is durable before the first unit counts on it
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+
+
+def close() -> None:
+    """Close this process's journal (the next :func:`append` opens the file of its stage and run)."""
+    with _lock:
+        _close()
+
+
+def _close() -> None:
+    for fd in _open.values():
+        os.close(fd)
+    _open.clear()
+
+
+def committed_results(done: Path) -> dict[str, dict]:
+    """Every committed unit's result by unit name, from the journals and markers in ``done/`` (module docstring);
+    an absent directory has none."""
+    found: dict[str, dict] = {}
+    try:
+        with os.scandir(done) as entries:
+            names = sorted(e.name for e in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for name in names:
+        if name.endswith(SUFFIX):
+            for row in _lines(done / name):
+                found.setdefault(row["unit"], row["result"])
+        elif name.endswith(".json"):
+            result = _marker(done / name)
+            if result is not None:
+                found.setdefault(name[:-len(".json")], result)
+    return found
+
+
+def _lines(path: Path):
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    return  # the line being written when its process was killed
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("unit"), str) and isinstance(row.get("result"), dict):
+                    yield row
+    except OSError:
+        return
+
+
+def _marker(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None  # torn or missing marker: the unit is redone
+    return value if isinstance(value, dict) else None
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # a filesystem that cannot sync a directory
+    finally:
+        os.close(fd)
