@@ -1,8 +1,9 @@
 """Determinism at the scale points: the same bytes at 1, 2 and 4 workers, local and Ray, and after ``kill -9``.
 
     python benchmarks/determinism_scale.py components [--docs 1e6 4e6 16e6] [--workers 1 2 4] [--ray 1 2 4]
-                                                      [--kill] [--workdir DIR]
-    python benchmarks/determinism_scale.py curate [--mb 200] [--workers 1 2 4] [--ray 2] [--kill] [--workdir DIR]
+                                                      [--kill [local] [ray]] [--workdir DIR]
+    python benchmarks/determinism_scale.py curate [--mb 200] [--workers 1 2 4] [--ray 2] [--kill [local] [ray]]
+                                                  [--stages STAGE ...] [--workdir DIR]
 
 ``components``. The graph of ``benchmarks/components_memory.py`` (``--docs`` documents, a third of them in
 clusters, one chain) behind three stages run by the engine: a source stage of synthetic documents (units of
@@ -13,18 +14,27 @@ workflow runs twice into one output: up to the components stage, whose files (``
 ``counts-*``) are hashed then, and again with the apply stage (the first two resumed from their indexes), whose
 documents and ledger are hashed. Local: the components unit makes its per-partition calls one after the other
 in one process, the apply stage's units go to the pool. Ray: each per-partition call goes to one of the
-``workers`` actors. ``--kill``: at 2 local workers, ``kill -9`` of the process group during the components
-stage (once a step has written labels) and during the apply stage (some units committed), then the same run
-again.
+``workers`` actors. ``--kill``: at 2 workers, local (``--kill`` alone or ``--kill local``) and on Ray (``--kill
+ray``), ``kill -9`` of the process group during the components stage (once a step has written labels) and
+during the apply stage (some units committed), then the same run again.
 
 ``curate``. ``benchmarks/dedup_scale.py``'s crawl corpus (real pages of ``/work/shared/data`` resampled to
 ``--mb`` MB with 10% exact and 10% near copies), ``tokenmill curate --preset dclm`` (RefinedWeb's rules,
 exact dedup, MinHash dedup, the quality model's top 10%; the model trained by ``tokenmill quality train`` on
 OpenStax against NLTK web text, as ``benchmarks/dsir.py`` does) at each ``--workers`` locally and at ``--ray``
-workers with ``--engine ray`` (a local Ray instance). ``--kill``: for every stage of the run, the same command at
-2 workers, ``kill -9`` of its whole process group once the stage has committed some but not all of its units
-(the commit journals under ``_state/<stage>/done/``; a one-unit stage: once its unit's staging directory exists), then the same
+workers with ``--engine ray`` (a local Ray instance). ``--kill``: for every stage of the run (or the
+``--stages`` named), the same command at 2 workers, local or with ``--engine ray`` as for ``components``,
+``kill -9`` of its whole process group once the stage has committed some but not all of its units (the
+commit journals under ``_state/<stage>/done/``; a one-unit stage: once its unit's staging directory exists),
+then the same
 command again, resuming.
+
+A killed run's processes: the command runs in a session of its own with a mark in its environment
+(:data:`RUN_MARK`), which every process it starts inherits (the local pool's fork server and workers; on Ray
+the GCS server, the raylet, its workers and the actors). ``kill -9`` goes to the whole process group; any
+process of the session or with the mark still alive once the driver has exited (one that left the group:
+Ray's raylet starts each worker in a process group of its own; or one still exiting) is killed then and
+named (``left`` of the kill record), and the next run starts only once none is left.
 
 Compared: the sha256 of every file the run leaves outside ``_state/`` (``manifest.json`` without its ``run``
 entry: wall seconds, memory, the engine), and per stage the unit results of ``_state/<stage>/index.jsonl``
@@ -35,6 +45,7 @@ run (1 worker, local).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -214,6 +225,8 @@ def run_components(root: Path, docs: int, partition_edges: int, engine: str, wor
            str(workers), str(result)]
     units = 1 if "components" in (kill or "") else -(-docs // UNIT_ROWS)
     killed = kill_in(cmd, out, kill, units, "labels-r*") if kill else None  # components: between its steps
+    if killed:
+        killed["engine"] = engine
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -227,12 +240,17 @@ def run_components(root: Path, docs: int, partition_edges: int, engine: str, wor
 # --- kill -9 ----------------------------------------------------------------------------------------
 
 
+RUN_MARK = "TOKENMILL_DETERMINISM_RUN"  # in the environment of a run that is killed, and of all it starts
+
+
 def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str | None = None,
             poll_s: float = 0.005) -> dict:
     """Start ``cmd`` in a process group of its own; ``kill -9`` the group once ``stage`` has committed some but
     not all of its ``units`` (a one-unit stage: once its unit's staging directory exists, or holds a file named
-    ``staged``, a glob). Returns what was seen then."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ``staged``, a glob), then whatever of the run outlived it (:func:`reap`). Returns what was seen then."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, RUN_MARK: mark})
     root = out / "_state" / stage
     seen: dict = {"stage": stage, "missed": True}
     while proc.poll() is None:
@@ -250,7 +268,42 @@ def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str | Non
         seen["rc"] = proc.returncode
     if proc.poll() is None:
         proc.wait()
+    seen["left"] = reap(mark, proc.pid)
     return seen
+
+
+def reap(mark: str, session: int, wait_s: float = 30.0) -> list[str]:
+    """Kill the processes of the session ``session`` or with ``RUN_MARK=mark`` in their environment that are
+    still alive; wait until none is. Returns their names as first found (empty: the group's kill took all)."""
+    found = _run_processes(mark, session)
+    deadline = time.monotonic() + wait_s
+    while (alive := _run_processes(mark, session)) and time.monotonic() < deadline:
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    if alive:
+        raise RuntimeError(f"processes of a killed run still alive after {wait_s:g} s: {alive}")
+    return sorted(found.values())
+
+
+def _run_processes(mark: str, session: int) -> dict[int, str]:
+    """``{pid: name}`` of the live processes (not zombies) in ``session`` or whose environment holds the mark."""
+    tag = f"{RUN_MARK}={mark}".encode()
+    got = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, session, ...
+            if fields[0] == "Z":
+                continue
+            if int(fields[3]) == session or tag in (proc / "environ").read_bytes().split(b"\0"):
+                got[int(proc.name)] = (proc / "comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return got
 
 
 def _count(folder: Path) -> int:
@@ -341,12 +394,13 @@ def main_components(args: argparse.Namespace, root: Path) -> None:
                 table_rows(f"{n / 1e6:g} M", f"{engine}, {w}", ref, got)
             emit({"docs": n, "engine": engine, "workers": w, "load": load, "wall_s": got["wall_s"],
                   "rounds": got["rounds"], "partitions": got["partitions"], "processes": got["processes"], "rows": rows}, log)
-        if args.kill:
+        for engine in args.kill:
             for stage in ("minhash_dedup.components_v1", "minhash_dedup_v1"):
                 load = os.getloadavg()[0]
-                got = run_components(root, n, args.partition_edges, "local", 2, kill=stage)
-                rows = table_rows(f"{n / 1e6:g} M", f"local, 2, kill -9 in {stage}", ref, got, "components") + \
-                    table_rows(f"{n / 1e6:g} M", f"local, 2, kill -9 in {stage}", ref, got)
+                got = run_components(root, n, args.partition_edges, engine, 2, kill=stage)
+                label = f"{engine}, 2, kill -9 in {stage}"
+                rows = table_rows(f"{n / 1e6:g} M", label, ref, got, "components") + \
+                    table_rows(f"{n / 1e6:g} M", label, ref, got)
                 emit({"docs": n, "kill": got["killed"], "load": load, "wall_s": got["wall_s"], "rows": rows}, log)
         shutil.rmtree(graph)
 
@@ -370,19 +424,18 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
         emit({"engine": engine, "workers": w, "load": load, "wall_s": got["wall_s"],
               "rows": table_rows(f"{args.mb:g} MB", f"{engine}, {w}", ref, got)}, log)
         shutil.rmtree(out)
-    if not args.kill:
-        return
-    for stage, units in order:
-        if args.stages and stage not in args.stages:
-            continue
-        out = root / f"out-kill-{stage}"
-        load = os.getloadavg()[0]
-        cmd = curate_cmd(corpus, model, out, 2, "local")
-        killed = kill_in(cmd, out, stage, units)
-        got = run_curate(cmd, out)
-        emit({"kill": killed, "load": load, "wall_s": got["wall_s"],
-              "rows": table_rows(f"{args.mb:g} MB", f"local, 2, kill -9 in {stage}", ref, got)}, log)
-        shutil.rmtree(out)
+    for engine in args.kill:
+        for stage, units in order:
+            if args.stages and stage not in args.stages:
+                continue
+            out = root / f"out-kill-{engine}-{stage}"
+            load = os.getloadavg()[0]
+            cmd = curate_cmd(corpus, model, out, 2, engine)
+            killed = {**kill_in(cmd, out, stage, units), "engine": engine}
+            got = run_curate(cmd, out)
+            emit({"kill": killed, "load": load, "wall_s": got["wall_s"],
+                  "rows": table_rows(f"{args.mb:g} MB", f"{engine}, 2, kill -9 in {stage}", ref, got)}, log)
+            shutil.rmtree(out)
 
 
 def main() -> None:
@@ -395,10 +448,12 @@ def main() -> None:
     ap.add_argument("--shared", default="/work/shared/data")
     ap.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4])
     ap.add_argument("--ray", type=int, nargs="*", default=None)
-    ap.add_argument("--kill", action="store_true")
+    ap.add_argument("--kill", nargs="*", choices=["local", "ray"], default=None,
+                    help="kill -9 at 2 workers, then resume: local (no value), on Ray, or both")
     ap.add_argument("--stages", nargs="*", default=None, help="kill -9 in these stages only (curate)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
+    args.kill = [] if args.kill is None else args.kill or ["local"]
     if args.ray is None:
         args.ray = [1, 2, 4] if args.what == "components" else [2]
     root = Path(args.workdir or tempfile.mkdtemp(prefix="tokenmill-determinism-"))
