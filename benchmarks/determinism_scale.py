@@ -26,8 +26,7 @@ workers with ``--engine ray`` (a local Ray instance). ``--kill``: for every stag
 ``--stages`` named), the same command at 2 workers, local or with ``--engine ray`` as for ``components``,
 ``kill -9`` of its whole process group once the stage has committed some but not all of its units (the
 commit journals under ``_state/<stage>/done/``; a one-unit stage: once its unit's staging directory exists),
-then the same
-command again, resuming.
+then the same command again, resuming.
 
 A killed run's processes: the command runs in a session of its own with a mark in its environment
 (:data:`RUN_MARK`), which every process it starts inherits (the local pool's fork server and workers; on Ray
