@@ -9,7 +9,8 @@ four, to a second member (two bands that disagree on the centre), so components 
 one chain of ``--chain`` documents (20). Min-label propagation took the largest diameter plus one rounds
 (a chain of 200 at 4 million documents: 125 rounds, 643 s on the loaded machine); the Large-Star /
 Small-Star steps grow with the log of the largest component (BENCHMARKS.md). Edges are written as one
-``a.npy``/``b.npy`` pair per 16 units, as the verify stage writes them per unit.
+``a.npy``/``b.npy`` pair per 16 units (the verify stage writes one ``parts.bin`` with the same two columns per
+unit; :func:`~tokenmill.curate.dedup.components.edge_columns` reads both).
 
 Measurement. :func:`~tokenmill.curate.dedup.components.connected_components` runs in a fresh process (the
 module imported, then the call) with ``partition_edges`` fixed, the priority of every document read from a

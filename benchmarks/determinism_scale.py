@@ -181,17 +181,19 @@ def synthetic_stages(graph: Path, docs: int, partition_edges: int) -> list[Stage
 
 
 def write_graph(docs: int, graph: Path) -> dict:
-    """components_memory's graph, one folder per edge file (``g<k>/a.npy``, ``b.npy``) as the verify stage
-    writes them."""
+    """components_memory's graph, one folder per edge file (``g<k>/parts.bin``, its columns ``a`` and ``b``) as
+    the verify stage writes them."""
     from components_memory import write_graph as write
 
     info = write(docs, graph)
     (graph / "prio.npy").unlink()
     for a in sorted(graph.glob("a-*.npy")):
-        d = graph / f"g{a.stem[2:]}"
-        d.mkdir()
-        a.rename(d / "a.npy")
-        (graph / a.name.replace("a-", "b-")).rename(d / "b.npy")
+        b = graph / a.name.replace("a-", "b-")
+        ends = np.load(a), np.load(b)
+        cm.write_partitioned(graph / f"g{a.stem[2:]}", np.zeros(len(ends[0]), dtype=np.int64), 1,
+                             {"a": ends[0], "b": ends[1]})
+        a.unlink()
+        b.unlink()
     return info
 
 
@@ -211,7 +213,7 @@ def components_child(graph: Path, out: Path, docs: int, partition_edges: int, en
     (comp_result,) = res["minhash_dedup.components"]
     result.write_text(json.dumps({"components": comp, "final": file_hashes(out), "stages": stage_results(out),
                                   "seconds": time.perf_counter() - started, "rounds": comp_result.data["rounds"],
-                                  "partitions": comp_result.data["partitions"],
+                                  "partitions": comp_result.data.get("partitions", 1),  # as_data leaves out a default 1
                                   "processes": len(comp_result.data["processes"])}))
 
 

@@ -3,10 +3,17 @@
 Global ids. Document ``row`` of upstream unit ``u`` (in unit order) is ``u << 32 | row``: sorting by it is
 the (unit, row) order of the input, so "the earliest" is the smallest id, whatever the number of workers.
 
-Shuffles. A map unit writes one directory per unit holding one ``.npy`` per column, sorted by partition,
-and ``offsets.npy`` (``P + 1`` entries): partition ``p`` is rows ``offsets[p]:offsets[p+1]``. A grouped
-unit reads its slice from every map unit with ``mmap``, so only that slice is ever in memory. Partitions
-are hash ranges: the high 32 bits of a 64-bit hash times ``P``, shifted down (:func:`partition_of`).
+Shuffles. A map unit writes one file per unit, ``<dir>/parts.bin``: its columns sorted by partition and
+the partition offsets (``P + 1`` entries: partition ``p`` is rows ``offsets[p]:offsets[p+1]``), one file
+where a file per column used to be (a unit's shuffle is then one file written and one opened per slice,
+not four or five). A grouped unit reads its slice from every map unit with positioned reads, so only that
+slice is ever in memory. Partitions are hash ranges: the high 32 bits of a 64-bit hash times ``P``,
+shifted down (:func:`partition_of`).
+
+``parts.bin``: the bytes ``TMPARTS1``, the header's length (8 bytes, little-endian), the header (JSON: per
+column its dtype, length and byte position; the offsets are the first column), then each array's bytes
+from a position that is a multiple of 64. A reader of one partition reads the header, two offsets and its
+rows of each column it needs, never a whole column.
 
 The documents stage that ends each step (:class:`ApplyTask`) writes, per upstream unit, the surviving rows
 to ``steps/<step>/docs/<unit>.parquet`` and the ledger part (``id``, ``source``, ``loc`` where the
@@ -16,6 +23,7 @@ results carry ``data["docs"]``, ``data["ledger"]`` and ``data["unit"]``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,26 +212,80 @@ def _nfkc(texts: pa.Array) -> pa.Array:
 # --- shuffles -------------------------------------------------------------------------------------
 
 
+PARTS = "parts.bin"
+OFFSETS = "offsets"  # the partition offsets, stored as the file's first column
+_MAGIC = b"TMPARTS1"
+_ALIGN = 64
+
+
 def write_partitioned(directory: Path, part: np.ndarray, parts: int, columns: dict[str, np.ndarray],
                       *, order: Sequence[np.ndarray] = ()) -> None:
-    """Write ``columns`` sorted by ``part`` (then by ``order``, last key first as in ``np.lexsort``)."""
+    """Write ``columns`` sorted by ``part`` (then by ``order``, last key first as in ``np.lexsort``) into one
+    file, ``directory/parts.bin`` (the module docstring)."""
     directory.mkdir(parents=True, exist_ok=True)
     idx = np.lexsort((*order, part)) if len(part) else np.zeros(0, dtype=np.int64)
     counts = np.bincount(part, minlength=parts) if len(part) else np.zeros(parts, dtype=np.int64)
-    np.save(directory / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-    for name, values in columns.items():
-        np.save(directory / f"{name}.npy", np.ascontiguousarray(values[idx]))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype("<i8")
+    if OFFSETS in columns:
+        raise ValueError(f"a shuffle column may not be named {OFFSETS!r}: the partition offsets are")
+    arrays = {OFFSETS: offsets, **{name: np.ascontiguousarray(values[idx]) for name, values in columns.items()}}
+    layout: dict[str, dict[str, Any]] = {}
+    for name, values in arrays.items():
+        if values.ndim != 1 or values.dtype.hasobject or values.dtype.names:
+            raise ValueError(f"shuffle column {name!r}: a flat array of numbers is needed, got {values.dtype}{values.shape}")
+        layout[name] = {"dtype": values.dtype.str, "rows": len(values)}
+    header = b""
+    for _ in range(2):  # the positions depend on the header's length, which depends on the positions
+        at = _aligned(len(_MAGIC) + 8 + len(header))
+        for name, values in arrays.items():
+            layout[name]["at"] = at
+            at = _aligned(at + values.nbytes)
+        header = json.dumps(layout, separators=(",", ":")).encode()
+    with open(directory / PARTS, "wb") as fh:
+        fh.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+        for name, values in arrays.items():
+            fh.write(b"\0" * (layout[name]["at"] - fh.tell()))
+            fh.write(values.data.cast("B"))  # contiguous: made so above
 
 
 def read_partition(directories: Sequence[Path], p: int, names: Sequence[str]) -> dict[str, np.ndarray]:
     """Partition ``p`` of every shuffle directory, concatenated in directory order (memory: that slice)."""
     pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for d in directories:
-        offsets = np.load(d / "offsets.npy")
-        lo, hi = int(offsets[p]), int(offsets[p + 1])
-        for n in names:
-            pieces[n].append(np.array(np.load(d / f"{n}.npy", mmap_mode="r")[lo:hi]))
+        with open(d / PARTS, "rb") as fh:
+            layout = _header(fh, d / PARTS)
+            lo, hi = (int(x) for x in _rows(fh, layout[OFFSETS], p, p + 2))
+            for n in names:
+                pieces[n].append(_rows(fh, layout[n], lo, hi))
     return {n: (np.concatenate(v) if v else np.zeros(0)) for n, v in pieces.items()}
+
+
+def read_column(directory: Path, name: str) -> np.ndarray:
+    """One whole column of a shuffle directory, memory-mapped (read in pieces by whoever holds it)."""
+    path = directory / PARTS
+    with open(path, "rb") as fh:
+        col = _header(fh, path)[name]
+    if not col["rows"]:
+        return np.zeros(0, dtype=np.dtype(col["dtype"]))
+    return np.memmap(path, dtype=np.dtype(col["dtype"]), mode="r", offset=col["at"], shape=(col["rows"],))
+
+
+def _header(fh: Any, path: Path) -> dict[str, Any]:
+    start = fh.read(len(_MAGIC) + 8)
+    if start[:len(_MAGIC)] != _MAGIC:
+        raise ValueError(f"{path}: not a shuffle file (it does not start with {_MAGIC!r})")
+    return json.loads(fh.read(int.from_bytes(start[len(_MAGIC):], "little")))
+
+
+def _rows(fh: Any, col: dict[str, Any], lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo:hi`` of one column of an open shuffle file (one seek, one read)."""
+    dtype = np.dtype(col["dtype"])
+    fh.seek(col["at"] + lo * dtype.itemsize)
+    return np.frombuffer(fh.read((hi - lo) * dtype.itemsize), dtype=dtype)
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
 
 
 def slice_rows(n_units: int, ids: np.ndarray) -> np.ndarray:

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenmill.curate.dedup.common import mix64, n_partitions, partition_of
+from tokenmill.curate.dedup.common import mix64, n_partitions, partition_of, read_column
 from tokenmill.engine.fanout import fan_out
 
 EDGE = np.dtype([("skey", "<f8"), ("src", "<i8"), ("dkey", "<f8"), ("dst", "<i8")])
@@ -140,7 +140,18 @@ def _gen(rnd: int) -> str:
     return f"edges-g{rnd:04d}"
 
 
-def connected_components(edge_files: Sequence[tuple[Path, Path]], key_of: Callable[[np.ndarray], np.ndarray],
+Edges = tuple[Path, Path] | Path  # a pair of .npy files (the two ends), or a shuffle directory's a and b columns
+
+
+def edge_columns(edges: Edges) -> tuple[np.ndarray, np.ndarray]:
+    """The two ends of one edge file, memory-mapped: ``(a.npy, b.npy)``, or the ``a`` and ``b`` columns of a
+    shuffle directory (:func:`~tokenmill.curate.dedup.common.write_partitioned`)."""
+    if isinstance(edges, tuple):
+        return np.load(edges[0], mmap_mode="r"), np.load(edges[1], mmap_mode="r")
+    return read_column(edges, "a"), read_column(edges, "b")
+
+
+def connected_components(edge_files: Sequence[Edges], key_of: Callable[[np.ndarray], np.ndarray],
                          work: Path, *, partition_edges: int, meter: Meter | None = None) -> int:
     """Label every node of the edges under ``work``; return the number of partitions ``P``.
 
@@ -155,7 +166,7 @@ def connected_components(edge_files: Sequence[tuple[Path, Path]], key_of: Callab
     """
     meter = meter or Meter()
     work.mkdir(parents=True, exist_ok=True)
-    total = sum(len(np.load(a, mmap_mode="r")) for a, _ in edge_files)
+    total = sum(len(edge_columns(e)[0]) for e in edge_files)
     at = _Layout(work, n_partitions(2 * total, partition_edges), partition_edges)
     _seen(meter, fan_out(partial(_partition_edges, at, key_of), list(enumerate(edge_files))))
     _seen(meter, fan_out(partial(_init_nodes, at, key_of), range(at.parts)))
@@ -214,12 +225,12 @@ def _edges(src: np.ndarray, skey: np.ndarray, dst: np.ndarray, dkey: np.ndarray)
     return rec
 
 
-def _partition_edges(at: _Layout, key_of, item: tuple[int, tuple[Path, Path]]) -> dict:
-    f, (a_path, b_path) = item
+def _partition_edges(at: _Layout, key_of, item: tuple[int, Edges]) -> dict:
+    f, edges = item
     _fresh(at, _gen(0), f)
     held: dict[str, int] = {}
     step = at.chunk // 2
-    a, b = np.load(a_path, mmap_mode="r"), np.load(b_path, mmap_mode="r")
+    a, b = edge_columns(edges)
     for lo in range(0, len(a), step):
         ca, cb = np.array(a[lo:lo + step]), np.array(b[lo:lo + step])
         rec = _edges(ca, key_of(ca) if len(ca) else np.zeros(0), cb, key_of(cb) if len(cb) else np.zeros(0))

@@ -235,9 +235,7 @@ class VerifyTask:
         sim = np.array([jaccard(sets[x], sets[y]) for x, y in zip(a.tolist(), b.tolist())], dtype=np.float64)
         ok = sim >= self.step.threshold
         rel = f"_work/{self.step.name}/verified/{unit.name}"
-        (staging / rel).mkdir(parents=True)
-        np.save(staging / rel / "a.npy", a[ok])
-        np.save(staging / rel / "b.npy", b[ok])
+        cm.write_partitioned(staging / rel, np.zeros(int(ok.sum()), dtype=np.int64), 1, {"a": a[ok], "b": b[ok]})
         return UnitResult(data={"dir": rel, "candidates": len(a), "verified": int(ok.sum())})
 
     def _shingle_sets(self, ids: np.ndarray) -> dict[int, np.ndarray]:
@@ -264,7 +262,7 @@ class ComponentsTask:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         root = Path(self.out)
-        files = [(root / d / "a.npy", root / d / "b.npy") for d in self.edge_dirs]
+        files = [root / d for d in self.edge_dirs]  # each a shuffle directory with columns a and b
         rel = f"_work/{self.name}/components"
         meter = cc.Meter()
         parts = cc.connected_components(files, self._keys, staging / rel, partition_edges=self.partition_edges,
