@@ -40,6 +40,7 @@ import importlib
 import itertools
 import logging
 import os
+import socket
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -48,6 +49,7 @@ from tokenmill._extras import require
 from tokenmill.engine import fanout
 from tokenmill.engine.local import Held, _setup, commit_unit
 from tokenmill.engine.stage import Task, Unit, UnitResult
+from tokenmill.engine.workers import watch_main_process
 from tokenmill.errors import ClusterError
 
 if TYPE_CHECKING:
@@ -58,9 +60,14 @@ class UnitWorker:
     """One Ray actor: commits the units it is given with the task of their stage (set up once). It imports
     the ``preload`` modules as it starts (the track's task module), before its first unit arrives."""
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, preload: tuple[str, ...] = (), driver: tuple[str, int] | None = None) -> None:
         self.key: str | None = None
         self.task: Task | None = None
+        if driver is not None and driver[0] == socket.gethostname():
+            # the driver started this Ray instance on this host: a driver killed with kill -9 takes Ray's own
+            # processes with it, and nothing is left to end the actors, which would go on committing units
+            # beside the next run; each ends itself within half a second of the driver, as a pool worker does
+            watch_main_process(driver[1])
         for name in preload:
             importlib.import_module(name)
 
@@ -107,6 +114,7 @@ class RayExecutor(Held):
         self._preload: tuple[str, ...] = ()  # modules every actor imports as it starts (prepare's)
         self._runs = itertools.count()
         self._cpus: int | None = None
+        self._driver: tuple[str, int] | None = None  # (host, pid) of this driver when it started its own instance
 
     def prepare(self, n_units: int, *, preload: tuple[str, ...] = ()) -> None:
         """Connect to (or start) the cluster and start the actors now (their processes and their imports of
@@ -198,7 +206,7 @@ class RayExecutor(Held):
             actor = ray.remote(UnitWorker).options(num_cpus=1, max_restarts=0, max_task_retries=0,
                                                    runtime_env={"env_vars": env} if env else None)
             while len(self._actors) < n:
-                self._actors.append(actor.remote(self._preload))
+                self._actors.append(actor.remote(self._preload, self._driver))
         return self._actors[:n]
 
     def _release(self) -> None:
@@ -250,6 +258,7 @@ class RayExecutor(Held):
                 ray.init(address=address, num_cpus=self.workers if address == "local" else None,
                          include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started = True
+            self._driver = (socket.gethostname(), os.getpid()) if address == "local" else None
         return ray
 
 
