@@ -29,12 +29,18 @@ def _units(n: int) -> list[Unit]:
     return [Unit(i, f"unit-{i:04d}") for i in range(n)]
 
 
-def test_a_process_records_every_unit_in_one_file(tmp_path):
-    state = StageState(tmp_path, "write_v1")
+def _committed_here(out: Path, n: int) -> StageState:
+    """A stage whose first ``n`` units this process committed, its journal closed."""
+    state = StageState(out, "write_v1")
     state.prepare("fp")
-    for unit in _units(40):
+    for unit in _units(n):
         commit_unit(Write(), unit, state)
     journal.close()
+    return state
+
+
+def test_a_process_records_every_unit_in_one_file(tmp_path):
+    state = _committed_here(tmp_path, 40)
     files = os.listdir(state.root / "done")
     assert len(files) == 1 and files[0].endswith(".jsonl")  # one file, not 40 markers
     done = state.committed(_units(40))
@@ -53,11 +59,7 @@ def test_a_pool_writes_one_journal_per_worker(tmp_path):
 
 
 def test_a_line_torn_by_a_kill_is_a_unit_to_redo(tmp_path):
-    state = StageState(tmp_path, "write_v1")
-    state.prepare("fp")
-    for unit in _units(3):
-        commit_unit(Write(), unit, state)
-    journal.close()
+    state = _committed_here(tmp_path, 3)
     (path,) = (state.root / "done").iterdir()
     line = json.dumps({"unit": "unit-0003", "result": UnitResult(data={"n": 3}).to_dict()}).encode()
     with open(path, "ab") as fh:
@@ -74,10 +76,7 @@ def test_a_line_torn_by_a_kill_is_a_unit_to_redo(tmp_path):
 
 
 def test_markers_of_an_object_store_resume_are_read_beside_journals(tmp_path):
-    state = StageState(tmp_path, "write_v1")
-    state.prepare("fp")
-    commit_unit(Write(), _units(1)[0], state)
-    journal.close()
+    state = _committed_here(tmp_path, 1)
     marker = json.dumps(UnitResult(data={"n": 1}).to_dict())
     (state.root / "done" / "unit-0001.json").write_text(marker)  # a marker key, downloaded
     (state.root / "done" / "unit-0002.json").write_text('{"data": ')  # torn: redone

@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 
 SUFFIX = ".jsonl"
-_open: dict[str, int] = {}  # this process's open journal: path -> descriptor (one at a time)
+_held: tuple[str, int] | None = None  # this process's open journal: (path, descriptor), one at a time
 _nonce: tuple[int, str] = (-1, "")  # (pid, nonce): a forked child draws its own
 _lock = threading.Lock()  # units committed from threads of one process append one line at a time
 
@@ -43,16 +43,16 @@ def journal_path(done: Path, run_id: str) -> Path:
 
 def append(done: Path, run_id: str, unit: str, result: dict) -> None:
     """Record ``unit`` as committed with ``result``: one line appended to this process's journal, fsynced."""
+    global _held
     line = json.dumps({"unit": unit, "result": result}, sort_keys=True).encode() + b"\n"
     with _lock:
         path = str(journal_path(done, run_id))
-        fd = _open.get(path)
-        if fd is None:
+        if _held is None or _held[0] != path:
             _close()  # the previous stage's journal: a process works on one stage at a time
             done.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            _open[path] = fd
+            _held = (path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
             _fsync_dir(done)  # the new file's name is durable before the first unit counts on it
+        fd = _held[1]
         view = memoryview(line)
         while view:
             view = view[os.write(fd, view):]
@@ -66,9 +66,10 @@ def close() -> None:
 
 
 def _close() -> None:
-    for fd in _open.values():
-        os.close(fd)
-    _open.clear()
+    global _held
+    if _held is not None:
+        os.close(_held[1])
+        _held = None
 
 
 def committed_results(done: Path) -> dict[str, dict]:

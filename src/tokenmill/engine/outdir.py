@@ -258,13 +258,6 @@ def unit_outputs(out: Path) -> set[str]:
     return found
 
 
-def _json(path: Path) -> object:
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-
-
 def _json_lines(path: Path) -> Iterator[object]:
     try:
         with open(path, "rb") as fh:
