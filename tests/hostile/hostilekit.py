@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tokenmill.pretrain import run_pretrain
+from wordkit import RECIPE, SHOP, WORDS
 
 
 def docs(path: Path, n: int, *, start: int = 0, words: int = 12) -> Path:
@@ -76,19 +77,7 @@ def rejects_by_line(path: Path) -> dict[int, str]:
 
 # ---- every command that writes, on small inputs (test_hostile_every_writer.py) ---------------------------------
 
-WORDS = "the river flows past old stone houses while children count boats and birds under a pale sky".split()
-SHOP = "buy cheap shoes now best price click here free shipping order today sale discount cart".split()
 JOB_FLAGS = ["--workers", "1", "--unit-bytes", "4000", "--no-progress"]  # several work units per input
-RECIPE = """\
-seq_len: 16
-total_tokens: 2000
-batch: 2
-world_size: 1
-sources:
-  web: {path: shards}
-phases:
-  - {name: all, share: 1.0, weights: {web: 1.0}}
-"""
 # a real `tokenmill` process stopped before argv[1] (module:attribute) is called, after printing "paused", until
 # its stdin closes (a run holding its --out, for the checks of a second run)
 PAUSED = """

@@ -22,11 +22,10 @@ s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed (pip install 't
 
 from tokenmill.cli import main  # noqa: E402
 from tokenmill.engine.store import _FILESYSTEMS  # noqa: E402
+from wordkit import RECIPE, SHOP, WORDS  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-WORDS = "the river flows past old stone houses while children count boats and birds under a pale sky".split()
-SHOP = "buy cheap shoes now best price click here free shipping order today sale discount cart".split()
 # killed as the run uploads its outputs: the first half of the files are in the bucket, the rest and the manifest not
 KILLED_IN_UPLOAD = """
 import os, signal, sys
@@ -234,16 +233,6 @@ def test_an_input_on_s3_is_read_like_a_local_one(command, s3, tmp_path, capsys):
     assert made and {k: remote.get(k) for k in made} == {k: local[k] for k in made}
 
 
-RECIPE = """\
-seq_len: 16
-total_tokens: 2000
-batch: 2
-world_size: 1
-sources:
-  web: {path: shards}
-phases:
-  - {name: all, share: 1.0, weights: {web: 1.0}}
-"""
 
 
 def test_plan_writes_to_s3_and_a_rerun_keeps_a_users_object(s3, tmp_path, capsys):

@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-WORDS = "the river flows past old stone houses while children count boats and birds under a pale sky".split()
+from wordkit import WORDS
 
 
 def text(rng: random.Random, lo: int, hi: int) -> str:

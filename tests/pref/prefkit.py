@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-WORDS = "the river flows past old stone houses while children count boats and birds under a pale sky".split()
+from wordkit import WORDS
 
 
 def text(i: int, n: int) -> str:
