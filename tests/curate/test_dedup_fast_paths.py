@@ -269,7 +269,8 @@ def test_shingle_sets_and_signatures_equal_the_reference(seed, kind, n):
     values, counts = ref.tokens(texts, kind=kind, normalize=step.normalize)
     sh, per_doc = ref.shingle_hashes(values, counts, n)
     a, b = permutations(step.bands * step.rows, step.seed)
-    sig, got_per_doc = _signatures_of(step, texts)
+    sig, got_per_doc, got_sh = _signatures_of(step, texts)
+    same_arrays(got_sh, sh)
     same_arrays(sig, ref.signatures(sh, per_doc, a, b))
     same_arrays(got_per_doc, per_doc)
 

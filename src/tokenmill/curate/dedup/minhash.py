@@ -6,13 +6,18 @@ Stages (``U`` upstream units, ``E`` candidate edges, ``B = partition_edges``):
 1. ``minhash_dedup.signatures`` (map, ``U`` units): shingles and MinHash signatures of every document
    (:mod:`~tokenmill.curate.dedup.shingles`), one 64-bit key per band, written as ``(key, doc)`` entries
    split into ``P1 = ceil(docs * bands / B)`` hash ranges of the key, plus each document's survivor
-   priority. Cost: ``n + 3 * bands * rows`` numpy operations per shingle.
+   priority. Cost: ``n + 3 * bands * rows`` numpy operations per shingle. With ``verify``, also each
+   document's sorted, distinct shingle hashes (:class:`ShingleSetWriter`: 8 bytes per shingle, about the size
+   of the text), one sort per document, for stage 3.
 2. ``minhash_dedup.buckets`` (``P1`` units): one hash range of every unit's entries (about ``B``
    entries), sorted by ``(key, doc)``; each bucket of ``k >= 2`` documents gives ``k - 1`` candidate edges
    from its members to its first (smallest) document. Edges are written split by the unit of the member.
 3. ``minhash_dedup.verify`` (``U`` units, when ``verify``): the candidates of one unit's documents, each
    checked by the exact Jaccard similarity of the two shingle sets; edges below ``threshold`` are dropped.
-   Cost: shingling of the candidate documents again, one set intersection per edge.
+   Cost: one set intersection per edge; the sets of the candidate documents are read from stage 1's files
+   (memory-mapped, only their rows), neither texts read nor shingled again. Re-shingling them read, for each
+   unit, the whole text of every unit its candidates lie in: about ``U**2 / 2`` text reads, most of the
+   stage's time (BENCHMARKS.md, "Dedup at scale"). The sets are dropped when the stage ends.
 4. ``minhash_dedup.components`` (one unit that drives rounds of per-partition calls, Ray tasks on a
    cluster): connected components over the edges in memory bounded by ``B`` per call
    (:mod:`~tokenmill.curate.dedup.components`); the label of every node is the best document of its
@@ -22,7 +27,7 @@ Stages (``U`` upstream units, ``E`` candidate edges, ``B = partition_edges``):
    removed as ``minhash_dedup_v1:duplicate``.
 
 Memory of every stage is bounded by ``B`` (times a few tens of bytes), not by the corpus, except stage
-1 and 5 (one upstream unit) and stage 3 (one unit and the texts of its candidates' units).
+1 and 5 (one upstream unit) and stage 3 (one unit's candidate edges and their documents' shingle sets).
 Determinism: entries, edges and labels are sorted by value, ids are ``(unit, row)`` and the labels of
 step 4 do not depend on chunking or order, so 1 or N workers and any kill-and-resume give the same bytes.
 
@@ -39,7 +44,6 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup import components as cc
@@ -48,9 +52,9 @@ from tokenmill.curate.dedup.shingles import (
     jaccard,
     permutations,
     shingle_hashes,
-    shingle_sets,
     signatures,
     tokens,
+    unique_per_doc,
 )
 from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
@@ -59,6 +63,7 @@ from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import column, reason
 
 BATCH_DOCS = 1024
+SHINGLES, OFFSETS = "shingles.bin", "offsets.npy"  # a unit's stored shingle sets (ShingleSetWriter)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ def _plan_signatures(step: MinHashDedup, upstream: str, ctx: StageContext) -> St
     parts = cm.upstream_parts(ctx, upstream)
     p1 = cm.n_partitions(sum(p.rows for p in parts) * step.bands, step.partition_edges)
     return StagePlan(cm.units_of(parts), SignatureTask(step, str(ctx.out), p1),
-                     cm.stage_params(step, partitions=p1))
+                     cm.stage_params(step, partitions=p1, shingle_sets=step.verify))
 
 
 def _plan_buckets(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
@@ -129,8 +134,9 @@ def _plan_buckets(step: MinHashDedup, upstream: str, ctx: StageContext) -> Stage
 def _plan_verify(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
     parts = cm.upstream_parts(ctx, upstream)
     dirs, _ = cm.partitioned(ctx, f"{step.name}.buckets")
-    return StagePlan(cm.units_of(parts), VerifyTask(step, str(ctx.out), dirs, tuple(parts)), cm.stage_params(step),
-                     drop=(f"_work/{step.name}/buckets",))
+    sets = tuple(r.data["sets"] for r in ctx.results[f"{step.name}.signatures"])
+    return StagePlan(cm.units_of(parts), VerifyTask(step, str(ctx.out), dirs, sets), cm.stage_params(step),
+                     drop=(f"_work/{step.name}/buckets", f"_work/{step.name}/sets"))
 
 
 def _plan_components(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePlan:
@@ -152,12 +158,12 @@ def _plan_apply(step: MinHashDedup, upstream: str, ctx: StageContext) -> StagePl
 # --- tasks ----------------------------------------------------------------------------------------
 
 
-def _signatures_of(step: MinHashDedup, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(signatures, shingle count) of a batch of texts."""
+def _signatures_of(step: MinHashDedup, texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(signatures, shingle count, shingle hashes one document after another) of a batch of texts."""
     values, counts = tokens(texts, kind=step.shingle, normalize=step.normalize)
     sh, per_doc = shingle_hashes(values, counts, step.ngram)
     a, b = permutations(step.bands * step.rows, step.seed)
-    return signatures(sh, per_doc, a, b), per_doc
+    return signatures(sh, per_doc, a, b), per_doc, sh
 
 
 @dataclass(frozen=True)
@@ -174,20 +180,48 @@ class SignatureTask:
         keys, docs = [], []
         texts = table.column("text")
         ids = cm.global_ids(unit.index, table.num_rows)
+        sets = ShingleSetWriter(staging / f"_work/{self.step.name}/sets/{unit.name}") if self.step.verify else None
         for lo in range(0, table.num_rows, BATCH_DOCS):
             chunk = texts.slice(lo, BATCH_DOCS).combine_chunks()
-            sig, per_doc = _signatures_of(self.step, chunk)
+            sig, per_doc, sh = _signatures_of(self.step, chunk)
             k = band_keys(sig, self.step.bands, self.step.rows)[per_doc > 0]
             keys.append(k.ravel())
             docs.append(np.repeat(ids[lo:lo + len(chunk)][per_doc > 0], self.step.bands))
+            if sets is not None:
+                sets.add(*unique_per_doc(sh, per_doc))
         key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
         doc = np.concatenate(docs) if docs else np.zeros(0, np.int64)
         rel = f"_work/{self.step.name}/signatures/{unit.name}"
         cm.write_partitioned(staging / rel, cm.partition_of(key, self.partitions), self.partitions,
                              {"key": key, "doc": doc}, order=(doc, key))
         np.save(staging / rel / "prio.npy", prio)
+        extra = {"sets": sets.close(staging)} if sets is not None else {}
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
-                          data=as_data(Partitioned(rel, self.partitions), entries=len(key)))
+                          data=as_data(Partitioned(rel, self.partitions), entries=len(key), **extra))
+
+
+class ShingleSetWriter:
+    """Writes a unit's shingle sets for the check (:class:`VerifyTask`): ``shingles.bin``, every document's
+    sorted, distinct shingle hashes one document after another (little-endian uint64, written batch by batch),
+    and ``offsets.npy``, ``rows + 1`` int64 offsets into it (document ``row`` is ``offsets[row]:offsets[row+1]``).
+    8 bytes per distinct shingle: about 4 KB per document of web text, about the size of the text itself."""
+
+    def __init__(self, directory: Path):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.fh = open(directory / SHINGLES, "wb")
+        self.sizes: list[np.ndarray] = []
+
+    def add(self, hashes: np.ndarray, sizes: np.ndarray) -> None:
+        self.fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
+        self.sizes.append(sizes)
+
+    def close(self, staging: Path) -> str:
+        """Write the offsets; returns the directory relative to ``staging``."""
+        self.fh.close()
+        sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
+        np.save(self.directory / OFFSETS, np.concatenate([[0], np.cumsum(sizes)]).astype("<i8"))
+        return str(self.directory.relative_to(staging))
 
 
 @dataclass(frozen=True)
@@ -226,7 +260,7 @@ class VerifyTask:
     step: MinHashDedup
     out: str
     dirs: tuple[str, ...]
-    parts: tuple[cm.DocsPart, ...]
+    sets: tuple[str, ...]  # each upstream unit's shingle sets (ShingleSetWriter), in unit order
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         got = cm.read_partition([Path(self.out) / d for d in self.dirs], unit.index, ["a", "b"])
@@ -239,14 +273,16 @@ class VerifyTask:
         return UnitResult(data={"dir": rel, "candidates": len(a), "verified": int(ok.sum())})
 
     def _shingle_sets(self, ids: np.ndarray) -> dict[int, np.ndarray]:
+        """The stored shingle sets of ``ids`` (sorted global ids), read from each unit's memory-mapped file."""
         sets: dict[int, np.ndarray] = {}
-        for u in np.unique(cm.unit_of(ids)).tolist():
-            mine = ids[cm.unit_of(ids) == u]
-            # one file, read directly: pq.read_table's dataset set-up costs a quarter of the read
-            texts = pq.ParquetFile(Path(self.out) / self.parts[u].docs).read(columns=["text"]).column("text")
-            texts = texts.take(pa.array(cm.row_of(mine))).combine_chunks()
-            found = shingle_sets(texts, kind=self.step.shingle, n=self.step.ngram, normalize=self.step.normalize)
-            sets.update(zip(mine.tolist(), found))
+        units = cm.unit_of(ids)
+        for u in np.unique(units).tolist():
+            mine = ids[units == u]
+            where = Path(self.out) / self.sets[u]
+            offsets = np.load(where / OFFSETS)
+            hashes = np.memmap(where / SHINGLES, dtype="<u8", mode="r") if offsets[-1] else np.zeros(0, "<u8")
+            for node, row in zip(mine.tolist(), cm.row_of(mine).tolist()):
+                sets[node] = np.array(hashes[offsets[row]:offsets[row + 1]], dtype=np.uint64)
         return sets
 
 

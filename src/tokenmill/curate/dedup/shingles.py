@@ -138,9 +138,13 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
 def shingle_sets(texts: pa.Array, *, kind: str, n: int, normalize: Sequence[str]) -> list[np.ndarray]:
     """The sorted set of shingle hashes of each document (for exact Jaccard)."""
     values, counts = tokens(texts, kind=kind, normalize=normalize)
-    sh, per_doc = shingle_hashes(values, counts, n)
-    if not len(per_doc):
-        return []
+    sets, sizes = unique_per_doc(*shingle_hashes(values, counts, n))
+    return np.split(sets, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
+def unique_per_doc(sh: np.ndarray, per_doc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's shingle hashes (``per_doc`` of them, one document after another) sorted and without
+    repeats: the sets one after another, and the size of each. Sorts ``sh`` in place."""
     bounds = np.concatenate([[0], np.cumsum(per_doc)])
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         sh[lo:hi].sort()  # in place: one sort per document, then one pass drops the repeats of all
@@ -148,7 +152,7 @@ def shingle_sets(texts: pa.Array, *, kind: str, n: int, normalize: Sequence[str]
     new[1:] = sh[1:] != sh[:-1]
     new[bounds[:-1][per_doc > 0]] = True
     kept = np.concatenate([[0], np.cumsum(new)])
-    return np.split(sh[new], kept[bounds[1:-1]])
+    return sh[new], np.diff(kept[bounds]).astype(np.int64)
 
 
 def jaccard(x: np.ndarray, y: np.ndarray) -> float:
