@@ -208,17 +208,17 @@ class ShingleSetWriter:
 
     def __init__(self, directory: Path):
         directory.mkdir(parents=True, exist_ok=True)
+        (directory / SHINGLES).write_bytes(b"")
         self.directory = directory
-        self.fh = open(directory / SHINGLES, "wb")
         self.sizes: list[np.ndarray] = []
 
     def add(self, hashes: np.ndarray, sizes: np.ndarray) -> None:
-        self.fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
+        with open(self.directory / SHINGLES, "ab") as fh:  # no file held open between batches
+            fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
         self.sizes.append(sizes)
 
     def close(self, staging: Path) -> str:
         """Write the offsets; returns the directory relative to ``staging``."""
-        self.fh.close()
         sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
         np.save(self.directory / OFFSETS, np.concatenate([[0], np.cumsum(sizes)]).astype("<i8"))
         return str(self.directory.relative_to(staging))
