@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from dedupkit import edited, ledger, random_text, source_stage, split_units, tree
 
 from tokenmill.curate.dedup import common as cm
-from tokenmill.curate.dedup.minhash import OFFSETS, SHINGLES, MinHashDedup
+from tokenmill.curate.dedup.minhash import MinHashDedup, read_sets
 from tokenmill.curate.dedup.shingles import jaccard, shingle_sets
 from tokenmill.engine import LocalExecutor, run_workflow
 
@@ -86,8 +86,7 @@ def test_check_reads_stored_shingle_sets_and_keeps_what_the_full_check_keeps(tmp
     run(3)  # source, signatures, buckets
     sets = shingle_sets(pa.array(texts), kind=step.shingle, n=step.ngram, normalize=step.normalize)
     for u, unit in enumerate(units):  # the stored sets are shingle_sets', row by row
-        where = out / "_work" / step.name / "sets" / f"unit-{u:06d}"
-        offsets, stored = np.load(where / OFFSETS), np.fromfile(where / SHINGLES, dtype="<u8")
+        stored, offsets = read_sets(out / "_work" / step.name / "sets" / f"unit-{u:06d}.sets")
         assert len(offsets) == len(unit) + 1
         for row in range(len(unit)):
             assert np.array_equal(stored[offsets[row]:offsets[row + 1]], sets[u * size + row])

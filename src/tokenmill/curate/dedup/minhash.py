@@ -63,7 +63,6 @@ from tokenmill.report.accounting import Stats
 from tokenmill.steps.contract import column, reason
 
 BATCH_DOCS = 1024
-SHINGLES, OFFSETS = "shingles.bin", "offsets.npy"  # a unit's stored shingle sets (ShingleSetWriter)
 
 
 @dataclass(frozen=True)
@@ -180,7 +179,7 @@ class SignatureTask:
         keys, docs = [], []
         texts = table.column("text")
         ids = cm.global_ids(unit.index, table.num_rows)
-        sets = ShingleSetWriter(staging / f"_work/{self.step.name}/sets/{unit.name}") if self.step.verify else None
+        sets = ShingleSetWriter(staging / f"_work/{self.step.name}/sets/{unit.name}.sets") if self.step.verify else None
         for lo in range(0, table.num_rows, BATCH_DOCS):
             chunk = texts.slice(lo, BATCH_DOCS).combine_chunks()
             sig, per_doc, sh = _signatures_of(self.step, chunk)
@@ -201,27 +200,39 @@ class SignatureTask:
 
 
 class ShingleSetWriter:
-    """Writes a unit's shingle sets for the check (:class:`VerifyTask`): ``shingles.bin``, every document's
-    sorted, distinct shingle hashes one document after another (little-endian uint64, written batch by batch),
-    and ``offsets.npy``, ``rows + 1`` int64 offsets into it (document ``row`` is ``offsets[row]:offsets[row+1]``).
-    8 bytes per distinct shingle: about 4 KB per document of web text, about the size of the text itself."""
+    """Writes a unit's shingle sets for the check (:class:`VerifyTask`) to one file, ``<unit>.sets``: every
+    document's sorted, distinct shingle hashes one document after another (little-endian uint64, appended batch
+    by batch), then ``rows + 1`` int64 offsets into them (document ``row`` is ``offsets[row]:offsets[row+1]``),
+    then ``rows`` as the last 8 bytes (:func:`read_sets`). 8 bytes per distinct shingle: about 4 KB per document
+    of web text, about the size of the text itself."""
 
-    def __init__(self, directory: Path):
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / SHINGLES).write_bytes(b"")
-        self.directory = directory
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+        self.path = path
         self.sizes: list[np.ndarray] = []
 
     def add(self, hashes: np.ndarray, sizes: np.ndarray) -> None:
-        with open(self.directory / SHINGLES, "ab") as fh:  # no file held open between batches
+        with open(self.path, "ab") as fh:  # no file held open between batches
             fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
         self.sizes.append(sizes)
 
     def close(self, staging: Path) -> str:
-        """Write the offsets; returns the directory relative to ``staging``."""
+        """Append the offsets and the row count; returns the file's path relative to ``staging``."""
         sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
-        np.save(self.directory / OFFSETS, np.concatenate([[0], np.cumsum(sizes)]).astype("<i8"))
-        return str(self.directory.relative_to(staging))
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("<i8")
+        with open(self.path, "ab") as fh:
+            fh.write(offsets.data.cast("B"))
+            fh.write(np.array([len(sizes)], "<i8").data.cast("B"))
+        return self.path.relative_to(staging).as_posix()
+
+
+def read_sets(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A unit's stored shingle sets (:class:`ShingleSetWriter`): the hashes, memory-mapped, and the offsets."""
+    stored = np.memmap(path, dtype="<u8", mode="r")
+    rows = int(stored[-1])
+    offsets = np.array(stored[len(stored) - rows - 2:len(stored) - 1], dtype=np.int64)
+    return stored[:offsets[-1]], offsets
 
 
 @dataclass(frozen=True)
@@ -278,9 +289,7 @@ class VerifyTask:
         units = cm.unit_of(ids)
         for u in np.unique(units).tolist():
             mine = ids[units == u]
-            where = Path(self.out) / self.sets[u]
-            offsets = np.load(where / OFFSETS)
-            hashes = np.memmap(where / SHINGLES, dtype="<u8", mode="r") if offsets[-1] else np.zeros(0, "<u8")
+            hashes, offsets = read_sets(Path(self.out) / self.sets[u])
             for node, row in zip(mine.tolist(), cm.row_of(mine).tolist()):
                 sets[node] = np.array(hashes[offsets[row]:offsets[row + 1]], dtype=np.uint64)
         return sets
