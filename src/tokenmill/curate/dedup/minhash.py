@@ -38,6 +38,7 @@ rows (a pair of Jaccard ``s`` becomes a candidate with probability ``1 - (1 - s*
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -179,52 +180,54 @@ class SignatureTask:
         keys, docs = [], []
         texts = table.column("text")
         ids = cm.global_ids(unit.index, table.num_rows)
-        sets = ShingleSetWriter(staging / f"_work/{self.step.name}/sets/{unit.name}.sets") if self.step.verify else None
-        for lo in range(0, table.num_rows, BATCH_DOCS):
-            chunk = texts.slice(lo, BATCH_DOCS).combine_chunks()
-            sig, per_doc, sh = _signatures_of(self.step, chunk)
-            k = band_keys(sig, self.step.bands, self.step.rows)[per_doc > 0]
-            keys.append(k.ravel())
-            docs.append(np.repeat(ids[lo:lo + len(chunk)][per_doc > 0], self.step.bands))
-            if sets is not None:
-                sets.add(*unique_per_doc(sh, per_doc))
+        sets_rel = f"_work/{self.step.name}/sets/{unit.name}.sets"
+        with ShingleSetWriter(staging / sets_rel) if self.step.verify else nullcontext() as sets:
+            for lo in range(0, table.num_rows, BATCH_DOCS):
+                chunk = texts.slice(lo, BATCH_DOCS).combine_chunks()
+                sig, per_doc, sh = _signatures_of(self.step, chunk)
+                k = band_keys(sig, self.step.bands, self.step.rows)[per_doc > 0]
+                keys.append(k.ravel())
+                docs.append(np.repeat(ids[lo:lo + len(chunk)][per_doc > 0], self.step.bands))
+                if sets is not None:
+                    sets.add(*unique_per_doc(sh, per_doc))
         key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
         doc = np.concatenate(docs) if docs else np.zeros(0, np.int64)
         rel = f"_work/{self.step.name}/signatures/{unit.name}"
         cm.write_partitioned(staging / rel, cm.partition_of(key, self.partitions), self.partitions,
                              {"key": key, "doc": doc}, order=(doc, key))
         np.save(staging / rel / "prio.npy", prio)
-        extra = {"sets": sets.close(staging)} if sets is not None else {}
+        extra = {"sets": sets_rel} if self.step.verify else {}
         return UnitResult(stats=Stats(input=table.num_rows, kept=table.num_rows),
                           data=as_data(Partitioned(rel, self.partitions), entries=len(key), **extra))
 
 
 class ShingleSetWriter:
-    """Writes a unit's shingle sets for the check (:class:`VerifyTask`) to one file, ``<unit>.sets``: every
-    document's sorted, distinct shingle hashes one document after another (little-endian uint64, appended batch
-    by batch), then ``rows + 1`` int64 offsets into them (document ``row`` is ``offsets[row]:offsets[row+1]``),
-    then ``rows`` as the last 8 bytes (:func:`read_sets`). 8 bytes per distinct shingle: about 4 KB per document
-    of web text, about the size of the text itself."""
+    """Writes a unit's shingle sets for the check (:class:`VerifyTask`) to one file, ``<unit>.sets``, open once
+    for the unit: every document's sorted, distinct shingle hashes one document after another (little-endian
+    uint64, written batch by batch), then ``rows + 1`` int64 offsets into them (document ``row`` is
+    ``offsets[row]:offsets[row+1]``), then ``rows`` as the last 8 bytes (:func:`read_sets`). 8 bytes per
+    distinct shingle: about 4 KB per document of web text, about the size of the text itself."""
 
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"")
         self.path = path
         self.sizes: list[np.ndarray] = []
 
+    def __enter__(self) -> ShingleSetWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "wb")  # noqa: SIM115 (closed in __exit__)
+        return self
+
     def add(self, hashes: np.ndarray, sizes: np.ndarray) -> None:
-        with open(self.path, "ab") as fh:  # no file held open between batches
-            fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
+        self.fh.write(hashes.astype("<u8", copy=False).data.cast("B"))
         self.sizes.append(sizes)
 
-    def close(self, staging: Path) -> str:
-        """Append the offsets and the row count; returns the file's path relative to ``staging``."""
-        sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("<i8")
-        with open(self.path, "ab") as fh:
-            fh.write(offsets.data.cast("B"))
-            fh.write(np.array([len(sizes)], "<i8").data.cast("B"))
-        return self.path.relative_to(staging).as_posix()
+    def __exit__(self, kind, *_) -> None:
+        """The offsets and the row count after the hashes (only when the unit's batches all went in)."""
+        with self.fh:
+            if kind is None:
+                sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
+                self.fh.write(np.concatenate([[0], np.cumsum(sizes)]).astype("<i8").data.cast("B"))
+                self.fh.write(np.array([len(sizes)], "<i8").data.cast("B"))
 
 
 def read_sets(path: Path) -> tuple[np.ndarray, np.ndarray]:
