@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import Counter
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,6 +14,8 @@ from curatekit import ENGLISH
 
 from tokenmill.curate.workflows import tasks
 from tokenmill.curate.workflows.curate import run_curate
+from tokenmill.report.accounting import Stats
+from tokenmill.steps.cascade import Cascade
 
 
 def _corpus(path, n: int, seed: int = 0) -> None:
@@ -77,3 +80,30 @@ def test_writer_holds_one_row_group_and_a_batch(tmp_path, monkeypatch):
     got = pq.ParquetFile(tmp_path / "documents/u.parquet")
     assert got.metadata.num_row_groups == 10  # four batches (1.2 MB) a row group
     assert got.read().equals(pa.Table.from_batches(written))
+
+
+def test_scoring_holds_a_joined_batch_once(tmp_path):
+    """Read batches joined for scoring are let go once joined, and a batch nothing removes is not copied: while
+    a step scores, Arrow holds the joined batch about once (it held the read batches beside their copy, and
+    the kept documents beside both)."""
+    seen: list[tuple[int, int]] = []
+
+    def cascade(docs, locs):
+        seen.append((pa.total_allocated_bytes(), docs.nbytes))
+        result = Cascade(())(docs, locs)
+        assert result.kept is docs  # nothing removed: the same batch, not a copy
+        return result
+
+    text = "word " * 50_000  # 250 KB a document
+
+    def batches():
+        for b in range(4):  # four read batches of 1 MB, joined into one of 4 MB (SCORE_BYTES is 8 MiB)
+            yield pa.RecordBatch.from_pylist([{"id": f"{b}-{i}", "text": text, "source": "in.jsonl", "meta": None,
+                                               "loc": b * 4 + i} for i in range(4)], schema=tasks.DOCS_SCHEMA)
+
+    base = pa.total_allocated_bytes()
+    writer = tasks._Writer(tmp_path, "documents/u.parquet", "ledger/u.parquet")
+    tasks._score_all(cascade, batches(), writer, Stats(), Counter(), score_rows=1_000)
+    writer.close()
+    (held, joined), = seen
+    assert joined > 4_000_000 and held - base < 1.5 * joined

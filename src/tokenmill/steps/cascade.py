@@ -136,7 +136,8 @@ class Cascade:
             seconds[step_id(step)] += time.perf_counter() - started  # pyright: ignore[reportArgumentType] (typeshed's Counter counts ints; seconds add as floats)
         keep = reasons == None
         ledger = ledger_batch(docs, locs, columns, keep, reasons)
-        return CascadeResult(docs.filter(pa.array(keep)), ledger, filtered, counts, seconds)
+        kept = docs if keep.all() else docs.filter(pa.array(keep))  # nothing removed: no copy of the batch
+        return CascadeResult(kept, ledger, filtered, counts, seconds)
 
 
 def ledger_batch(docs: pa.RecordBatch, locs: Sequence[int] | np.ndarray, columns: dict[str, pa.Array],

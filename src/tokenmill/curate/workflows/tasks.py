@@ -153,12 +153,13 @@ def _score_all(cascade: Cascade, batches: Iterator[pa.RecordBatch], writer: _Wri
     pending: list[pa.RecordBatch] = []
 
     def score() -> None:
+        blocks = [b.num_rows for b in pending]
         docs = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        pending.clear()  # joined: the read batches are let go before scoring, not held beside their copy
         result = cascade(docs, docs.column("loc").to_numpy())
         seconds.update(result.seconds)
-        writer.add(result, docs, blocks=[b.num_rows for b in pending])
+        writer.add(result, docs, blocks=blocks)
         _count(stats, result)
-        pending.clear()
 
     for batch in batches:
         pending.append(batch)
