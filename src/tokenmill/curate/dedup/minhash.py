@@ -214,7 +214,7 @@ class ShingleSetWriter:
 
     def __enter__(self) -> ShingleSetWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "wb")  # noqa: SIM115 (closed in __exit__)
+        self.fh = open(self.path, "wb")  # closed in __exit__
         return self
 
     def add(self, hashes: np.ndarray, sizes: np.ndarray) -> None:
