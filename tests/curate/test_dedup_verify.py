@@ -15,7 +15,7 @@ from dedupkit import edited, ledger, random_text, source_stage, split_units, tre
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup.minhash import MinHashDedup, read_sets
 from tokenmill.curate.dedup.shingles import jaccard, shingle_sets
-from tokenmill.engine import LocalExecutor, run_workflow
+from tokenmill.engine import LocalExecutor, run_workflow, segments
 
 UNITS = 4
 
@@ -43,7 +43,8 @@ def clustered_corpus(seed: int) -> list[str]:
 
 def _edges(directory: Path) -> set[tuple[int, int]]:
     pairs = set()
-    for d in sorted(directory.iterdir()):
+    for rel in segments.listing(directory):  # each unit's parts.bin, in the stage's segment files
+        d = directory / Path(rel).parent
         pairs |= set(zip(cm.read_column(d, "a").tolist(), cm.read_column(d, "b").tolist()))
     return pairs
 

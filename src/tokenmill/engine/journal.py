@@ -41,10 +41,14 @@ def journal_path(done: Path, run_id: str) -> Path:
     return done / f"{run_id}.{socket.gethostname()}-{_nonce[0]}-{_nonce[1]}{SUFFIX}"
 
 
-def append(done: Path, run_id: str, unit: str, result: dict) -> None:
-    """Record ``unit`` as committed with ``result``: one line appended to this process's journal, fsynced."""
+def append(done: Path, run_id: str, unit: str, result: dict, files: list[dict] | None = None) -> None:
+    """Record ``unit`` as committed with ``result``: one line appended to this process's journal, fsynced.
+    ``files``: where the unit's files in segments lie (:mod:`tokenmill.engine.segments`)."""
     global _held
-    line = json.dumps({"unit": unit, "result": result}, sort_keys=True).encode() + b"\n"
+    row: dict = {"unit": unit, "result": result}
+    if files:
+        row["files"] = files
+    line = json.dumps(row, sort_keys=True).encode() + b"\n"
     with _lock:
         path = str(journal_path(done, run_id))
         if _held is None or _held[0] != path:
@@ -90,6 +94,24 @@ def committed_results(done: Path) -> dict[str, dict]:
             if result is not None:
                 found.setdefault(name[:-len(".json")], result)
     return found
+
+
+def committed_files(done: Path) -> list[dict]:
+    """The segment records (:mod:`tokenmill.engine.segments`) of every committed unit, from the line that
+    counts for it (its first, as :func:`committed_results`)."""
+    seen: set[str] = set()
+    files: list[dict] = []
+    try:
+        with os.scandir(done) as entries:
+            names = sorted(e.name for e in entries if e.name.endswith(SUFFIX))
+    except (FileNotFoundError, NotADirectoryError):
+        return files
+    for name in names:
+        for row in _lines(done / name):
+            if row["unit"] not in seen:
+                seen.add(row["unit"])
+                files.extend(f for f in row.get("files") or () if isinstance(f, dict))
+    return files
 
 
 def _lines(path: Path):

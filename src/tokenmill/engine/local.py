@@ -25,6 +25,7 @@ one worker, never starts a pool: it runs in this process.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import itertools
 import json
@@ -37,12 +38,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill._guard import allowed_workers
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
-from tokenmill.engine import journal
+from tokenmill.engine import journal, segments
 from tokenmill.engine.outputs import output
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.store import publish_unit
@@ -192,7 +194,7 @@ class LocalExecutor(Held):
                         results[unit.index] = fut.result()
                     except BrokenProcessPool as exc:  # a worker was killed (out of memory, most often)
                         self._pool = None
-                        raise worker_died(state.root / "tmp" / state.run_id, units, exc) from None
+                        raise worker_died(state.staging_root, units, exc) from None
                     if progress is not None:
                         progress.update(results[unit.index])
                 submit(len(finished))
@@ -227,11 +229,12 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     result.seconds = time.monotonic() - started
     result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()
-    files = [str(p.relative_to(staging)) for p in sorted(staging.rglob("*")) if p.is_file()]
+    # the intermediates of the directories the task names go to this process's segments (engine/segments.py)
+    placed, files = segments.append_staged(state.out, staging, getattr(task, "segments", ()), state.run_id, state.root)
     for rel in files:
         dest = state.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging / rel, dest)
+        move_into_place(staging / rel, dest)
     shutil.rmtree(staging)  # the run's staging root stays until the stage ends (StageState.end_staging): a
     # worker removing it when it looked empty raced another worker creating its unit's staging dir there
     record = result.to_dict()
@@ -239,8 +242,22 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     if store is not None:  # object storage: final keys, then the marker key (engine/store.py)
         publish_unit(store, state.out, files, str(state.marker(unit).relative_to(state.out)),
                      json.dumps(record, sort_keys=True).encode())
-    journal.append(state.root / "done", state.run_id, unit.name, record)
+    journal.append(state.root / "done", state.run_id, unit.name, record, placed)
     return result
+
+
+def move_into_place(source: Path, dest: Path) -> None:
+    """Rename ``source`` to ``dest``; from another filesystem (a staging directory on the node's own disk),
+    copy it beside ``dest`` first, then rename, so ``dest`` is never seen half written."""
+    try:
+        os.replace(source, dest)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+        os.unlink(source)
 
 
 def _setup(task: Task) -> None:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokenmill.base.files import atomic_write, atomic_write_lines
-from tokenmill.engine import journal
+from tokenmill.engine import journal, segments
 from tokenmill.engine.outdir import hold_output
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
 from tokenmill.engine.store import STATE, Store, publish_outputs, publish_state
@@ -70,8 +70,19 @@ class StageState:
     def marker(self, unit: Unit) -> Path:
         return self.root / "done" / f"{unit.name}.json"
 
+    @property
+    def staging_base(self) -> Path:
+        """Where units stage their files: ``tmp/`` in the state directory, or the stage's directory under
+        ``$TOKENMILL_SCRATCH`` (a node's own disk: :func:`tokenmill.engine.segments.scratch_dir`)."""
+        return segments.scratch_dir(self.root) or self.root / "tmp"
+
+    @property
+    def staging_root(self) -> Path:
+        """This run's staging directories' parent (one directory per unit being staged)."""
+        return self.staging_base / self.run_id
+
     def staging(self, unit: Unit) -> Path:
-        return self.root / "tmp" / self.run_id / unit.name
+        return self.staging_root / unit.name
 
     @property
     def index(self) -> Path:
@@ -88,8 +99,9 @@ class StageState:
                     "use another --out, or pass --overwrite to start again"
                 )
         (self.root / "done").mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.root / "tmp", ignore_errors=True)  # staging left by killed runs (the output is locked)
-        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        for base in {self.root / "tmp", self.staging_base}:
+            shutil.rmtree(base, ignore_errors=True)  # staging left by killed runs (the output is locked)
+        self.staging_base.mkdir(parents=True, exist_ok=True)
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
         if self.store is not None:
             publish_state(self.store, self.root)
@@ -97,7 +109,7 @@ class StageState:
     def end_staging(self) -> None:
         """Remove this run's staging root once the stage is over (left when a unit failed: the next run clears it)."""
         try:
-            (self.root / "tmp" / self.run_id).rmdir()
+            self.staging_root.rmdir()
         except OSError:
             pass  # absent (no unit ran) or not empty (a unit failed)
 
@@ -133,6 +145,8 @@ class StageState:
         """Every unit is committed: write the index (unless this run found it and ran no unit), then remove
         the markers and the ``drop`` directories."""
         if ran or not self.index.exists():
+            # where the units' files in segments lie, before the index that says the stage has ended
+            segments.write_indexes(self.out, journal.committed_files(self.root / "done"))
             atomic_write_lines(self.index, (json.dumps({"unit": u.name, "result": results[u.index].to_dict()},
                                                        sort_keys=True).encode() for u in units))
             if self.store is not None:
@@ -142,8 +156,10 @@ class StageState:
             for rel in drop:
                 self.store.delete(self.store.files(rel.rstrip("/") + "/"))
         journal.close()  # this process's journal of the stage (a run with one worker commits here)
+        segments.close()  # and its segments
         shutil.rmtree(self.root / "done", ignore_errors=True)
-        shutil.rmtree(self.root / "tmp", ignore_errors=True)
+        for base in {self.root / "tmp", self.staging_base}:
+            shutil.rmtree(base, ignore_errors=True)
         for rel in drop:
             shutil.rmtree(self.out / rel, ignore_errors=True)
             _remove_empty_parents(self.out / rel, self.out)

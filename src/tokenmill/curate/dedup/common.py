@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.curate.dedup.nfkc import nfkc
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -252,7 +253,7 @@ def read_partition(directories: Sequence[Path], p: int, names: Sequence[str]) ->
     """Partition ``p`` of every shuffle directory, concatenated in directory order (memory: that slice)."""
     pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
     for d in directories:
-        with open(d / PARTS, "rb") as fh:
+        with segments.open_slice(d / PARTS) as fh:
             layout = _header(fh, d / PARTS)
             lo, hi = (int(x) for x in _rows(fh, layout[OFFSETS], p, p + 2))
             for n in names:
@@ -263,11 +264,11 @@ def read_partition(directories: Sequence[Path], p: int, names: Sequence[str]) ->
 def read_column(directory: Path, name: str) -> np.ndarray:
     """One whole column of a shuffle directory, memory-mapped (read in pieces by whoever holds it)."""
     path = directory / PARTS
-    with open(path, "rb") as fh:
+    with segments.open_slice(path) as fh:
         col = _header(fh, path)[name]
     if not col["rows"]:
         return np.zeros(0, dtype=np.dtype(col["dtype"]))
-    return np.memmap(path, dtype=np.dtype(col["dtype"]), mode="r", offset=col["at"], shape=(col["rows"],))
+    return segments.memmap(path, np.dtype(col["dtype"]), col["at"], (col["rows"],))
 
 
 def _header(fh: Any, path: Path) -> dict[str, Any]:
@@ -320,11 +321,11 @@ def priorities(keep: str, table: pa.Table, ledger: pa.Table | None) -> np.ndarra
 
 
 def read_docs(out: Path, part: DocsPart) -> pa.Table:
-    return pq.read_table(out / part.docs)
+    return pq.read_table(segments.arrow_source(out / part.docs))
 
 
 def read_ledger(out: Path, part: DocsPart) -> pa.Table | None:
-    return pq.read_table(out / part.ledger) if part.ledger else None
+    return pq.read_table(segments.arrow_source(out / part.ledger)) if part.ledger else None
 
 
 # --- the documents stage that ends a step ---------------------------------------------------------

@@ -97,6 +97,10 @@ class HashTask:
     out: str
     partitions: int
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+        return (f"_work/{self.step.name}/hash",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         part: cm.DocsPart = unit.payload
         table = cm.read_docs(Path(self.out), part)
@@ -116,6 +120,10 @@ class GroupTask:
     dirs: tuple[str, ...]
     n_units: int
     name: str
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return (f"_work/{self.name}/groups",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         g = cm.read_partition([Path(self.out) / d for d in self.dirs], unit.payload, ["hi", "lo", "doc", "prio"])

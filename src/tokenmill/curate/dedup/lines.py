@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tokenmill.curate.dedup import common as cm
+from tokenmill.engine import segments as seg
 from tokenmill.engine.outputs import Documents, Partitioned, as_data
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -114,6 +115,10 @@ class CountTask:
     out: str
     partitions: int
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+        return (f"_work/{self.step.name}/count",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         part: cm.DocsPart = unit.payload
         table = cm.read_docs(Path(self.out), part)
@@ -136,6 +141,10 @@ class GroupTask:
     step: LineDedup
     out: str
     dirs: tuple[str, ...]
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return (f"_work/{self.step.name}/groups",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         g = cm.read_partition([Path(self.out) / d for d in self.dirs], unit.payload, ["hash", "doc"])
@@ -187,7 +196,7 @@ class ApplyTask:
         q = cm.partition_of(h, len(self.files))
         for p in np.unique(q).tolist():
             sel = np.flatnonzero(q == p)
-            with np.load(Path(self.out) / self.files[p]) as z:
+            with seg.open_slice(Path(self.out) / self.files[p]) as fh, np.load(fh) as z:
                 rh, first = z["hash"], z["first"]
             at = np.minimum(np.searchsorted(rh, h[sel]), max(len(rh) - 1, 0))
             hit = (rh[at] == h[sel]) if len(rh) else np.zeros(len(sel), bool)

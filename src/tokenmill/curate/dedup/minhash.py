@@ -57,6 +57,7 @@ from tokenmill.curate.dedup.shingles import (
     tokens,
     unique_per_doc,
 )
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -173,6 +174,10 @@ class SignatureTask:
     out: str
     partitions: int
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+        return f"_work/{self.step.name}/signatures", f"_work/{self.step.name}/sets"
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         part: cm.DocsPart = unit.payload
         table = cm.read_docs(Path(self.out), part)
@@ -232,7 +237,7 @@ class ShingleSetWriter:
 
 def read_sets(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """A unit's stored shingle sets (:class:`ShingleSetWriter`): the hashes, memory-mapped, and the offsets."""
-    stored = np.memmap(path, dtype="<u8", mode="r")
+    stored = segments.memmap(path, "<u8", 0, (segments.size(path) // 8,))
     rows = int(stored[-1])
     offsets = np.array(stored[len(stored) - rows - 2:len(stored) - 1], dtype=np.int64)
     return stored[:offsets[-1]], offsets
@@ -244,6 +249,10 @@ class BucketTask:
     dirs: tuple[str, ...]
     n_units: int
     name: str
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return (f"_work/{self.name}/buckets",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         got = cm.read_partition([Path(self.out) / d for d in self.dirs], unit.payload, ["key", "doc"])
@@ -275,6 +284,10 @@ class VerifyTask:
     out: str
     dirs: tuple[str, ...]
     sets: tuple[str, ...]  # each upstream unit's shingle sets (ShingleSetWriter), in unit order
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return (f"_work/{self.step.name}/verified",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         got = cm.read_partition([Path(self.out) / d for d in self.dirs], unit.index, ["a", "b"])
@@ -323,7 +336,7 @@ class ComponentsTask:
         units = cm.unit_of(nodes)
         for u in np.unique(units).tolist():
             sel = units == u
-            prio = np.load(Path(self.out) / self.sig_dirs[u] / "prio.npy", mmap_mode="r")
+            prio = segments.load_npy(Path(self.out) / self.sig_dirs[u] / "prio.npy")
             out[sel] = prio[cm.row_of(nodes[sel])]
         return out
 
