@@ -37,28 +37,36 @@ OPEN = re.compile(r'^\d+\s+openat\([^,]+, "([^"]+)", ([A-Z_|]+)[^)]*\)\s+=\s+(\d
 
 
 def traced_curate(corpus: Path, out: Path, model: str, workers: int, trace: Path, *, src: Path,
-                  unit_bytes: str | None = None) -> dict:
+                  unit_bytes: str | None = None, scratch: Path | None = None) -> dict:
     cmd = ["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace), sys.executable, "-m", "tokenmill.cli", "curate",
            str(corpus), "--out", str(out), "--preset", "dclm", "--quality-model", model, "--workers", str(workers),
            "--no-progress", *(["--unit-bytes", unit_bytes] if unit_bytes else [])]
-    r = run_per_process(cmd, env={**os.environ, "PYTHONPATH": str(src)})
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    if scratch is not None:  # units stage on "the node's own disk": a directory outside the output
+        env["TOKENMILL_SCRATCH"] = str(scratch)
+    r = run_per_process(cmd, env=env)
     if r["rc"]:
         raise SystemExit(f"curate failed: {r['stderr'][-3000:]}")
-    return {"opens": count_opens(trace, out, corpus), "left": files_left(out), "wall_s": r["wall_s"],
+    return {"opens": count_opens(trace, out, corpus, scratch), "left": files_left(out), "wall_s": r["wall_s"],
             "units": json.loads((out / "manifest.json").read_text())["run"]["units"]}
 
 
-def count_opens(trace: Path, out: Path, corpus: Path) -> dict:
+SCRATCH = "(node scratch, not in the output)"
+
+
+def count_opens(trace: Path, out: Path, corpus: Path, scratch: Path | None = None) -> dict:
+    """Opens under the output and of the input, by stage; those under ``scratch`` in one row of their own,
+    :data:`SCRATCH`, left out of the totals (they are files on each node's own disk, not the shared one)."""
     writes: Counter = Counter()
     reads: Counter = Counter()
-    roots = (str(out) + "/", str(corpus))
+    roots = (str(out) + "/", str(corpus), *([str(scratch) + "/"] if scratch else []))
     with open(trace, errors="replace") as fh:
         for line in fh:
             m = OPEN.match(line)
             if not m or not m.group(1).startswith(roots) or "O_DIRECTORY" in m.group(2):
                 continue
             path, flags = m.group(1), m.group(2)
-            where = stage_of(path, out, corpus)
+            where = SCRATCH if scratch and path.startswith(str(scratch) + "/") else stage_of(path, out, corpus)
             if "O_WRONLY" in flags or "O_RDWR" in flags or "O_CREAT" in flags:
                 writes[where] += 1
             else:
@@ -84,7 +92,9 @@ def files_left(out: Path) -> Counter:
 
 
 def totals(r: dict) -> tuple[int, int, int]:
-    return sum(r["opens"]["writes"].values()), sum(r["opens"]["reads"].values()), sum(r["left"].values())
+    def shared(c: Counter) -> int:
+        return sum(n for k, n in c.items() if k != SCRATCH)
+    return shared(r["opens"]["writes"]), shared(r["opens"]["reads"]), sum(r["left"].values())
 
 
 def per_unit(small: dict, auto: dict) -> dict:
@@ -162,24 +172,29 @@ def main(argv: list[str]) -> int:
     p.add_argument("--before", help="another checkout's src directory, measured in the same invocation")
     p.add_argument("--small-units", default="1MiB", help="the unit size of the run that gives files per unit")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--scratch", action="store_true",
+                   help="also measure this version with TOKENMILL_SCRATCH (staging outside the output)")
     args = p.parse_args(argv)
     sides = {"before": Path(args.before), "after": REPO / "src"} if args.before else {"this": REPO / "src"}
+    if args.scratch:
+        sides[f"{list(sides)[-1]}, TOKENMILL_SCRATCH"] = REPO / "src"
     with tempfile.TemporaryDirectory(prefix="tokenmill-files-") as tmp:
         work = Path(tmp)
         corpus = work / "crawl.jsonl"
         info = write_corpus(corpus, shared=Path(args.shared), mb=args.mb)
         load = os.getloadavg()[0]
         runs = {}
-        for side, src in sides.items():
+        for k, (side, src) in enumerate(sides.items()):
+            scratch = work / f"scratch{k}" if side.endswith("TOKENMILL_SCRATCH") else None
             for w in args.workers:
-                runs[(side, w)] = traced_curate(corpus, work / f"{side}{w}", args.model, w, work / f"t-{side}{w}.txt",
-                                                src=src)
-                shutil.rmtree(work / f"{side}{w}")
-                (work / f"t-{side}{w}.txt").unlink()
+                runs[(side, w)] = traced_curate(corpus, work / f"out{k}-{w}", args.model, w, work / f"t{k}-{w}.txt",
+                                                src=src, scratch=scratch)
+                shutil.rmtree(work / f"out{k}-{w}")
+                (work / f"t{k}-{w}.txt").unlink()
             key = (side, f"1, {args.small_units} units")
-            runs[key] = traced_curate(corpus, work / f"{side}-small", args.model, 1, work / f"t-{side}-small.txt",
-                                      src=src, unit_bytes=args.small_units)
-            shutil.rmtree(work / f"{side}-small")
+            runs[key] = traced_curate(corpus, work / f"out{k}-small", args.model, 1, work / f"t{k}-small.txt",
+                                      src=src, unit_bytes=args.small_units, scratch=scratch)
+            shutil.rmtree(work / f"out{k}-small")
     body = report(runs, info, args, load)
     print(body)
     if not args.no_write:

@@ -17,6 +17,7 @@ from tokenmill.engine import (
     Unit,
     UnitResult,
     run_workflow,
+    segments,
 )
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
@@ -75,8 +76,20 @@ def ledger(out: Path, results, step) -> pa.Table:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*"))
-            if p.is_file() and "_state" not in p.parts}
+    """Every file of a run but its state, by path: a file in a segment (engine/segments.py) by its own path and
+    bytes, not the segment's (which process wrote which unit is not part of the output)."""
+    root = Path(root)
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+             if p.is_file() and "_state" not in p.parts and not _in_segments(p)}
+    for index in root.rglob(segments.INDEX):
+        for rel in segments.listing(index.parent):
+            with segments.open_slice(index.parent / rel) as fh:
+                files[str((index.parent / rel).relative_to(root))] = fh.read()
+    return dict(sorted(files.items()))
+
+
+def _in_segments(p: Path) -> bool:
+    return p.name == segments.INDEX or (p.name.startswith(segments.PREFIX) and p.name.endswith(segments.SUFFIX))
 
 
 WORDS = [

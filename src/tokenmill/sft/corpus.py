@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.base.accounting import Stats
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -176,7 +177,8 @@ class Survivors:
 
     def of_unit(self, index: int) -> tuple[set[str], dict[str, str]]:
         """(ids kept, id -> reason of the first step that removed it) of one unit."""
-        kept = set(pq.read_table(Path(self.out) / self.docs[index], columns=["id"]).column("id").to_pylist())
+        kept = set(pq.read_table(segments.arrow_source(Path(self.out) / self.docs[index]), columns=["id"])
+                   .column("id").to_pylist())
         why: dict[str, str] = {}
         for rel in self.ledgers.get(index, ()):
             ledger = pq.read_table(Path(self.out) / rel, columns=["id", "reason"]).to_pydict()

@@ -68,8 +68,8 @@ def upstream_parts(ctx: StageContext, upstream: str) -> list[DocsPart]:
     parts = []
     for i, out in enumerate(outputs(ctx.results[upstream], Documents, stage=upstream)):
         name = out.unit or Path(out.docs).name.removesuffix(".parquet")
-        rows = out.rows if out.rows is not None else pq.read_metadata(ctx.out / out.docs).num_rows
-        size = out.size if out.size is not None else (ctx.out / out.docs).stat().st_size
+        rows = out.rows if out.rows is not None else pq.read_metadata(segments.arrow_source(ctx.out / out.docs)).num_rows
+        size = out.size if out.size is not None else segments.size(ctx.out / out.docs)
         parts.append(DocsPart(i, name, out.docs, out.ledger, rows, size))
     return parts
 

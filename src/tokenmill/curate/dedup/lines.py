@@ -168,6 +168,10 @@ class ApplyTask:
     out: str
     files: tuple[str, ...]
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"steps/{self.step.name}/docs",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         part: cm.DocsPart = unit.payload
         table = cm.read_docs(Path(self.out), part)

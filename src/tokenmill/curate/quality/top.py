@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
@@ -68,7 +69,7 @@ def corpus_cut(path: Path, hists: list[Path], fraction: float) -> float:
         return float(json.loads(path.read_text())["cut"])
     except FileNotFoundError:
         pass
-    hist = sum((np.load(h) for h in hists), np.zeros(BINS, dtype=np.int64))
+    hist = sum((np.asarray(segments.load_npy(h)) for h in hists), np.zeros(BINS, dtype=np.int64))
     cut = cut_from_histogram(hist, fraction)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"cut": cut, "documents": int(hist.sum())}).encode())
@@ -86,11 +87,15 @@ class ScoreTask:
     out: str
     work: str
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"{self.work}/docs",)
+
     def setup(self) -> None:
         self.step.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        table = pq.read_table(Path(self.out) / unit.payload)
+        table = pq.read_table(segments.arrow_source(Path(self.out) / unit.payload))
         scores = self.step.score(as_batch(table))
         s = np.asarray(scores.scores["score"], dtype=np.float32)
         table = table.append_column(column(self.step, "score"), pa.array(s, type=pa.float32()))
@@ -111,8 +116,12 @@ class ApplyTask:
     work: str
     cut: float
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"{self.work}/docs",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        table = pq.read_table(Path(self.out) / unit.payload)
+        table = pq.read_table(segments.arrow_source(Path(self.out) / unit.payload))
         col = column(self.step, "score")
         rules = self.step.decide({"score": table.column(col).to_numpy()}, cut=self.cut)
         keep = np.array([r is None for r in rules], dtype=bool)

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.select.features import BUCKETS, by_document, counts, gumbel, log_ratio, ngrams, weights_of
+from tokenmill.engine import segments
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenmillError
 from tokenmill.io import expand_inputs, plan_units, read_unit
@@ -195,7 +196,7 @@ def _text_batches(path: Path) -> Iterator[pa.Array]:
     documents was a whole unit of up to 64 MiB, held twice (Arrow's and Python's strings) beside its compressed
     column, so the peak grew with the input's size. Not pre-buffered (pyarrow's default): that reads the whole
 column chunk, the unit's compressed text, before the first batch."""
-    with pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False) as part:
+    with pq.ParquetFile(segments.arrow_source(path), buffer_size=1 << 20, pre_buffer=False) as part:
         meta = part.metadata
         size = sum(meta.row_group(g).column(c).total_uncompressed_size for g in range(meta.num_row_groups)
                    for c in range(meta.num_columns) if meta.row_group(g).column(c).path_in_schema == "text")
@@ -283,8 +284,9 @@ class ScoreTask:
         released()
         ratio = self.ready()
         part = unit.payload
-        names = pq.read_schema(Path(self.out) / part.docs).names
-        table = pq.read_table(Path(self.out) / part.docs, columns=[c for c in ("id", "source", "loc") if c in names])
+        names = pq.read_schema(segments.arrow_source(Path(self.out) / part.docs)).names
+        wanted = [c for c in ("id", "source", "loc") if c in names]
+        table = pq.read_table(segments.arrow_source(Path(self.out) / part.docs), columns=wanted)
         features = Path(self.out) / self.features[unit.index]
         with np.load(features) as f:
             per_doc, words = f["per_doc"], f["words"]
@@ -396,6 +398,10 @@ class DrawTask:
     decided: dict
     scores: tuple[str, ...]
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"steps/{self.step.name}/docs",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         released()
         part = unit.payload
@@ -417,8 +423,8 @@ def drawn_only(path: Path, drawn: np.ndarray) -> pa.Table:
     """A documents part with the text of the documents not ``drawn`` left empty (they are dropped, and the
     ledger needs only their identity columns): the text read about :data:`BATCH_CHARS` bytes at a time, so
     that the draw holds the drawn tenth of a unit, not the whole of it. The drawn rows are the part's own."""
-    schema = pq.read_schema(path)
-    table = pq.read_table(path, columns=[c for c in schema.names if c != "text"])
+    schema = pq.read_schema(segments.arrow_source(path))
+    table = pq.read_table(segments.arrow_source(path), columns=[c for c in schema.names if c != "text"])
     chunks, at = [], 0
     for batch in _text_batches(path):
         chunks.append(pc.if_else(pa.array(drawn[at:at + len(batch)]), batch, pa.scalar("", batch.type)))

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.quality.top import as_batch
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -206,11 +207,15 @@ class ScoreTask:
     out: str
     work: str
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"{self.work}/docs",)
+
     def setup(self) -> None:
         self.step.setup()
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        table = pq.read_table(Path(self.out) / unit.payload)
+        table = pq.read_table(segments.arrow_source(Path(self.out) / unit.payload))
         ppl = np.asarray(self.step.score(as_batch(table)).scores["perplexity"], dtype=np.float64)
         table = table.append_column(column(self.step, "perplexity"), pa.array(ppl, type=pa.float64()))
         rel_docs, rel_hist = f"{self.work}/docs/{unit.name}.parquet", f"{self.work}/hist/{unit.name}.npy"
@@ -231,8 +236,12 @@ class ApplyTask:
     work: str
     cuts: tuple[int, ...]
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+        return (f"{self.work}/docs",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
-        table = pq.read_table(Path(self.out) / unit.payload)
+        table = pq.read_table(segments.arrow_source(Path(self.out) / unit.payload))
         col = column(self.step, "perplexity")
         ppl = table.column(col).to_numpy()
         rules = self.step.decide({"perplexity": ppl}, cuts=list(self.cuts))
@@ -272,7 +281,7 @@ def run_cuts(path: Path, hists: list[Path], percentiles: list[float]) -> tuple[i
         return tuple(json.loads(path.read_text())["bins"])
     except FileNotFoundError:
         pass
-    hist = sum((np.load(h) for h in hists), np.zeros(BINS, dtype=np.int64))
+    hist = sum((np.asarray(segments.load_npy(h)) for h in hists), np.zeros(BINS, dtype=np.int64))
     cuts = percentile_bins(hist, tuple(p / 100 for p in percentiles))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"bins": cuts, "perplexity": [bin_edge(b) for b in cuts],

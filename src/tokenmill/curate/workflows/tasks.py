@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill._arrow import skip_pandas_probe
+from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
@@ -190,6 +191,10 @@ class ReadTask:
     limit: int | None = None  # the first records of every input only (a trial run)
     score_rows: int | None = None  # read batches are joined until they hold this many (None: SCORE_ROWS)
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (engine/segments.py)
+        return (self.docs_dir,) if self.docs_dir.startswith("_work/") else ()
+
     def setup(self) -> None:
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         self.cascade.setup()
@@ -230,6 +235,10 @@ class DocsTask:
     score_rows: int | None = None
     sources: dict[int, str] = field(default_factory=dict)  # unit index -> upstream docs file (relative)
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (engine/segments.py)
+        return (self.docs_dir,) if self.docs_dir.startswith("_work/") else ()
+
     def setup(self) -> None:
         skip_pandas_probe()  # a pool worker never needs pyarrow to import pandas
         self.cascade.setup()
@@ -240,7 +249,7 @@ class DocsTask:
         source = Path(self.out) / unit.payload
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for batch in pq.ParquetFile(source).iter_batches(batch_size=self.batch_rows):
+            for batch in pq.ParquetFile(segments.arrow_source(source)).iter_batches(batch_size=self.batch_rows):
                 stats.input += batch.num_rows
                 yield _as_docs(batch)
 
