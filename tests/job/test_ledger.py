@@ -20,6 +20,7 @@ from raykit import write_web_corpus  # noqa: E402
 
 from tokenmill.curate.report.funnel import recompute  # noqa: E402
 from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
+from tokenmill.engine import segments  # noqa: E402
 from tokenmill.pretrain import run_pretrain  # noqa: E402
 from tokenmill.report.ledger import ledger_problems, read_ledger  # noqa: E402
 
@@ -108,6 +109,11 @@ def test_a_ledger_stage_killed_between_packs_resumes_to_the_same_bytes(tmp_path,
         run_curate(inputs, out=tmp_path / "b", steps=steps, workers=1, unit_bytes=4_000, progress=False, report=False)
     b = tmp_path / "b"
     assert (b / "ledger").is_dir() and (b / "steps" / "curate" / "ledger").is_dir()  # loose parts kept until the end
+    for stage in ("curate", "exact_dedup"):  # in one segment file per stage (one worker), not a file per unit
+        folder = b / "steps" / stage / "ledger"
+        held = sorted(p.name for p in folder.iterdir())
+        assert held == sorted([segments.INDEX, *(n for n in held if n.startswith(segments.PREFIX))]) and len(held) == 2
+        assert segments.listing(folder) == sorted(Path(rel).name for rel in a["stage_ledgers"][stage])
     monkeypatch.setattr(join.JoinTask, "__call__", call)
     resumed = run_curate(inputs, out=b, steps=steps, workers=2, unit_bytes=4_000, progress=False, report=False)
     assert _outputs(b) == _outputs(tmp_path / "a")  # no loose part left, every pack and ledger file the same

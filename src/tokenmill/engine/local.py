@@ -230,7 +230,8 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()
     # the intermediates of the directories the task names go to this process's segments (engine/segments.py)
-    placed, files = segments.append_staged(state.out, staging, getattr(task, "segments", ()), state.run_id, state.root)
+    roots = (*getattr(task, "segments", ()), *getattr(state, "segments", ()))
+    placed, files = segments.append_staged(state.out, staging, roots, state.run_id, state.root)
     for rel in files:
         dest = state.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

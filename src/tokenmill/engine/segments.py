@@ -71,7 +71,7 @@ def append_staged(out: Path, staging: Path, directories: Sequence[str], run_id: 
     """Append every file staged under one of ``directories`` to this process's segment of that directory, then
     remove the staged file. Returns the records (``dir``, ``name``, ``segment``, ``offset``, ``length``) and the
     staged files left (relative to ``staging``, in sorted order) for the caller to move into place."""
-    roots = [d.strip("/") for d in directories]
+    patterns = [tuple(d.strip("/").split("/")) for d in directories]
     staged = sorted(str(p.relative_to(staging).as_posix()) for p in staging.rglob("*") if p.is_file())
     records: list[dict] = []
     rest: list[str] = []
@@ -79,7 +79,7 @@ def append_staged(out: Path, staging: Path, directories: Sequence[str], run_id: 
         _switch(str(stage_root))
         used: set[int] = set()
         for rel in staged:
-            root = next((r for r in roots if rel.startswith(r + "/")), None)
+            root = _root_of(rel, patterns)
             if root is None:
                 rest.append(rel)
                 continue
@@ -92,6 +92,16 @@ def append_staged(out: Path, staging: Path, directories: Sequence[str], run_id: 
         for fd in used:
             os.fsync(fd)
     return records, rest
+
+
+def _root_of(rel: str, patterns: Sequence[tuple[str, ...]]) -> str | None:
+    """The segment directory of the staged file ``rel``: the first pattern its directories match (``*`` matches
+    any one name), or None."""
+    parts = rel.split("/")
+    for pattern in patterns:
+        if len(parts) > len(pattern) and all(p == "*" or p == q for p, q in zip(pattern, parts)):
+            return "/".join(parts[:len(pattern)])
+    return None
 
 
 def _switch(stage_root: str) -> None:

@@ -119,9 +119,13 @@ class StagePlan:
     # directories (relative to the output) that only this stage and the ones before it read: removed once
     # this stage has ended; never the run's state or a path outside the output
     drop: tuple[str, ...] = ()
+    # directories (relative to the output, ``*`` for any one name) whose files its units write as intermediates
+    # a later stage reads and drops: they go to per-process segment files (engine/segments.py), as do the
+    # directories the task names (its ``segments``)
+    segments: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for rel in self.drop:
+        for rel in (*self.drop, *self.segments):
             parts = PurePosixPath(rel).parts
             if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or parts[0] == "_state":
                 raise StageError(f"a stage may drop directories inside its output only, not {rel!r}")

@@ -62,6 +62,7 @@ class StageState:
     # staging directories are private to one run (process id + start time), never shared with another
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns()}")
     store: Store | None = None  # the object store the committed units are published to
+    segments: tuple[str, ...] = ()  # the plan's segment directories (StagePlan.segments)
 
     @property
     def root(self) -> Path:
@@ -218,7 +219,7 @@ def _run_stages(stages, out: Path, fingerprint: str, executor: Executor, progres
     for stage in stages:
         plan = stage.plan(StageContext(out=out, results=dict(results)))
         chained = stage_fingerprint(chained, stage, plan.params, plan.units)
-        state = StageState(out, stage.key, store=store)
+        state = StageState(out, stage.key, store=store, segments=plan.segments)
         state.prepare(chained)
         done = state.committed(plan.units)
         todo = [u for u in plan.units if u.index not in done]

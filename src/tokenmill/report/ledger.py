@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tokenmill.engine import segments
 from tokenmill.report.rejects import UNIT_DIR
 
 LEDGER_DIR = "ledger"
@@ -329,8 +330,8 @@ def write_pack(target: Path, members: Sequence[tuple[str, Path]]) -> None:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o644 << 16
-            info.file_size = path.stat().st_size
-            with open(path, "rb") as src, zf.open(info, "w", force_zip64=info.file_size >= zipfile.ZIP64_LIMIT) as dst:
+            info.file_size = segments.size(path)
+            with segments.open_slice(path) as src, zf.open(info, "w", force_zip64=info.file_size >= zipfile.ZIP64_LIMIT) as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
 
@@ -400,8 +401,9 @@ def _packed(path: Path) -> tuple[str, int, int] | None:
 
 
 def part_exists(path: Path) -> bool:
-    """Whether the ledger part ``path`` is there: as a file, or as a member of its stage's packs."""
-    return Path(path).exists() or _packed(Path(path)) is not None
+    """Whether the ledger part ``path`` is there: as a file, in a segment file of its stage's folder (a run
+    whose ledger stage has not ended, :mod:`tokenmill.engine.segments`), or as a member of its stage's packs."""
+    return segments.exists(Path(path)) or _packed(Path(path)) is not None
 
 
 def open_part(path: Any) -> Any:
@@ -409,6 +411,8 @@ def open_part(path: Any) -> Any:
     packed member's bytes in place (a zero-copy slice of the memory-mapped archive)."""
     if not isinstance(path, (str, Path)) or Path(path).exists():
         return path
+    if segments.exists(Path(path)):
+        return segments.arrow_source(Path(path))
     hit = _packed(Path(path))
     if hit is None:
         return path  # missing: the reader's own error names it

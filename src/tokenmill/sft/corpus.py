@@ -181,7 +181,7 @@ class Survivors:
                    .column("id").to_pylist())
         why: dict[str, str] = {}
         for rel in self.ledgers.get(index, ()):
-            ledger = pq.read_table(Path(self.out) / rel, columns=["id", "reason"]).to_pydict()
+            ledger = pq.read_table(segments.arrow_source(Path(self.out) / rel), columns=["id", "reason"]).to_pydict()
             for i, r in zip(ledger["id"], ledger["reason"]):
                 if r is not None:
                     why.setdefault(i, r)

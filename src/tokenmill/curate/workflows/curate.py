@@ -77,6 +77,8 @@ def _check_names(groups: list[list[Step] | CorpusStep]) -> None:
                                   "would collide (merge the two into one step)")
 
 
+LEDGER_PARTS = "steps/*/ledger"  # every documents stage's ledger parts (steps/ledger.py: ledger_part)
+
 def _unguarded(task: Task) -> Task:
     return task
 
@@ -131,6 +133,16 @@ def compose(steps: Sequence[Step], *, inputs: Inputs, out: Path, text_mode: str,
             placed.append(step_entry(group, corpus[-1].name, "corpus"))
             upstream = corpus[-1].name
     return stages, placed
+
+
+def _ledger_parts_in_segments(stage: Stage) -> Stage:
+    """``stage``, its units' ledger parts (``steps/<stage>/ledger/``) written to segment files: the ledger
+    stage packs them and drops the folder (engine/segments.py)."""
+    def plan(ctx: StageContext) -> StagePlan:
+        inner = stage.plan(ctx)
+        return replace(inner, segments=(*inner.segments, LEDGER_PARTS))
+
+    return Stage(stage.name, stage.version, plan)
 
 
 def _dropping_docs_of(stage: Stage, upstream: str) -> Stage:
@@ -226,7 +238,7 @@ def curate_job(specs: Sequence[dict | Step], *, preset: str | None = None, score
         units = run.inputs.units
         ledger = join_stage(run.out, [u.name for u in units], [unit_size(u) for u in units],
                             lambda ctx: stage_ledgers(run.plan[0], ctx.results))
-        return [*run.plan[0], ledger]
+        return [*(_ledger_parts_in_segments(s) for s in run.plan[0]), ledger]
 
     def section(run: Run, results: Results, manifest: dict) -> dict:
         doc_stages, placed = run.plan

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tokenmill.engine import segments
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.ledger import add_entry, ledger_schema, new_entry, pack_name, parts_by_unit, write_pack, write_unit
 
@@ -57,7 +58,7 @@ class JoinTask:
             add_entry(entry, write_unit(out, staging, name, [out / r for r in rels], schema))
             for rel in rels:
                 folder = Path(rel).parent.as_posix()
-                if folder in members and (out / rel).exists():
+                if folder in members and segments.exists(out / rel):
                     members[folder].append((Path(rel).name, out / rel))
         packs = []
         for folder, found in members.items():
