@@ -1,12 +1,15 @@
 """Files at scale: how many files ``curate --preset dclm`` writes and reads per GB of input, at 1 and 4 workers,
-counted from the system calls (``strace -f -e trace=openat``: every successful open under the output or input
+counted from the system calls (``strace -f -e trace=openat,rename,...``: every successful open under the output or input
 directory, by every process of the run), and the files left in the output per stage.
 
     python benchmarks/files_scale.py --model M [--mb 20] [--workers 1 4] [--small-units 1MiB]
         [--before /tmp/before/src] [--shared ../shared/data] [--no-write]
 
-A write is an open with ``O_WRONLY``, ``O_RDWR`` or ``O_CREAT``; a read an ``O_RDONLY`` open of a file (not a
-directory listing). Temporary files that are renamed into place count once, as the open that wrote them.
+A write is an open with ``O_WRONLY``, ``O_RDWR`` or ``O_CREAT``, or a file renamed into the output from outside
+it (``--scratch``: staged on "the node's own disk", where a real one would be copied in); a read an ``O_RDONLY``
+open of a file (not a directory listing). Temporary files that are renamed into place count once, as the open
+that wrote them. ``--scratch`` also measures this version with ``TOKENMILL_SCRATCH`` set (staging outside the
+output): the files opened there are counted apart, as ``(node scratch, not in the output)``.
 
 ``--before SRC`` runs every measurement a second time with another checkout's ``src`` (``git archive main src``),
 in the same invocation. A last run at 1 worker with ``--small-units`` (more units of the same input) gives,
@@ -34,11 +37,14 @@ from crawl_corpus import write_corpus  # noqa: E402
 
 HEADING = "Files at scale: files written and read per GB of input"
 OPEN = re.compile(r'^\d+\s+openat\([^,]+, "([^"]+)", ([A-Z_|]+)[^)]*\)\s+=\s+(\d+)')
+# a file moved in from outside the output (staging on a node's own disk) is written into the output too
+RENAME = re.compile(r'^\d+\s+rename(?:at2?)?\((?:[^,"]+, )?"([^"]+)", (?:[^,"]+, )?"([^"]+)"[^)]*\)\s+=\s+0')
 
 
 def traced_curate(corpus: Path, out: Path, model: str, workers: int, trace: Path, *, src: Path,
                   unit_bytes: str | None = None, scratch: Path | None = None) -> dict:
-    cmd = ["strace", "-f", "-qq", "-e", "trace=openat", "-o", str(trace), sys.executable, "-m", "tokenmill.cli", "curate",
+    cmd = ["strace", "-f", "-qq", "-e", "trace=openat,rename,renameat,renameat2", "-o", str(trace), sys.executable,
+           "-m", "tokenmill.cli", "curate",
            str(corpus), "--out", str(out), "--preset", "dclm", "--quality-model", model, "--workers", str(workers),
            "--no-progress", *(["--unit-bytes", unit_bytes] if unit_bytes else [])]
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -62,6 +68,10 @@ def count_opens(trace: Path, out: Path, corpus: Path, scratch: Path | None = Non
     roots = (str(out) + "/", str(corpus), *([str(scratch) + "/"] if scratch else []))
     with open(trace, errors="replace") as fh:
         for line in fh:
+            moved = RENAME.match(line)
+            if moved and moved.group(2).startswith(str(out) + "/") and not moved.group(1).startswith(str(out) + "/"):
+                writes[stage_of(moved.group(2), out, corpus)] += 1
+                continue
             m = OPEN.match(line)
             if not m or not m.group(1).startswith(roots) or "O_DIRECTORY" in m.group(2):
                 continue

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base import segments
 from tokenmill.engine import (
     LocalExecutor,
     Stage,
@@ -17,7 +18,6 @@ from tokenmill.engine import (
     Unit,
     UnitResult,
     run_workflow,
-    segments,
 )
 from tokenmill.records import DOCUMENT
 from tokenmill.report.accounting import Stats
@@ -67,7 +67,7 @@ def final(results, step):
 def survivors(out: Path, results, step) -> list[str]:
     ids = []
     for r in final(results, step):
-        ids += pq.read_table(Path(out) / r.data["docs"], columns=["id"]).column("id").to_pylist()
+        ids += pq.read_table(segments.arrow_source(Path(out) / r.data["docs"]), columns=["id"]).column("id").to_pylist()
     return ids
 
 
@@ -76,7 +76,7 @@ def ledger(out: Path, results, step) -> pa.Table:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    """Every file of a run but its state, by path: a file in a segment (engine/segments.py) by its own path and
+    """Every file of a run but its state, by path: a file in a segment (base/segments.py) by its own path and
     bytes, not the segment's (which process wrote which unit is not part of the output)."""
     root = Path(root)
     files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from dedupkit import ledger, run_step, survivors, tree
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup.exact import ExactDedup
 from tokenmill.curate.dedup.lines import LineDedup
 from tokenmill.errors import ConfigError
@@ -53,7 +54,7 @@ def test_line_dedup_cuts_repeated_lines_and_removes_emptied_documents(tmp_path):
     led = ledger(tmp_path, res, step).to_pydict()
     texts = {}
     for r in res["line_dedup"]:
-        t = pq.read_table(tmp_path / r.data["docs"]).to_pydict()
+        t = pq.read_table(segments.arrow_source(tmp_path / r.data["docs"])).to_pydict()
         texts.update(zip(t["id"], t["text"]))
     assert texts["unit-000000:0"] == f"First article text.\n{footer}"  # the first copy stays
     assert texts["unit-000001:0"] == "Second article.\n\nmore words"
@@ -68,7 +69,8 @@ def test_line_dedup_threshold_keep_none_and_paragraphs(tmp_path):
     para = "A repeated paragraph\nof two lines."
     units = [[f"intro one\n\n{para}", f"intro two\n\n{para}", f"intro three\n\n{para}"]]
     res = run_step(LineDedup(unit="paragraph", threshold=2, keep="none"), units, tmp_path / "p")
-    texts = [t for r in res["line_dedup"] for t in pq.read_table(tmp_path / "p" / r.data["docs"]).column("text").to_pylist()]
+    texts = [t for r in res["line_dedup"]
+             for t in pq.read_table(segments.arrow_source(tmp_path / "p" / r.data["docs"])).column("text").to_pylist()]
     assert texts == ["intro one", "intro two", "intro three"]
     res = run_step(LineDedup(unit="paragraph", threshold=3), units, tmp_path / "q")
     assert sum(r.stats.extra["line_dedup_segments_removed"] for r in res["line_dedup"]) == 0

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from dedupkit import ledger, run_step
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup.exact import ExactDedup
 from tokenmill.curate.dedup.lines import LineDedup
 
@@ -22,7 +23,7 @@ def _jsonl(path: Path) -> list[str]:
 def _texts(out, res, step) -> dict[str, str]:
     got = {}
     for r in res[step.name]:
-        t = pq.read_table(Path(out) / r.data["docs"]).to_pydict()
+        t = pq.read_table(segments.arrow_source(Path(out) / r.data["docs"])).to_pydict()
         got.update(zip(t["id"], t["text"]))
     return got
 

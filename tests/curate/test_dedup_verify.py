@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dedupkit import edited, ledger, random_text, source_stage, split_units, tree
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup.minhash import MinHashDedup, read_sets
 from tokenmill.curate.dedup.shingles import jaccard, shingle_sets
-from tokenmill.engine import LocalExecutor, run_workflow, segments
+from tokenmill.engine import LocalExecutor, run_workflow
 
 UNITS = 4
 

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("fasttext")
 
+from dedupkit import tree  # noqa: E402
+
 from tokenmill.cli import main  # noqa: E402
 from tokenmill.curate.quality.classifier import Quality, auc, normalise, train_quality  # noqa: E402
 from tokenmill.curate.quality.top import BINS, cut_from_histogram  # noqa: E402
@@ -112,8 +114,7 @@ def _source_stage():
 
 
 def _tree(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-            and "_state" not in p.parts}
+    return tree(root)  # files in segments by their own paths and bytes (dedupkit)
 
 
 def test_top_fraction_is_a_corpus_wide_cut(model, tmp_path):

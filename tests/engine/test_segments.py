@@ -1,4 +1,4 @@
-"""Segment files (``engine/segments.py``): the intermediates of a stage's units go to one file per worker
+"""Segment files (``base/segments.py``): the intermediates of a stage's units go to one file per worker
 process and directory, the readers find each unit's bytes by its slice, and a unit a kill left half appended
 is never read."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup import common as cm
-from tokenmill.engine import LocalExecutor, UnitResult, journal, segments
+from tokenmill.engine import LocalExecutor, UnitResult, journal
 from tokenmill.engine.local import commit_unit
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit
 from tokenmill.engine.workflow import StageState, run_workflow
@@ -161,3 +162,27 @@ def test_staging_on_another_filesystem_gives_the_same_bytes(tmp_path, monkeypatc
         import shutil
 
         shutil.rmtree(place, ignore_errors=True)
+
+
+def test_a_forked_process_appends_to_a_segment_of_its_own(tmp_path):
+    out = tmp_path / "run"
+    state = StageState(out, "write_v1")
+    state.prepare("fp")
+    commit_unit(Shuffle(), _units(1)[0], state)  # this process now holds a segment of the stage
+    pid = os.fork()
+    if pid == 0:  # the child commits the next unit of the same stage
+        try:
+            commit_unit(Shuffle(), _units(2)[1], state)
+            segments.close()
+            journal.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    segments.close()
+    journal.close()
+    state.end(_units(2), state.committed(_units(2)))
+    names = [p.name for p in (out / WORK).iterdir() if p.name.startswith(segments.PREFIX)]
+    assert len(names) == 2  # the child's unit went to a new segment, not to the end of the parent's
+    for k in range(2):
+        with segments.open_slice(out / WORK / f"unit-{k:04d}.bin") as fh:
+            assert fh.read() == _payload(k)

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "curate"))
 from curatekit import write_corpus  # noqa: E402
 from raykit import write_web_corpus  # noqa: E402
 
+from tokenmill.base import segments  # noqa: E402
 from tokenmill.curate.report.funnel import recompute  # noqa: E402
 from tokenmill.curate.workflows.curate import run_curate  # noqa: E402
-from tokenmill.engine import segments  # noqa: E402
 from tokenmill.pretrain import run_pretrain  # noqa: E402
 from tokenmill.report.ledger import ledger_problems, read_ledger  # noqa: E402
 

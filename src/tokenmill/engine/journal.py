@@ -43,7 +43,7 @@ def journal_path(done: Path, run_id: str) -> Path:
 
 def append(done: Path, run_id: str, unit: str, result: dict, files: list[dict] | None = None) -> None:
     """Record ``unit`` as committed with ``result``: one line appended to this process's journal, fsynced.
-    ``files``: where the unit's files in segments lie (:mod:`tokenmill.engine.segments`)."""
+    ``files``: where the unit's files in segments lie (:mod:`tokenmill.base.segments`)."""
     global _held
     row: dict = {"unit": unit, "result": result}
     if files:
@@ -97,7 +97,7 @@ def committed_results(done: Path) -> dict[str, dict]:
 
 
 def committed_files(done: Path) -> list[dict]:
-    """The segment records (:mod:`tokenmill.engine.segments`) of every committed unit, from the line that
+    """The segment records (:mod:`tokenmill.base.segments`) of every committed unit, from the line that
     counts for it (its first, as :func:`committed_results`)."""
     seen: set[str] = set()
     files: list[dict] = []

@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenmill._guard import allowed_workers
+from tokenmill.base import segments
 from tokenmill.base.files import atomic_write
 from tokenmill.base.memory import process_peak_rss_mb
-from tokenmill.engine import journal, segments
+from tokenmill.engine import journal
 from tokenmill.engine.outputs import output
 from tokenmill.engine.stage import Task, Unit, UnitResult
 from tokenmill.engine.store import publish_unit
@@ -229,7 +230,7 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     result.seconds = time.monotonic() - started
     result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()
-    # the intermediates of the directories the task names go to this process's segments (engine/segments.py)
+    # the intermediates of the directories the task names go to this process's segments (base/segments.py)
     roots = (*getattr(task, "segments", ()), *getattr(state, "segments", ()))
     placed, files = segments.append_staged(state.out, staging, roots, state.run_id, state.root)
     for rel in files:

@@ -120,7 +120,7 @@ class StagePlan:
     # this stage has ended; never the run's state or a path outside the output
     drop: tuple[str, ...] = ()
     # directories (relative to the output, ``*`` for any one name) whose files its units write as intermediates
-    # a later stage reads and drops: they go to per-process segment files (engine/segments.py), as do the
+    # a later stage reads and drops: they go to per-process segment files (base/segments.py), as do the
     # directories the task names (its ``segments``)
     segments: tuple[str, ...] = ()
 

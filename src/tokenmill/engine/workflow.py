@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tokenmill.base import segments
 from tokenmill.base.files import atomic_write, atomic_write_lines
-from tokenmill.engine import journal, segments
+from tokenmill.engine import journal
 from tokenmill.engine.outdir import hold_output
 from tokenmill.engine.stage import Stage, StageContext, Task, Unit, UnitResult
 from tokenmill.engine.store import STATE, Store, publish_outputs, publish_state
@@ -74,7 +75,7 @@ class StageState:
     @property
     def staging_base(self) -> Path:
         """Where units stage their files: ``tmp/`` in the state directory, or the stage's directory under
-        ``$TOKENMILL_SCRATCH`` (a node's own disk: :func:`tokenmill.engine.segments.scratch_dir`)."""
+        ``$TOKENMILL_SCRATCH`` (a node's own disk: :func:`tokenmill.base.segments.scratch_dir`)."""
         return segments.scratch_dir(self.root) or self.root / "tmp"
 
     @property

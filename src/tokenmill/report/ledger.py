@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenmill.engine import segments
+from tokenmill.base import segments
 from tokenmill.report.rejects import UNIT_DIR
 
 LEDGER_DIR = "ledger"
@@ -402,7 +402,7 @@ def _packed(path: Path) -> tuple[str, int, int] | None:
 
 def part_exists(path: Path) -> bool:
     """Whether the ledger part ``path`` is there: as a file, in a segment file of its stage's folder (a run
-    whose ledger stage has not ended, :mod:`tokenmill.engine.segments`), or as a member of its stage's packs."""
+    whose ledger stage has not ended, :mod:`tokenmill.base.segments`), or as a member of its stage's packs."""
     return segments.exists(Path(path)) or _packed(Path(path)) is not None
 
 

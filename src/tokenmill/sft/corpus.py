@@ -33,8 +33,8 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base import segments
 from tokenmill.base.accounting import Stats
-from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data, output, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError

@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup.nfkc import nfkc
-from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import StageContext, Unit, UnitResult
 from tokenmill.errors import ConfigError

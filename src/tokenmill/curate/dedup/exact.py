@@ -98,7 +98,7 @@ class HashTask:
     partitions: int
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (base/segments.py)
         return (f"_work/{self.step.name}/hash",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
@@ -150,7 +150,7 @@ class ApplyTask:
     dirs: tuple[str, ...]
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (base/segments.py)
         return (f"steps/{self.step.name}/docs",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:

@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tokenmill.base import segments as seg
 from tokenmill.curate.dedup import common as cm
-from tokenmill.engine import segments as seg
 from tokenmill.engine.outputs import Documents, Partitioned, as_data
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -116,7 +116,7 @@ class CountTask:
     partitions: int
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (base/segments.py)
         return (f"_work/{self.step.name}/count",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
@@ -169,7 +169,7 @@ class ApplyTask:
     files: tuple[str, ...]
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (base/segments.py)
         return (f"steps/{self.step.name}/docs",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:

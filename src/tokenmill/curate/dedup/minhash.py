@@ -46,6 +46,7 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
+from tokenmill.base import segments
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup import components as cc
 from tokenmill.curate.dedup.shingles import (
@@ -57,7 +58,6 @@ from tokenmill.curate.dedup.shingles import (
     tokens,
     unique_per_doc,
 )
-from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, Partitioned, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -175,7 +175,7 @@ class SignatureTask:
     partitions: int
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its units' files go to segment files (base/segments.py)
         return f"_work/{self.step.name}/signatures", f"_work/{self.step.name}/sets"
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
@@ -362,7 +362,7 @@ class ApplyTask:
     partitions: int
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (base/segments.py)
         return (f"steps/{self.step.name}/docs",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:

@@ -42,10 +42,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tokenmill.base import segments
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.select.features import BUCKETS, by_document, counts, gumbel, log_ratio, ngrams, weights_of
-from tokenmill.engine import segments
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError, TokenmillError
 from tokenmill.io import expand_inputs, plan_units, read_unit
@@ -399,7 +399,7 @@ class DrawTask:
     scores: tuple[str, ...]
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (base/segments.py)
         return (f"steps/{self.step.name}/docs",)
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:

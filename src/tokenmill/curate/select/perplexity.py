@@ -36,10 +36,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenmill.base import segments
 from tokenmill.base.files import atomic_write
 from tokenmill.curate.dedup.common import provenance
 from tokenmill.curate.quality.top import as_batch
-from tokenmill.engine import segments
 from tokenmill.engine.outputs import Documents, as_data, outputs
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.errors import ConfigError
@@ -208,8 +208,8 @@ class ScoreTask:
     work: str
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
-        return (f"{self.work}/docs",)
+    def segments(self) -> tuple[str, ...]:  # its documents (and scores) are intermediates (base/segments.py)
+        return f"{self.work}/docs", f"{self.work}/hist"
 
     def setup(self) -> None:
         self.step.setup()
@@ -237,8 +237,8 @@ class ApplyTask:
     cuts: tuple[int, ...]
 
     @property
-    def segments(self) -> tuple[str, ...]:  # its documents are an intermediate (engine/segments.py)
-        return (f"{self.work}/docs",)
+    def segments(self) -> tuple[str, ...]:  # its documents (and scores) are intermediates (base/segments.py)
+        return f"{self.work}/docs", f"{self.work}/hist"
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         table = pq.read_table(segments.arrow_source(Path(self.out) / unit.payload))

@@ -137,7 +137,7 @@ def compose(steps: Sequence[Step], *, inputs: Inputs, out: Path, text_mode: str,
 
 def _ledger_parts_in_segments(stage: Stage) -> Stage:
     """``stage``, its units' ledger parts (``steps/<stage>/ledger/``) written to segment files: the ledger
-    stage packs them and drops the folder (engine/segments.py)."""
+    stage packs them and drops the folder (base/segments.py)."""
     def plan(ctx: StageContext) -> StagePlan:
         inner = stage.plan(ctx)
         return replace(inner, segments=(*inner.segments, LEDGER_PARTS))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tokenmill.engine import segments
+from tokenmill.base import segments
 from tokenmill.engine.stage import Stage, StageContext, StagePlan, Unit, UnitResult
 from tokenmill.report.ledger import add_entry, ledger_schema, new_entry, pack_name, parts_by_unit, write_pack, write_unit
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill._arrow import skip_pandas_probe
-from tokenmill.engine import segments
+from tokenmill.base import segments
 from tokenmill.engine.outputs import Documents, as_data
 from tokenmill.engine.stage import Unit, UnitResult
 from tokenmill.io import read_unit
@@ -192,7 +192,7 @@ class ReadTask:
     score_rows: int | None = None  # read batches are joined until they hold this many (None: SCORE_ROWS)
 
     @property
-    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (base/segments.py)
         return (self.docs_dir,) if self.docs_dir.startswith("_work/") else ()
 
     def setup(self) -> None:
@@ -236,7 +236,7 @@ class DocsTask:
     sources: dict[int, str] = field(default_factory=dict)  # unit index -> upstream docs file (relative)
 
     @property
-    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (engine/segments.py)
+    def segments(self) -> tuple[str, ...]:  # an intermediate copy of the documents (base/segments.py)
         return (self.docs_dir,) if self.docs_dir.startswith("_work/") else ()
 
     def setup(self) -> None:

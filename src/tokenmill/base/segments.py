@@ -48,6 +48,7 @@ _COPY_CHUNK = 64 << 20
 
 _held: dict[str, tuple[str, int]] = {}  # directory -> (segment name, descriptor): this process's open segments
 _held_for = ""  # the stage directory the held segments belong to (a process works on one stage at a time)
+_held_by = os.getpid()  # the process whose segments these are: a forked child writes its own
 _nonce: tuple[int, str] = (-1, "")
 _lock = threading.Lock()
 
@@ -106,8 +107,13 @@ def _root_of(rel: str, patterns: Sequence[tuple[str, ...]]) -> str | None:
 
 def _switch(stage_root: str) -> None:
     """Close the segments of another stage: once its directories are dropped, an open descriptor would keep
-    their space on disk."""
-    global _held_for
+    their space on disk. A process forked from one that held segments closes its copies of them: two
+    processes never append to one segment."""
+    global _held_for, _held_by
+    if _held_by != os.getpid():
+        _close_all()
+        _held_by = os.getpid()
+        _held_for = ""
     if _held_for != stage_root:
         _close_all()
         _held_for = stage_root
