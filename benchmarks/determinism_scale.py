@@ -3,6 +3,7 @@
     python benchmarks/determinism_scale.py components [--docs 1e6 4e6 16e6] [--workers 1 2 4] [--ray 1 2 4]
                                                       [--kill [local] [ray]] [--workdir DIR]
     python benchmarks/determinism_scale.py curate [--mb 200] [--workers 1 2 4] [--ray 2] [--kill [local] [ray]]
+                                                  [--cluster [run] [kill]] [--node-cpus 1]
                                                   [--stages STAGE ...] [--workdir DIR]
 
 ``components``. The graph of ``benchmarks/components_memory.py`` (``--docs`` documents, a third of them in
@@ -26,7 +27,15 @@ workers with ``--engine ray`` (a local Ray instance). ``--kill``: for every stag
 ``--stages`` named), the same command at 2 workers, local or with ``--engine ray`` as for ``components``,
 ``kill -9`` of its whole process group once the stage has committed some but not all of its units (the
 commit journals under ``_state/<stage>/done/``; a one-unit stage: once its unit's staging directory exists),
-then the same command again, resuming.
+then the same command again, resuming. ``--cluster``: the same command on a Ray cluster of two nodes started
+here with ``ray start`` (:mod:`ray_nodes`: a head and a worker node, each with its own temp dir, ``--node-cpus``
+CPUs and a custom resource named after it), ``--engine ray --ray-address HEAD:PORT --workers`` (the cluster's
+CPUs); ``--cluster kill``: for each of the ``--stages`` (default ``curate_v1``) a run on a fresh two-node cluster
+whose worker node's raylet is killed with SIGKILL while one of its workers is inside a unit of the stage, once
+the stage has committed some but not all of its units (a one-unit stage: once its staging directory exists);
+the run goes on on the head node and ends. Each cluster is torn down after its run, whatever happens: every
+node's processes killed (never ``ray stop``, which would stop every Ray process of the machine), then any
+process with the run's mark still alive (:func:`reap`); ``ps`` is asked for any Ray process left.
 
 A killed run's processes: the command runs in a session of its own with a mark in its environment
 (:data:`RUN_MARK`), which every process it starts inherits (the local pool's fork server and workers; on Ray
@@ -54,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +74,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from common import machine
+from ray_nodes import ENV as RAY_ENV
+from ray_nodes import Cluster, Node, ray_processes
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup.minhash import ComponentsTask, MinHashDedup, _plan_apply
 from tokenmill.engine import Stage, StagePlan, Unit, UnitResult
@@ -341,11 +353,17 @@ def curate_cmd(corpus: Path, model: Path, out: Path, workers: int, engine: str) 
             str(model), "--workers", str(workers), "--engine", engine, "--out", str(out), "--no-progress"]
 
 
-def run_curate(cmd: list[str], out: Path) -> dict:
+def run_curate(cmd: list[str], out: Path, *, env: dict | None = None,
+               watch: Callable[[], bool] | None = None, poll_s: float = 0.02) -> dict:
+    """Run ``cmd``; with ``watch``, call it every ``poll_s`` while the command runs, until it returns True."""
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+        while watch is not None and proc.poll() is None and not watch():
+            time.sleep(poll_s)
+        if proc.wait() != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{err.read()[-3000:]}")
     return {"final": file_hashes(out), "stages": stage_results(out), "wall_s": time.perf_counter() - started}
 
 
@@ -354,6 +372,68 @@ def stage_order(out: Path) -> list[tuple[str, int]]:
     seconds = json.loads((out / "manifest.json").read_text())["run"]["stage_seconds"]
     units = {k: v[1] for k, v in stage_results(out).items()}
     return [(k, units[k]) for k in seconds if k in units]
+
+
+# --- curate on two Ray nodes ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def two_nodes(root: Path, cpus: int) -> Iterator[tuple[Cluster, dict]]:
+    """A head and a worker node of ``cpus`` CPUs each, started with ``ray start``, and a record of them (start
+    seconds; once torn down: ``left``, the processes with the nodes' mark still alive after every node's kill,
+    killed then; ``ps``, the Ray processes of the machine afterwards that name a node's temp dir, and
+    ``ps_others``, how many others there were: other users' Ray). Torn down whatever happens."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    cluster = Cluster(root, cpus=cpus, env={RUN_MARK: mark})
+    record: dict = {"mark": mark}
+    try:
+        started = time.perf_counter()
+        cluster.start("node_a", head=True)
+        cluster.start("node_b")
+        record["start_s"] = time.perf_counter() - started
+        yield cluster, record
+    finally:
+        cluster.kill()
+        record["left"] = sorted({name for node in cluster.nodes for name in reap(mark, node.process.pid)})
+        record["ps"] = ray_processes(tuple(str(node.temp_dir) for node in cluster.nodes))
+        record["ps_others"] = len(ray_processes()) - len(record["ps"])
+
+
+def node_killer(node: Node, state: Path, units: int, seen: dict) -> Callable[[], bool]:
+    """A watch for :func:`run_curate`: kills ``node``'s raylet (SIGKILL) while one of its workers is inside a
+    unit of the stage whose state is ``state``, once the stage has committed some but not all of its ``units``
+    (a one-unit stage: once its staging directory exists); gives up once the stage has ended. What it saw goes
+    into ``seen``."""
+    seen.update({"stage": state.name, "missed": True})
+
+    def watch() -> bool:
+        if (state / "index.jsonl").exists():
+            return True
+        done = len(committed_results(state / "done"))
+        ready = 0 < done < units if units > 1 else (state / "tmp").is_dir()
+        raylet = node.raylet() if ready and node.busy() else None
+        if raylet is None:
+            return False
+        raylet.kill()
+        seen.update({"missed": False, "committed": done, "units": units})
+        return True
+
+    return watch
+
+
+def run_on_nodes(root: Path, cmd: list[str], out: Path, cpus: int, kill: tuple[str, int] | None = None) -> dict:
+    """``cmd`` (a ``curate --engine ray`` command) on a two-node cluster of its own; with ``kill`` (a stage and
+    its units), the worker node's raylet killed in that stage (:func:`node_killer`)."""
+    with two_nodes(root, cpus) as (cluster, record):
+        env = {**os.environ, **RAY_ENV, RUN_MARK: record["mark"]}
+        cmd = [*cmd, "--ray-address", cluster.address]
+        seen: dict = {}
+        watch = node_killer(cluster.nodes[1], out / "_state" / kill[0], kill[1], seen) if kill else None
+        got = run_curate(cmd, out, env=env, watch=watch)
+        got.update({"killed": seen or None, "ran_units": [n.name for n in cluster.nodes if n.ran_units()],
+                    "alive": sorted(k for n in cluster.alive() for k in n if k.startswith("node_"))})
+    got["cluster"] = record
+    return got
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -425,6 +505,8 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
         emit({"engine": engine, "workers": w, "load": load, "wall_s": got["wall_s"],
               "rows": table_rows(f"{args.mb:g} MB", f"{engine}, {w}", ref, got)}, log)
         shutil.rmtree(out)
+    if args.cluster:
+        main_cluster(args, root, corpus, model, ref, dict(order), log)
     for engine in args.kill:
         for stage, units in order:
             if args.stages and stage not in args.stages:
@@ -439,6 +521,29 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
             shutil.rmtree(out)
 
 
+def main_cluster(args: argparse.Namespace, root: Path, corpus: Path, model: Path, ref: dict | None,
+                 units: dict[str, int], log: Path) -> None:
+    """The ``--cluster`` runs: a plain one, and one per kill stage (module docstring)."""
+    if ref is None:
+        raise SystemExit("--cluster compares with a local run first: give --workers (1 for the reference)")
+    workers = 2 * args.node_cpus
+    kills = [None] if "run" in args.cluster else []
+    if "kill" in args.cluster:
+        kills += [(stage, units[stage]) for stage in args.stages or ["curate_v1"]]
+    for kill in kills:
+        out = root / f"out-nodes-{kill[0] if kill else 'run'}"
+        load = os.getloadavg()[0]
+        got = run_on_nodes(root, curate_cmd(corpus, model, out, workers, "ray"), out, args.node_cpus, kill)
+        label = f"ray on 2 nodes of {args.node_cpus} CPU, {workers}"
+        if kill:
+            label += f", the worker node's raylet killed in {kill[0]}"
+            label += ": came too late (a plain run)" if got["killed"]["missed"] else ""
+        emit({"nodes": 2, "node_cpus": args.node_cpus, "workers": workers, "load": load, "wall_s": got["wall_s"],
+              "killed": got["killed"], "ran_units": got["ran_units"], "alive_after": got["alive"],
+              "cluster": got["cluster"], "rows": table_rows(f"{args.mb:g} MB", label, ref, got)}, log)
+        shutil.rmtree(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["components", "curate"])
@@ -451,10 +556,16 @@ def main() -> None:
     ap.add_argument("--ray", type=int, nargs="*", default=None)
     ap.add_argument("--kill", nargs="*", choices=["local", "ray"], default=None,
                     help="kill -9 at 2 workers, then resume: local (no value), on Ray, or both")
-    ap.add_argument("--stages", nargs="*", default=None, help="kill -9 in these stages only (curate)")
+    ap.add_argument("--cluster", nargs="*", choices=["run", "kill"], default=None,
+                    help="curate on two Ray nodes started here: a run (no value), one per --stages whose worker "
+                         "node's raylet is killed, or both")
+    ap.add_argument("--node-cpus", type=int, default=1, help="CPUs of each of the two nodes (--cluster)")
+    ap.add_argument("--stages", nargs="*", default=None,
+                    help="kill -9 (or the worker node's raylet, --cluster kill) in these stages only (curate)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     args.kill = [] if args.kill is None else args.kill or ["local"]
+    args.cluster = [] if args.cluster is None else args.cluster or ["run"]
     if args.ray is None:
         args.ray = [1, 2, 4] if args.what == "components" else [2]
     root = Path(args.workdir or tempfile.mkdtemp(prefix="tokenmill-determinism-"))
