@@ -386,14 +386,16 @@ def two_nodes(root: Path, cpus: int) -> Iterator[tuple[Cluster, dict]]:
     mark = f"{os.getpid()}-{time.monotonic_ns()}"
     cluster = Cluster(root, cpus=cpus, env={RUN_MARK: mark})
     record: dict = {"mark": mark}
+    failed = True
     try:
         started = time.perf_counter()
         cluster.start("node_a", head=True)
         cluster.start("node_b")
         record["start_s"] = time.perf_counter() - started
         yield cluster, record
+        failed = False
     finally:
-        cluster.kill()
+        cluster.kill(keep_logs=failed)  # a failed run's node logs kept in root, for what ended it
         record["left"] = sorted({name for node in cluster.nodes for name in reap(mark, node.process.pid)})
         record["ps"] = ray_processes(tuple(str(node.temp_dir) for node in cluster.nodes))
         record["ps_others"] = len(ray_processes()) - len(record["ps"])
@@ -537,7 +539,8 @@ def main_cluster(args: argparse.Namespace, root: Path, corpus: Path, model: Path
         label = f"ray on 2 nodes of {args.node_cpus} CPU, {workers}"
         if kill:
             label += f", the worker node's raylet killed in {kill[0]}"
-            label += ": came too late (a plain run)" if got["killed"]["missed"] else ""
+            label += ": not killed, its worker was not seen in a unit of the stage (a plain run)" \
+                if got["killed"]["missed"] else ""
         emit({"nodes": 2, "node_cpus": args.node_cpus, "workers": workers, "load": load, "wall_s": got["wall_s"],
               "killed": got["killed"], "ran_units": got["ran_units"], "alive_after": got["alive"],
               "cluster": got["cluster"], "rows": table_rows(f"{args.mb:g} MB", label, ref, got)}, log)

@@ -141,11 +141,14 @@ class Cluster:
             raise RuntimeError(done.stderr[-2000:])
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    def kill(self) -> None:
-        """Every node's processes, the worker nodes first; the temp dirs removed."""
+    def kill(self, *, keep_logs: bool = False) -> None:
+        """Every node's processes, the worker nodes first; the temp dirs removed (with ``keep_logs``, the nodes'
+        Ray logs copied first to ``root/<node>-logs``)."""
         for node in reversed(self.nodes):
             node.kill()
         for node in self.nodes:
+            for logs in node.temp_dir.glob("session_2*/logs") if keep_logs else ():
+                shutil.copytree(logs, self.root / f"{node.name}-logs", dirs_exist_ok=True)
             shutil.rmtree(node.temp_dir, ignore_errors=True)
 
 
