@@ -539,7 +539,7 @@ def main_cluster(args: argparse.Namespace, root: Path, corpus: Path, model: Path
         label = f"ray on 2 nodes of {args.node_cpus} CPU, {workers}"
         if kill:
             label += f", the worker node's raylet killed in {kill[0]}"
-            label += ": not killed, its worker was not seen in a unit of the stage (a plain run)" \
+            label += ": not killed, the worker node not seen in it (a plain run)" \
                 if got["killed"]["missed"] else ""
         emit({"nodes": 2, "node_cpus": args.node_cpus, "workers": workers, "load": load, "wall_s": got["wall_s"],
               "killed": got["killed"], "ran_units": got["ran_units"], "alive_after": got["alive"],
