@@ -102,6 +102,9 @@ def test_a_stage_writes_one_segment_per_worker_and_its_readers_find_every_unit(t
             assert fh.read(where.length) == _payload(k)
         by_part = sorted(range(k + 3), key=lambda v: v % 2)  # the shuffle's rows, partition by partition
         assert cm.read_column(work / f"unit-{k:04d}", "v").tolist() == [v * 10 + k for v in by_part]
+    with segments.Readers() as files:  # the twelve units' files read through the segments, each opened once
+        assert [files.open(work / f"unit-{k:04d}.bin").read() for k in range(12)] == [_payload(k) for k in range(12)]
+        assert len(files) == len(segs)
     assert segments.locate(work / "unit-0099.bin") is None
     with pytest.raises(FileNotFoundError):
         segments.open_slice(work / "unit-0099.bin")

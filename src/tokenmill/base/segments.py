@@ -4,7 +4,9 @@ A stage hands its later stages intermediates: a shuffle unit's ``parts.bin``, th
 documents stage's copy of the documents and its ledger part. Written one file per unit, they make a run
 create and delete files in proportion to its units (1.8 million at 100 TB with 1 GiB units), which is what a
 shared filesystem's metadata server pays for. A task names the directories of its intermediates (its
-``segments`` attribute: paths relative to the output, each a directory a later stage drops). Its unit writes
+``segments`` attribute: paths relative to the output, each a directory a later stage drops), and so may the
+stage's plan (``StagePlan.segments``, ``*`` for any one name: a curate run's ``steps/*/ledger``, the ledger
+parts its last stage packs). Its unit writes
 those files in its staging directory as before; the commit (:func:`tokenmill.engine.local.commit_unit`)
 appends each to the **segment** of that directory held by the process that ran the unit,
 ``<dir>/seg.<run>.<host>-<pid>-<nonce>.bin`` (each file from a multiple of 64 bytes, so arrays stored in it
@@ -265,9 +267,10 @@ def open_slice(path: Path) -> io.BufferedReader | _SliceReader:
 class _SliceReader(io.RawIOBase):
     """A read-only file of one slice of a segment (seek and read within it)."""
 
-    def __init__(self, where: Slice):
+    def __init__(self, where: Slice, shared: Any = None):
         super().__init__()
-        self._fh = open(where.path, "rb")
+        self._owned = shared is None  # else a file of :class:`Readers`, closed by it
+        self._fh = open(where.path, "rb") if shared is None else shared
         self._start, self._length, self._pos = where.offset, where.length, 0
 
     def readable(self) -> bool:
@@ -292,9 +295,37 @@ class _SliceReader(io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self._owned:
             self._fh.close()
         super().close()
+
+
+class Readers:
+    """Opens files that may lie in the same segments, each segment (or plain file) once: a reader of one
+    partition of every unit of a shuffle opens the stage's few segments, not a file per unit. Its slices are
+    read with positioned reads, so they share the open file. Use as a context manager (it closes them)."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, Any] = {}
+
+    def open(self, path: Path) -> _SliceReader:
+        where = _found(path)
+        fh = self._files.get(where.path)
+        if fh is None:
+            fh = self._files[where.path] = open(where.path, "rb")
+        return _SliceReader(where, fh)
+
+    def __len__(self) -> int:
+        """How many files are open."""
+        return len(self._files)
+
+    def __enter__(self) -> Readers:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        for fh in self._files.values():
+            fh.close()
+        self._files.clear()
 
 
 def memmap(path: Path, dtype: Any, offset: int, shape: tuple[int, ...]):

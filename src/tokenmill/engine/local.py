@@ -213,7 +213,9 @@ def largest_first(units: list[Unit]) -> list[Unit]:
 
 
 def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
-    """Run ``task`` on ``unit`` in a fresh staging dir, move its files into place, then write the marker.
+    """Run ``task`` on ``unit`` in a fresh staging dir, move its files into place (those of the segment
+    directories the task and the stage's plan name: appended to this process's segments, base/segments.py),
+    then append the unit's journal line.
 
     Returns the unit's :class:`~tokenmill.engine.stage.UnitResult`, with this worker's peak memory and
     the unit's wall time filled in (kept out of the outputs' bytes).

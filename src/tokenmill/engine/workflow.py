@@ -2,7 +2,8 @@
 
 State lives per stage under ``<out>/_state/<stage key>/``: ``run.json`` (the stage fingerprint), ``done/``
 (the commit journals: one append-only file per worker process, a line per committed unit holding its
-:class:`UnitResult`, ``engine/journal.py``) and ``tmp/<unit>/`` (staging). A stage's fingerprint chains the
+:class:`UnitResult`, ``engine/journal.py``) and ``tmp/<unit>/`` (staging; the stage's directory under
+``$TOKENMILL_SCRATCH`` when set, :func:`tokenmill.base.segments.scratch_dir`). A stage's fingerprint chains the
 previous stage's with its own name, version, parameters and unit names, so changing anything upstream
 invalidates everything downstream; a restart whose fingerprint differs from the recorded one is refused
 (``--overwrite`` starts again).
@@ -14,7 +15,8 @@ after an fsync, and only then removes ``done/`` (the journals); then the directo
 that finds it reads the stage's results from it (one file) and runs none of its units. A kill at any point
 is safe: before the rename the journals are all there and the next run writes the index again from them;
 after it, the index is whole and what is left of ``done/`` and of the dropped directories is removed by the
-next run.
+next run. The index of each segment directory the stage wrote (``segments.jsonl``, :mod:`tokenmill.base.segments`)
+is written from the journals just before the stage's own.
 
 The executor protocol is one method: ``run(task, units, state, progress) -> {index: UnitResult}`` for
 the units not yet committed. Executors own processes, retries and placement; the commit of one unit

@@ -252,8 +252,9 @@ def write_partitioned(directory: Path, part: np.ndarray, parts: int, columns: di
 def read_partition(directories: Sequence[Path], p: int, names: Sequence[str]) -> dict[str, np.ndarray]:
     """Partition ``p`` of every shuffle directory, concatenated in directory order (memory: that slice)."""
     pieces: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for d in directories:
-        with segments.open_slice(d / PARTS) as fh:
+    with segments.Readers() as files:  # each segment opened once, whatever the number of units in it
+        for d in directories:
+            fh = files.open(d / PARTS)
             layout = _header(fh, d / PARTS)
             lo, hi = (int(x) for x in _rows(fh, layout[OFFSETS], p, p + 2))
             for n in names:
