@@ -216,6 +216,10 @@ class FitTask:
     step: Dsir
     out: str
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # each unit's features are an intermediate (base/segments.py)
+        return (f"_work/{FIT}",)
+
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         released()
         rel = f"_work/{FIT}/{unit.name}"
@@ -240,7 +244,7 @@ def model(step: Dsir, path: Path, features: list[Path]) -> np.ndarray:
     if not path.exists():
         raw = np.zeros(step.buckets, dtype=np.int64)
         for p in features:
-            with np.load(p) as f:
+            with segments.open_slice(p) as fh, np.load(fh) as f:
                 raw += f["counts"]
         target = _counts_of(reference_texts(step.target), step.buckets)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -268,6 +272,10 @@ class ScoreTask:
     features: tuple[str, ...]
     ratio: np.ndarray | None = None
 
+    @property
+    def segments(self) -> tuple[str, ...]:  # each unit's weights and keys are an intermediate
+        return (f"_work/{SCORE}",)
+
     def ready(self) -> np.ndarray:
         if self.ratio is None:
             out = Path(self.out)
@@ -288,7 +296,7 @@ class ScoreTask:
         wanted = [c for c in ("id", "source", "loc") if c in names]
         table = pq.read_table(segments.arrow_source(Path(self.out) / part.docs), columns=wanted)
         features = Path(self.out) / self.features[unit.index]
-        with np.load(features) as f:
+        with segments.open_slice(features) as fh, np.load(fh) as f:
             per_doc, words = f["per_doc"], f["words"]
         weight = unit_weights(features.with_suffix(".buckets"), per_doc, ratio)
         rel = f"_work/{SCORE}/{unit.name}.npz"
@@ -306,11 +314,12 @@ def unit_weights(path: Path, per_doc: np.ndarray, ratio: np.ndarray) -> np.ndarr
     dtype = bucket_dtype(len(ratio))
     ends = np.cumsum(per_doc)
     weight, doc, start = np.zeros(len(per_doc)), 0, 0
-    with open(path, "rb") as fh:
+    with segments.open_slice(path) as fh:
         while doc < len(per_doc):
             stop = max(int(np.searchsorted(ends, start + SCORE_NGRAMS, side="right")), doc + 1)
             end = int(ends[stop - 1])
-            weight[doc:stop] = weights_of(np.fromfile(fh, dtype=dtype, count=end - start), per_doc[doc:stop], ratio)
+            run = np.frombuffer(fh.read((end - start) * np.dtype(dtype).itemsize), dtype=dtype)
+            weight[doc:stop] = weights_of(run, per_doc[doc:stop], ratio)
             doc, start = stop, end
     return weight
 
@@ -335,7 +344,7 @@ def draw(step: Dsir, path: Path, scores: list[Path]) -> dict:
         return json.loads(path.read_text())
     pool = 0
     for p in scores:
-        with np.load(p) as s:
+        with segments.open_slice(p) as fh, np.load(fh) as s:
             pool += int(np.count_nonzero(s["words"] >= step.min_words))
     n = wanted(step, pool)
     key, unit = best_keys(_long_enough_keys(step, scores), n)
@@ -349,7 +358,7 @@ def draw(step: Dsir, path: Path, scores: list[Path]) -> dict:
 
 def _long_enough_keys(step: Dsir, scores: list[Path]) -> Iterator[np.ndarray]:
     for p in scores:
-        with np.load(p) as s:
+        with segments.open_slice(p) as fh, np.load(fh) as s:
             yield s["key"][s["words"] >= step.min_words]
 
 
@@ -405,7 +414,7 @@ class DrawTask:
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         released()
         part = unit.payload
-        with np.load(Path(self.out) / self.scores[unit.index]) as s:
+        with segments.open_slice(Path(self.out) / self.scores[unit.index]) as fh, np.load(fh) as s:
             weight, words, key = s["weight"], s["words"], s["key"]
         long_enough = words >= self.step.min_words
         drawn = long_enough & (key > self.decided["cut"])
