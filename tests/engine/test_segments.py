@@ -189,3 +189,9 @@ def test_a_forked_process_appends_to_a_segment_of_its_own(tmp_path):
     for k in range(2):
         with segments.open_slice(out / WORK / f"unit-{k:04d}.bin") as fh:
             assert fh.read() == _payload(k)
+
+
+def test_a_task_checked_against_the_input_snapshot_keeps_its_segments():
+    from tokenmill.io.snapshot import CheckedTask
+
+    assert CheckedTask(Shuffle(), {}).segments == (WORK,)  # the curate run's first stage is such a task

@@ -146,6 +146,11 @@ class CheckedTask:
         """The typed output of the task it checks (``engine/outputs.py``), which the engine checks at commit."""
         return getattr(self.task, "output", None)
 
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The segment directories of the task it checks (``base/segments.py``)."""
+        return tuple(getattr(self.task, "segments", ()))
+
     def setup(self) -> None:
         setup = getattr(self.task, "setup", None)
         if callable(setup):
