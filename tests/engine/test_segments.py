@@ -195,3 +195,12 @@ def test_a_task_checked_against_the_input_snapshot_keeps_its_segments():
     from tokenmill.io.snapshot import CheckedTask
 
     assert CheckedTask(Shuffle(), {}).segments == (WORK,)  # the curate run's first stage is such a task
+
+
+def test_a_scratch_directory_that_cannot_be_made_is_a_clear_error(tmp_path, monkeypatch):
+    from tokenmill.errors import ConfigError
+
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv(segments.SCRATCH_ENV, str(tmp_path / "file" / "scratch"))
+    with pytest.raises(ConfigError, match="TOKENMILL_SCRATCH"):
+        StageState(tmp_path / "run", "write_v1").prepare("fp")

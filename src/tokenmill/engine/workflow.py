@@ -105,7 +105,13 @@ class StageState:
         (self.root / "done").mkdir(parents=True, exist_ok=True)
         for base in {self.root / "tmp", self.staging_base}:
             shutil.rmtree(base, ignore_errors=True)  # staging left by killed runs (the output is locked)
-        self.staging_base.mkdir(parents=True, exist_ok=True)
+        try:
+            self.staging_base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if segments.scratch_root() is None:
+                raise
+            raise ConfigError(f"{segments.SCRATCH_ENV}={segments.scratch_root()}: cannot make the staging directory "
+                              f"there ({exc.strerror}); name a writable directory on this node's disk, or unset it") from exc
         atomic_write(run_file, json.dumps({"fingerprint": fingerprint}).encode())
         if self.store is not None:
             publish_state(self.store, self.root)
