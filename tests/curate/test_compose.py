@@ -15,6 +15,7 @@ from tokenmill.curate.workflows.curate import run_curate
 from tokenmill.curate.workflows.tasks import DOCS_SCHEMA
 from tokenmill.engine.stage import Stage, StagePlan, Unit, UnitResult
 from tokenmill.report.accounting import Stats
+from tokenmill.steps import read_table
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,9 @@ class _DropRepeats:
 
     def __call__(self, unit: Unit, staging: Path) -> UnitResult:
         seen = set()
-        for rel in self.upstream_docs[:unit.index]:
-            seen.update(pq.read_table(Path(self.out) / rel).column("text").to_pylist())
-        docs = pq.read_table(Path(self.out) / self.upstream_docs[unit.index])
+        for rel in self.upstream_docs[:unit.index]:  # the upstream files may lie in segment files: read_table
+            seen.update(read_table(Path(self.out) / rel).column("text").to_pylist())
+        docs = read_table(Path(self.out) / self.upstream_docs[unit.index])
         dup = []
         for t in docs.column("text").to_pylist():
             dup.append(t in seen)

@@ -204,3 +204,41 @@ def test_a_scratch_directory_that_cannot_be_made_is_a_clear_error(tmp_path, monk
     monkeypatch.setenv(segments.SCRATCH_ENV, str(tmp_path / "file" / "scratch"))
     with pytest.raises(ConfigError, match="TOKENMILL_SCRATCH"):
         StageState(tmp_path / "run", "write_v1").prepare("fp")
+
+
+def test_a_copy_from_another_filesystem_cut_short_by_a_kill_leaves_nothing_among_the_outputs(tmp_path, monkeypatch):
+    import shutil
+
+    scratch = Path("/dev/shm")
+    if not scratch.is_dir() or os.stat(scratch).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second filesystem (/dev/shm) beside the test's directory")
+    place = scratch / f"tokenmill-test-kill-{os.getpid()}"
+    monkeypatch.setenv(segments.SCRATCH_ENV, str(place))
+    out = tmp_path / "run"
+    try:
+        state = StageState(out, "write_v1")
+        state.prepare("fp")
+        pid = os.fork()
+        if pid == 0:  # the unit's output is copied into the output's filesystem, then the process dies
+            copy = shutil.copyfile
+
+            def copy_then_die(src, dst, **kw):
+                copy(src, dst, **kw)
+                os._exit(9)
+
+            shutil.copyfile = copy_then_die
+            try:
+                commit_unit(Shuffle(), _units(1)[0], state)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        kept = [p for p in (out / "kept").rglob("*")] if (out / "kept").exists() else []
+        assert kept == []  # the copy is not among the outputs, under any name
+        again = StageState(out, "write_v1")
+        again.prepare("fp")  # the next run clears what the kill left
+        left = [p for p in out.rglob("*") if p.is_file() and "_state" not in p.parts]
+        # only the killed process's segment, whose bytes no journal line names (dropped with its directory)
+        assert [p.parent for p in left] == [out / WORK] and left[0].name.startswith(segments.PREFIX)
+        assert again.committed(_units(1)) == {}
+    finally:
+        shutil.rmtree(place, ignore_errors=True)

@@ -238,7 +238,7 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     for rel in files:
         dest = state.out / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        move_into_place(staging / rel, dest)
+        move_into_place(staging / rel, dest, state.root / "tmp")
     shutil.rmtree(staging)  # the run's staging root stays until the stage ends (StageState.end_staging): a
     # worker removing it when it looked empty raced another worker creating its unit's staging dir there
     record = result.to_dict()
@@ -250,15 +250,18 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     return result
 
 
-def move_into_place(source: Path, dest: Path) -> None:
-    """Rename ``source`` to ``dest``; from another filesystem (a staging directory on the node's own disk),
-    copy it beside ``dest`` first, then rename, so ``dest`` is never seen half written."""
+def move_into_place(source: Path, dest: Path, spare: Path) -> None:
+    """Rename ``source`` to ``dest``; from another filesystem (a staging directory on the node's own disk), copy
+    it into ``spare`` (the stage's ``tmp/`` in the output: the same filesystem as ``dest``, cleared when the
+    stage is prepared and when it ends) first, then rename, so ``dest`` is never seen half written and a copy
+    a kill cut short is never left among the outputs."""
     try:
         os.replace(source, dest)
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        spare.mkdir(parents=True, exist_ok=True)
+        tmp = spare / f"{dest.name}.{os.getpid()}.{os.urandom(4).hex()}.part"
         shutil.copyfile(source, tmp)
         os.replace(tmp, dest)
         os.unlink(source)

@@ -16,11 +16,19 @@ from __future__ import annotations
 
 from tokenmill.steps.build import build_step, build_steps, resolve
 from tokenmill.steps.cascade import Cascade, CascadeResult
-from tokenmill.steps.contract import CorpusStep, DocStep, Scored, is_corpus_step, is_doc_step, step_identity
+from tokenmill.steps.contract import (
+    CorpusStep,
+    DocStep,
+    Scored,
+    is_corpus_step,
+    is_doc_step,
+    read_table,
+    step_identity,
+)
 from tokenmill.steps.ledger import UnitLedger
 from tokenmill.steps.plain import PlainStep, as_doc_step
 from tokenmill.steps.registry import STEP_CLASSES, register
 
 __all__ = ["STEP_CLASSES", "Cascade", "CascadeResult", "CorpusStep", "DocStep", "PlainStep", "Scored", "UnitLedger",
-           "as_doc_step", "build_step", "build_steps", "is_corpus_step", "is_doc_step", "register", "resolve",
-           "step_identity"]
+           "as_doc_step", "build_step", "build_steps", "is_corpus_step", "is_doc_step", "read_table", "register",
+           "resolve", "step_identity"]

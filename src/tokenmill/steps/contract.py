@@ -45,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 import numpy as np
@@ -78,7 +79,11 @@ class DocStep(Protocol):
 
 @runtime_checkable
 class CorpusStep(Protocol):
-    """Stages over the documents stage ``upstream``, ending in a documents stage of their own."""
+    """Stages over the documents stage ``upstream``, ending in a documents stage of their own.
+
+    The upstream stage's files (its results' ``docs`` and ``ledger``, relative to the output) may lie in
+    segment files (:mod:`tokenmill.base.segments`): read them with :func:`read_table`, never by their path
+    alone."""
 
     @property
     def name(self) -> str: ...
@@ -92,6 +97,16 @@ class CorpusStep(Protocol):
 Step: TypeAlias = "DocStep | CorpusStep"  # a built step: what a track runs
 # what a track is given: a step, or a plain callable ``step(batch) -> (kept, counts)`` (steps/plain.py)
 AnyStep: TypeAlias = "DocStep | CorpusStep | Callable[..., Any]"
+
+
+def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """The Parquet file ``path`` of an earlier stage (a unit's documents, its ledger part) as a table, wherever
+    it lies: the file itself, or its slice of a segment file of its directory."""
+    import pyarrow.parquet as pq
+
+    from tokenmill.base import segments
+
+    return pq.read_table(segments.arrow_source(Path(path)), columns=columns)
 
 
 def is_corpus_step(step: object) -> TypeGuard[CorpusStep]:
