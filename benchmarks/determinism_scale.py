@@ -4,7 +4,7 @@
                                                       [--kill [local] [ray]] [--workdir DIR]
     python benchmarks/determinism_scale.py curate [--mb 200] [--workers 1 2 4] [--ray 2] [--kill [local] [ray]]
                                                   [--cluster [run] [kill]] [--node-cpus 1]
-                                                  [--stages STAGE ...] [--workdir DIR]
+                                                  [--stages STAGE ...] [--scratch DIR] [--workdir DIR]
 
 ``components``. The graph of ``benchmarks/components_memory.py`` (``--docs`` documents, a third of them in
 clusters, one chain) behind three stages run by the engine: a source stage of synthetic documents (units of
@@ -36,6 +36,11 @@ the stage has committed some but not all of its units (a one-unit stage: once it
 the run goes on on the head node and ends. Each cluster is torn down after its run, whatever happens: every
 node's processes killed (never ``ray stop``, which would stop every Ray process of the machine), then any
 process with the run's mark still alive (:func:`reap`); ``ps`` is asked for any Ray process left.
+``--scratch DIR``: every local and ``--engine ray`` run after the reference (the first local one, staged in the
+output as by default; not the ``--cluster`` runs) stages its units in a fresh directory under ``DIR``
+(``TOKENMILL_SCRATCH``: a node's own disk; on another filesystem than the output, the commit copies each file
+across), removed after each run. A kill in a one-unit stage is not seen then (the poller looks for the staging
+directory in the output's state).
 
 A killed run's processes: the command runs in a session of its own with a mark in its environment
 (:data:`RUN_MARK`), which every process it starts inherits (the local pool's fork server and workers; on Ray
@@ -76,6 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from common import machine
 from ray_nodes import ENV as RAY_ENV
 from ray_nodes import Cluster, Node, ray_processes
+from tokenmill.base.segments import SCRATCH_ENV
 from tokenmill.curate.dedup import common as cm
 from tokenmill.curate.dedup.minhash import ComponentsTask, MinHashDedup, _plan_apply
 from tokenmill.engine import Stage, StagePlan, Unit, UnitResult
@@ -257,13 +263,13 @@ RUN_MARK = "TOKENMILL_DETERMINISM_RUN"  # in the environment of a run that is ki
 
 
 def kill_in(cmd: list[str], out: Path, stage: str, units: int, staged: str | None = None,
-            poll_s: float = 0.005) -> dict:
+            poll_s: float = 0.005, env: dict | None = None) -> dict:
     """Start ``cmd`` in a process group of its own; ``kill -9`` the group once ``stage`` has committed some but
     not all of its ``units`` (a one-unit stage: once its unit's staging directory exists, or holds a file named
     ``staged``, a glob), then whatever of the run outlived it (:func:`reap`). Returns what was seen then."""
     mark = f"{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, RUN_MARK: mark})
+                            env={**(os.environ if env is None else env), RUN_MARK: mark})
     root = out / "_state" / stage
     seen: dict = {"stage": stage, "missed": True}
     while proc.poll() is None:
@@ -351,6 +357,21 @@ def quality_model(root: Path, shared: Path) -> Path:
 def curate_cmd(corpus: Path, model: Path, out: Path, workers: int, engine: str) -> list[str]:
     return [sys.executable, "-m", "tokenmill.cli", "curate", str(corpus), "--preset", "dclm", "--quality-model",
             str(model), "--workers", str(workers), "--engine", engine, "--out", str(out), "--no-progress"]
+
+
+@contextlib.contextmanager
+def scratch_env(base: str | None) -> Iterator[dict[str, str]]:
+    """The environment of a run: ``$TOKENMILL_SCRATCH`` set to a fresh directory under ``base`` (None: not set),
+    the directory removed afterwards, whatever happens."""
+    if base is None:
+        yield dict(os.environ)
+        return
+    Path(base).mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="tokenmill-scratch-", dir=base)
+    try:
+        yield {**os.environ, SCRATCH_ENV: scratch}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_curate(cmd: list[str], out: Path, *, env: dict | None = None,
@@ -501,11 +522,13 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
     for engine, w in configs:
         out = root / f"out-{engine}-{w}"
         load = os.getloadavg()[0]
-        got = run_curate(curate_cmd(corpus, model, out, w, engine), out)
+        scratch = args.scratch if ref is not None else None
+        with scratch_env(scratch) as env:
+            got = run_curate(curate_cmd(corpus, model, out, w, engine), out, env=env)
         if ref is None:
             ref, order = got, stage_order(out)
-        emit({"engine": engine, "workers": w, "load": load, "wall_s": got["wall_s"],
-              "rows": table_rows(f"{args.mb:g} MB", f"{engine}, {w}", ref, got)}, log)
+        emit({"engine": engine, "workers": w, "load": load, "wall_s": got["wall_s"], "scratch": scratch,
+              "rows": table_rows(f"{args.mb:g} MB", f"{engine}, {w}{scratch_label(scratch)}", ref, got)}, log)
         shutil.rmtree(out)
     if args.cluster:
         main_cluster(args, root, corpus, model, ref, dict(order), log)
@@ -516,11 +539,17 @@ def main_curate(args: argparse.Namespace, root: Path) -> None:
             out = root / f"out-kill-{engine}-{stage}"
             load = os.getloadavg()[0]
             cmd = curate_cmd(corpus, model, out, 2, engine)
-            killed = {**kill_in(cmd, out, stage, units), "engine": engine}
-            got = run_curate(cmd, out)
-            emit({"kill": killed, "load": load, "wall_s": got["wall_s"],
-                  "rows": table_rows(f"{args.mb:g} MB", f"{engine}, 2, kill -9 in {stage}", ref, got)}, log)
+            with scratch_env(args.scratch) as env:
+                killed = {**kill_in(cmd, out, stage, units, env=env), "engine": engine}
+                got = run_curate(cmd, out, env=env)
+            label = f"{engine}, 2{scratch_label(args.scratch)}, kill -9 in {stage}"
+            emit({"kill": killed, "load": load, "wall_s": got["wall_s"], "scratch": args.scratch,
+                  "rows": table_rows(f"{args.mb:g} MB", label, ref, got)}, log)
             shutil.rmtree(out)
+
+
+def scratch_label(scratch: str | None) -> str:
+    return f", staged under {scratch}" if scratch else ""
 
 
 def main_cluster(args: argparse.Namespace, root: Path, corpus: Path, model: Path, ref: dict | None,
@@ -565,6 +594,9 @@ def main() -> None:
     ap.add_argument("--node-cpus", type=int, default=1, help="CPUs of each of the two nodes (--cluster)")
     ap.add_argument("--stages", nargs="*", default=None,
                     help="kill -9 (or the worker node's raylet, --cluster kill) in these stages only (curate)")
+    ap.add_argument("--scratch", default=None,
+                    help="curate: every run after the reference stages its units in a fresh directory here "
+                         "(TOKENMILL_SCRATCH), removed after the run")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     args.kill = [] if args.kill is None else args.kill or ["local"]
