@@ -66,6 +66,14 @@ class Read:
         return UnitResult(outputs=[f"read/{unit.name}.json"])
 
 
+def _second_filesystem(tmp_path: Path) -> Path:
+    """/dev/shm when it is another filesystem than the test's directory (staging there is a copy, not a rename)."""
+    scratch = Path("/dev/shm")
+    if not scratch.is_dir() or os.stat(scratch).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second filesystem (/dev/shm) beside the test's directory")
+    return scratch
+
+
 def _units(n: int) -> list[Unit]:
     return [Unit(i, f"unit-{i:04d}") for i in range(n)]
 
@@ -148,9 +156,7 @@ def test_bytes_a_killed_unit_left_in_a_segment_are_never_read(tmp_path):
 
 
 def test_staging_on_another_filesystem_gives_the_same_bytes(tmp_path, monkeypatch):
-    scratch = Path("/dev/shm")
-    if not scratch.is_dir() or os.stat(scratch).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("no second filesystem (/dev/shm) beside the test's directory")
+    scratch = _second_filesystem(tmp_path)
     with LocalExecutor(workers=1) as executor:
         run_workflow(_stages(4), out=tmp_path / "here", fingerprint="fp", executor=executor)
     place = scratch / f"tokenmill-test-{os.getpid()}"
@@ -209,9 +215,7 @@ def test_a_scratch_directory_that_cannot_be_made_is_a_clear_error(tmp_path, monk
 def test_a_copy_from_another_filesystem_cut_short_by_a_kill_leaves_nothing_among_the_outputs(tmp_path, monkeypatch):
     import shutil
 
-    scratch = Path("/dev/shm")
-    if not scratch.is_dir() or os.stat(scratch).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("no second filesystem (/dev/shm) beside the test's directory")
+    scratch = _second_filesystem(tmp_path)
     place = scratch / f"tokenmill-test-kill-{os.getpid()}"
     monkeypatch.setenv(segments.SCRATCH_ENV, str(place))
     out = tmp_path / "run"

@@ -17,6 +17,20 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def fsync_dir(path: Path) -> None:
+    """Make the names in directory ``path`` durable (a filesystem that cannot sync a directory is let be)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write_lines(path: Path, lines: Iterable[bytes]) -> None:
     """:func:`atomic_write` of ``lines`` (each written followed by a newline), streamed: never all in memory."""
     tmp = path.with_name(path.name + ".tmp")

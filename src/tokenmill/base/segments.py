@@ -31,6 +31,7 @@ The segments go with their directory when the stage that reads them last drops i
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import os
@@ -40,6 +41,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tokenmill.base.files import atomic_write_lines, fsync_dir
 
 INDEX = "segments.jsonl"
 PREFIX = "seg."
@@ -139,7 +142,7 @@ def _segment(directory: Path, run_id: str) -> tuple[str, int]:
         name = segment_name(run_id)
         directory.mkdir(parents=True, exist_ok=True)
         _held[key] = (name, os.open(directory / name, os.O_WRONLY | os.O_CREAT, 0o644))
-        _fsync_dir(directory)
+        fsync_dir(directory)
     return _held[key]
 
 
@@ -167,8 +170,6 @@ def _append(fd: int, source: Path) -> int:
 
 def write_indexes(out: Path, records: Iterable[dict]) -> list[Path]:
     """Write ``<dir>/segments.jsonl`` for each directory the records name (lines sorted by name); the paths."""
-    from tokenmill.base.files import atomic_write_lines
-
     by_dir: dict[str, list[dict]] = {}
     for r in records:
         by_dir.setdefault(r["dir"], []).append(r)
@@ -373,20 +374,6 @@ def scratch_dir(stage_root: Path) -> Path | None:
     root = scratch_root()
     if root is None:
         return None
-    import hashlib
-
     tag = hashlib.sha256(str(stage_root.resolve()).encode()).hexdigest()[:16]
     return root / f"tokenmill-staging-{tag}"
 
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # a filesystem that cannot sync a directory
-    finally:
-        os.close(fd)

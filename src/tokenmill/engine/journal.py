@@ -27,6 +27,8 @@ import socket
 import threading
 from pathlib import Path
 
+from tokenmill.base.files import fsync_dir
+
 SUFFIX = ".jsonl"
 _held: tuple[str, int] | None = None  # this process's open journal: (path, descriptor), one at a time
 _nonce: tuple[int, str] = (-1, "")  # (pid, nonce): a forked child draws its own
@@ -55,7 +57,7 @@ def append(done: Path, run_id: str, unit: str, result: dict, files: list[dict] |
             _close()  # the previous stage's journal: a process works on one stage at a time
             done.mkdir(parents=True, exist_ok=True)
             _held = (path, os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
-            _fsync_dir(done)  # the new file's name is durable before the first unit counts on it
+            fsync_dir(done)  # the new file's name is durable before the first unit counts on it
         fd = _held[1]
         view = memoryview(line)
         while view:
@@ -137,15 +139,3 @@ def _marker(path: Path) -> dict | None:
         return None  # torn or missing marker: the unit is redone
     return value if isinstance(value, dict) else None
 
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # a filesystem that cannot sync a directory
-    finally:
-        os.close(fd)

@@ -233,7 +233,7 @@ def commit_unit(task: Task, unit: Unit, state: StageState) -> UnitResult:
     result.cpu_seconds = time.process_time() - cpu
     result.peak_rss_mb = process_peak_rss_mb()
     # the intermediates of the directories the task names go to this process's segments (base/segments.py)
-    roots = (*getattr(task, "segments", ()), *getattr(state, "segments", ()))
+    roots = (*getattr(task, "segments", ()), *state.segments)
     placed, files = segments.append_staged(state.out, staging, roots, state.run_id, state.root)
     for rel in files:
         dest = state.out / rel

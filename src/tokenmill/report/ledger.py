@@ -409,9 +409,9 @@ def part_exists(path: Path) -> bool:
 def open_part(path: Any) -> Any:
     """What ``pq.ParquetFile`` or ``pq.read_table`` opens for the ledger part ``path``: the path itself, or its
     packed member's bytes in place (a zero-copy slice of the memory-mapped archive)."""
-    if not isinstance(path, (str, Path)) or Path(path).exists():
+    if not isinstance(path, (str, Path)):
         return path
-    if segments.exists(Path(path)):
+    if segments.exists(Path(path)):  # the file itself, or its slice of a segment
         return segments.arrow_source(Path(path))
     hit = _packed(Path(path))
     if hit is None:
